@@ -1,0 +1,122 @@
+"""The CUDA backend: NVIDIA GPUs via NVML (ctypes), else `nvidia-smi`.
+
+Bandwidth from NVML = 2 (double data rate) x max memory clock x bus width; nvidia-smi
+does not report the bus width, so then the matching profile's figure is used (labelled).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from collections.abc import Callable
+
+from ggprof import hookimpl
+from ggprof.backend import Backend, Detection, Device, EfficiencyBand
+from ggprof.figures import Figure
+from ggprof.host import HostContext
+from ggprof.host.facts import run_tool
+from ggprof_backends._gpu import gpu_device
+
+NVIDIA_SMI_QUERY = [
+    "nvidia-smi",
+    "--query-gpu=index,name,memory.total,memory.free,clocks.max.memory",
+    "--format=csv,noheader,nounits",
+]
+_NVML_CLOCK_MEM = 2
+
+
+class CUDABackend(Backend):
+    name = "cuda"
+    band = EfficiencyBand(0.6, 0.9, "assumption: llama.cpp CUDA decode reaches 60-90% of HBM/GDDR peak")
+
+    def detect(self, host: HostContext) -> Detection:
+        devices = detect_nvml()
+        if devices is None:
+            out = run_tool(NVIDIA_SMI_QUERY)
+            if out is None:
+                return Detection(self.name, [], "no NVML library and no working nvidia-smi")
+            devices = parse_nvidia_smi(out)
+        if not devices:
+            return Detection(self.name, [], "NVIDIA tools found no GPU")
+        return Detection(self.name, devices)
+
+
+def parse_nvidia_smi(text: str) -> list[Device]:
+    """Rows of `index, name, memory.total [MiB], memory.free [MiB], clocks.max.memory [MHz]`."""
+    devices = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 5 or not parts[0].isdigit():
+            continue
+        total, free = _mib(parts[2]), _mib(parts[3])
+        devices.append(gpu_device("cuda", int(parts[0]), parts[1], total, memory_available_bytes=free))
+    return devices
+
+
+def _mib(text: str) -> int | None:
+    try:
+        return int(float(text) * (1 << 20))
+    except ValueError:
+        return None
+
+
+def detect_nvml() -> list[Device] | None:
+    """Devices from libnvidia-ml via ctypes; None when NVML is absent or fails to start."""
+    lib = _load_nvml()
+    if lib is None or lib.nvmlInit_v2() != 0:
+        return None
+    try:
+        count = ctypes.c_uint(0)
+        if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+            return None
+        return [d for i in range(count.value) if (d := _nvml_device(lib, i)) is not None]
+    finally:
+        lib.nvmlShutdown()
+
+
+def _load_nvml() -> ctypes.CDLL | None:
+    for name in ("libnvidia-ml.so.1", ctypes.util.find_library("nvidia-ml"), "nvml.dll"):
+        if not name:
+            continue
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+class _Memory(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+def _nvml_device(lib: ctypes.CDLL, index: int) -> Device | None:
+    handle = ctypes.c_void_p()
+    if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != 0:
+        return None
+    name = ctypes.create_string_buffer(96)
+    mem, clock, bus = _Memory(), ctypes.c_uint(0), ctypes.c_uint(0)
+    lib.nvmlDeviceGetName(handle, name, 96)
+    has_mem = lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem)) == 0
+    has_clock = lib.nvmlDeviceGetMaxClockInfo(handle, _NVML_CLOCK_MEM, ctypes.byref(clock)) == 0
+    has_bus = lib.nvmlDeviceGetMemoryBusWidth(handle, ctypes.byref(bus)) == 0
+    bandwidth = None
+    if has_clock and has_bus and clock.value and bus.value:
+        bandwidth = nvml_bandwidth(clock.value, bus.value)
+    return gpu_device(
+        "cuda",
+        index,
+        name.value.decode(errors="replace"),
+        mem.total if has_mem else None,
+        bandwidth,
+        memory_available_bytes=mem.free if has_mem else None,
+    )
+
+
+def nvml_bandwidth(max_memory_clock_mhz: int, bus_width_bits: int) -> Figure:
+    value = 2 * max_memory_clock_mhz * 1e6 * bus_width_bits / 8
+    return Figure(value, "os", f"NVML: 2 x {max_memory_clock_mhz} MHz x {bus_width_bits}-bit bus")
+
+
+@hookimpl
+def register_backends(register: Callable[[Backend], None]) -> None:
+    register(CUDABackend())

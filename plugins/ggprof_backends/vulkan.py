@@ -1,0 +1,47 @@
+"""The Vulkan backend: any GPU with a Vulkan driver, by device name (`vulkaninfo --summary`);
+bandwidth comes from the matching profile."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from ggprof import hookimpl
+from ggprof.backend import Backend, Detection, Device, EfficiencyBand
+from ggprof.host import HostContext
+from ggprof.host.facts import run_tool
+from ggprof_backends._gpu import gpu_device
+
+_CPU_DEVICE_TYPES = ("PHYSICAL_DEVICE_TYPE_CPU",)
+
+
+class VulkanBackend(Backend):
+    name = "vulkan"
+    band = EfficiencyBand(0.45, 0.8, "assumption: llama.cpp Vulkan decode reaches 45-80% of peak")
+
+    def detect(self, host: HostContext) -> Detection:
+        out = run_tool(["vulkaninfo", "--summary"])
+        if out is None:
+            return Detection(self.name, [], "vulkaninfo is not installed or failed")
+        devices = parse_vulkaninfo(out)
+        return Detection(self.name, devices) if devices else Detection(self.name, [], "no Vulkan GPU listed")
+
+
+def parse_vulkaninfo(text: str) -> list[Device]:
+    """GPU<n>: blocks of `vulkaninfo --summary`; software (CPU) devices such as llvmpipe skipped."""
+    devices = []
+    for block in re.split(r"^GPU(\d+):\s*$", text, flags=re.MULTILINE)[1:]:
+        if block.strip().isdigit():
+            index = int(block)
+            continue
+        name = re.search(r"deviceName\s*=\s*(.+)", block)
+        dtype = re.search(r"deviceType\s*=\s*(\S+)", block)
+        if not name or (dtype and dtype[1] in _CPU_DEVICE_TYPES):
+            continue
+        devices.append(gpu_device("vulkan", index, name[1].strip(), None))
+    return devices
+
+
+@hookimpl
+def register_backends(register: Callable[[Backend], None]) -> None:
+    register(VulkanBackend())

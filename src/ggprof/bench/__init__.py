@@ -1,0 +1,1 @@
+"""`ggprof bench`: llama.cpp prefill and decode, measured in a child process like llama-bench."""

@@ -1,0 +1,32 @@
+"""RunContext: the circumstances of a measured run, which the verdicts need to judge it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What was true while a run was measured (or what a report says about it)."""
+
+    backends_used: tuple[str, ...]  # llama.cpp backends that held layers: ("cpu",), ("cuda", "cpu")
+    n_threads: int | None = None
+    physical_cores: int | None = None
+    efficiency_cores: int | None = None
+    n_gpu_layers_requested: int | None = None
+    n_gpu_layers_offloaded: int | None = None
+    n_layers: int | None = None
+    system_info: str = ""  # llama_print_system_info()
+    simd_compiled: tuple[str, ...] = ()  # features llama.cpp was built with (AVX2 = 1 ...)
+    backends_compiled: tuple[str, ...] = ()
+    gpu_offload_supported: bool | None = None
+    llama_cpp_python_version: str | None = None
+    cpu_load_before_percent: float | None = None
+    cpu_load_during_percent: float | None = None  # other processes' CPU use while the run measured
+    ram_available_before_bytes: int | None = None
+    ram_available_after_bytes: int | None = None
+    swap_used_before_bytes: int | None = None
+    swap_used_after_bytes: int | None = None
+    page_cache_fraction_before: float | None = None  # model file pages already in RAM before load
+    governor: str | None = None
+    notes: tuple[str, ...] = field(default=())

@@ -1,0 +1,44 @@
+"""Exit statuses and the project's own error types (one line each, never a traceback)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    """Exit status of every ggprof command; the verdict statuses follow the worst finding."""
+
+    OK = 0  # ok, or the measurement is plausible
+    INTERNAL_ERROR = 1  # a bug in ggprof, or a crash of the run it supervised
+    BAD_INPUT = 2  # bad input file, bad flag value, usage error
+    SUSPICIOUS = 3  # measured far below what the hardware allows
+    IMPOSSIBLE = 4  # measured above what the hardware allows
+
+
+class GGProfError(Exception):
+    """Base of every error ggprof reports as one `Error: ...` line."""
+
+    exit_status: ExitStatus = ExitStatus.INTERNAL_ERROR
+
+
+class BadInputError(GGProfError):
+    """The user gave something ggprof cannot use: a file, a flag value, a profile."""
+
+    exit_status = ExitStatus.BAD_INPUT
+
+
+class GGUFError(BadInputError):
+    """A GGUF file is malformed, hostile, or unsupported."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+class ProfileError(BadInputError):
+    """A hardware profile TOML file is malformed."""
+
+
+class RunError(GGProfError):
+    """The supervised llama.cpp run failed (crash, signal, timeout)."""

@@ -1,0 +1,40 @@
+"""The plugin contract (pluggy, project name `ggprof`, entry-point group `ggprof`).
+
+A plugin is a module with functions named after these hooks and decorated with
+`ggprof.hookimpl`. Built-in backends under plugins/ register through the same entry
+points a third-party package uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from ggprof.backend import Backend
+    from ggprof.model import SwaPattern
+
+hookspec = pluggy.HookspecMarker("ggprof")
+
+
+@hookspec
+def register_backends(register: Callable[[Backend], None]) -> None:
+    """Register Backend objects: each detects its devices and knows its efficiency band."""
+
+
+@hookspec(firstresult=True)
+def swa_pattern(architecture: str) -> SwaPattern | None:
+    """Which layers of `architecture` use the sliding window when its GGUF does not say."""
+
+
+@hookspec
+def profile_dirs() -> list[Path]:
+    """Extra folders of hardware profile TOML files."""
+
+
+@hookspec
+def register_commands(cli: object) -> None:
+    """Add commands to the `ggprof` Click group (`cli` is a click.Group)."""

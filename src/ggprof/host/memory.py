@@ -1,0 +1,151 @@
+"""Installed memory modules, where the OS tells without root, and the theoretical peak.
+
+peak bytes/s = MT/s x 8 bytes x 64-bit channels; the channel count is inferred from the
+populated modules (one module per channel) and always reported as inferred.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+from dataclasses import dataclass
+
+from ggprof.host.facts import run_tool
+
+# SMBIOS memory type codes (Win32_PhysicalMemory.SMBIOSMemoryType).
+_SMBIOS_TYPES = {
+    20: "DDR",
+    21: "DDR2",
+    24: "DDR3",
+    26: "DDR4",
+    27: "LPDDR",
+    28: "LPDDR2",
+    29: "LPDDR3",
+    30: "LPDDR4",
+    34: "DDR5",
+    35: "LPDDR5",
+}
+
+
+@dataclass(frozen=True)
+class MemoryModule:
+    size_bytes: int
+    type: str | None  # DDR4, DDR5, LPDDR5 ...
+    speed_mts: int | None  # configured speed in MT/s (what the module runs at)
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    modules: tuple[MemoryModule, ...]
+    source: str  # which tool said so
+
+    @property
+    def type(self) -> str | None:
+        types = {m.type for m in self.modules if m.type}
+        return types.pop() if len(types) == 1 else None
+
+    @property
+    def speed_mts(self) -> int | None:
+        speeds = [m.speed_mts for m in self.modules if m.speed_mts]
+        return min(speeds) if speeds else None
+
+    @property
+    def channels_inferred(self) -> int:
+        return len(self.modules)
+
+    @property
+    def theoretical_bandwidth_bytes_per_s(self) -> float | None:
+        if not self.speed_mts or not self.modules:
+            return None
+        return self.speed_mts * 1e6 * 8 * self.channels_inferred
+
+    def describe(self) -> str:
+        return (
+            f"{self.type or 'memory'}-{self.speed_mts} MT/s x 8 B x {self.channels_inferred} channels "
+            f"(channels inferred from {len(self.modules)} populated modules; {self.source})"
+        )
+
+
+def parse_udevadm(text: str) -> MemoryConfig | None:
+    """`udevadm info -q property -p /devices/virtual/dmi/id` (Linux, no root needed)."""
+    props = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    indices = sorted({int(m[1]) for k in props if (m := re.match(r"MEMORY_DEVICE_(\d+)_", k))})
+    modules = []
+    for i in indices:
+        size = _int(props.get(f"MEMORY_DEVICE_{i}_SIZE"))
+        if not size or props.get(f"MEMORY_DEVICE_{i}_PRESENT") == "0":
+            continue
+        speed = _int(props.get(f"MEMORY_DEVICE_{i}_CONFIGURED_SPEED_MTS")) or _int(
+            props.get(f"MEMORY_DEVICE_{i}_SPEED_MTS")
+        )
+        modules.append(MemoryModule(size, props.get(f"MEMORY_DEVICE_{i}_TYPE"), speed))
+    return MemoryConfig(tuple(modules), "udevadm DMI") if modules else None
+
+
+def parse_windows_cim(text: str) -> MemoryConfig | None:
+    """`Get-CimInstance Win32_PhysicalMemory | ConvertTo-Json` (one object or a list)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    rows = data if isinstance(data, list) else [data]
+    modules = []
+    for row in rows:
+        if not isinstance(row, dict) or not _int(row.get("Capacity")):
+            continue
+        speed = _int(row.get("ConfiguredClockSpeed")) or _int(row.get("Speed"))
+        mtype = _SMBIOS_TYPES.get(_int(row.get("SMBIOSMemoryType")) or 0)
+        modules.append(MemoryModule(_int(row["Capacity"]) or 0, mtype, speed))
+    return MemoryConfig(tuple(modules), "Win32_PhysicalMemory") if modules else None
+
+
+def parse_system_profiler(text: str) -> MemoryConfig | None:
+    """`system_profiler SPMemoryDataType -json` (Intel Macs list DIMMs; Apple silicon does not)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    modules = []
+    for group in data.get("SPMemoryDataType", []) if isinstance(data, dict) else []:
+        for item in group.get("_items", []) if isinstance(group, dict) else []:
+            size = _size_text(item.get("dimm_size", ""))
+            speed = _int(str(item.get("dimm_speed", "")).split(" ")[0])
+            if size:
+                modules.append(MemoryModule(size, item.get("dimm_type"), speed))
+    return MemoryConfig(tuple(modules), "system_profiler") if modules else None
+
+
+def detect_memory() -> MemoryConfig | None:
+    system = platform.system()
+    if system == "Linux":
+        out = run_tool(["udevadm", "info", "-q", "property", "-p", "/devices/virtual/dmi/id"])
+        return parse_udevadm(out) if out else None
+    if system == "Windows":
+        out = run_tool(
+            [
+                "powershell",
+                "-NoProfile",
+                "-Command",
+                "Get-CimInstance Win32_PhysicalMemory | Select-Object Capacity,Speed,"
+                "ConfiguredClockSpeed,SMBIOSMemoryType | ConvertTo-Json",
+            ],
+            timeout_s=15,
+        )
+        return parse_windows_cim(out) if out else None
+    if system == "Darwin":
+        out = run_tool(["system_profiler", "SPMemoryDataType", "-json"], timeout_s=15)
+        return parse_system_profiler(out) if out else None
+    return None
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def _size_text(text: str) -> int | None:
+    m = re.match(r"^\s*(\d+)\s*(GB|MB)", str(text))
+    return int(m[1]) * (1 << 30 if m[2] == "GB" else 1 << 20) if m else None

@@ -1,0 +1,328 @@
+"""ModelSpec: what a GGUF header means for speed (bytes a token reads, KV cache growth).
+
+The decode rules follow ../shared/REFERENCE.md: a decode step reads every weight it
+touches once; `token_embd` is a one-row lookup unless the embeddings are tied (then the
+LM head reads all of it); MoE expert tensors (`*_exps`) are read for the
+`expert_used_count` of `expert_count` experts; the KV cache adds
+2 x layers x KV heads x head dim x bytes per element per token of depth.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from ggprof.errors import GGUFError
+from ggprof.ggml import FILE_TYPES, GGMLType, ValueType, kv_cache_type
+from ggprof.gguf import ArrayValue, GGUFHeader, TensorInfo, read_model_files
+
+UINTS = (ValueType.UINT8, ValueType.UINT16, ValueType.UINT32, ValueType.UINT64)
+INTS = (*UINTS, ValueType.INT8, ValueType.INT16, ValueType.INT32, ValueType.INT64)
+# Embedding-like tensors a decode step reads one row of (a lookup, not a matmul).
+ROW_LOOKUP_TENSORS = frozenset(
+    {"token_embd.weight", "per_layer_token_embd.weight", "position_embd.weight", "token_types.weight"}
+)
+_LAYER = re.compile(r"^blk\.(\d+)\.")
+
+
+@dataclass(frozen=True)
+class SwaPattern:
+    """llama.cpp's set_swa_pattern(n_pattern, dense_first): which layers use the window."""
+
+    n_pattern: int
+    dense_first: bool = False
+
+    def layers(self, n_layers: int) -> tuple[bool, ...]:
+        n = self.n_pattern
+        if self.dense_first:
+            return tuple(n == 0 or il % n != 0 for il in range(n_layers))
+        return tuple(n == 0 or il % n < n - 1 for il in range(n_layers))
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    ggml_type: GGMLType
+    shape: tuple[int, ...]
+    n_elements: int
+    n_bytes: int
+    layer: int | None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model's architecture and sizes, read from its GGUF header(s)."""
+
+    paths: tuple[Path, ...]
+    file_size_bytes: int
+    gguf_version: int
+    architecture: str
+    name: str | None
+    quant_label: str | None
+    n_layers: int
+    n_embd: int
+    n_heads: int
+    n_kv_heads_per_layer: tuple[int, ...]
+    head_dim_k: int
+    head_dim_v: int
+    context_length: int
+    vocab_size: int
+    n_experts: int
+    n_experts_used: int
+    n_experts_shared: int
+    tied_embeddings: bool
+    sliding_window: int | None
+    swa_layers: tuple[bool, ...]
+    swa_pattern_source: str | None
+    kv_layout: str  # "gqa" (per-head K/V) or "mla" (compressed latent)
+    tensors: tuple[TensorSpec, ...] = field(repr=False)
+
+    # -- sizes -------------------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        return self.paths[0]
+
+    @property
+    def n_params(self) -> int:
+        return sum(t.n_elements for t in self.tensors)
+
+    @property
+    def n_kv_heads(self) -> int | list[int]:
+        """A scalar when every layer has the same KV head count, else the per-layer list."""
+        heads = set(self.n_kv_heads_per_layer)
+        return heads.pop() if len(heads) == 1 else list(self.n_kv_heads_per_layer)
+
+    @property
+    def tensor_bytes(self) -> int:
+        return sum(t.n_bytes for t in self.tensors)
+
+    def bytes_by_type(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.tensors:
+            out[t.ggml_type.name] = out.get(t.ggml_type.name, 0) + t.n_bytes
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def tensors_by_type(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.tensors:
+            out[t.ggml_type.name] = out.get(t.ggml_type.name, 0) + 1
+        return out
+
+    def layer_bytes(self) -> list[int]:
+        out = [0] * self.n_layers
+        for t in self.tensors:
+            if t.layer is not None and t.layer < self.n_layers:
+                out[t.layer] += t.n_bytes
+        return out
+
+    @property
+    def non_layer_bytes(self) -> int:
+        return sum(t.n_bytes for t in self.tensors if t.layer is None or t.layer >= self.n_layers)
+
+    # -- what one decode step reads ----------------------------------------------------------
+    def _decode_share(self, t: TensorSpec) -> Fraction:
+        """The fraction of a tensor one decode step reads."""
+        if t.name in ROW_LOOKUP_TENSORS:
+            if t.name == "token_embd.weight" and self.tied_embeddings:
+                return Fraction(1)
+            return Fraction(1, t.n_elements // t.shape[0])
+        if "_exps." in t.name and self.n_experts:
+            return Fraction(self.n_experts_used, self.n_experts)
+        return Fraction(1)
+
+    @property
+    def decode_bytes_per_token(self) -> int:
+        """Weight bytes one batch-1 decode step reads (see module docstring for the rules)."""
+        return int(sum(t.n_bytes * self._decode_share(t) for t in self.tensors))
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token multiplies through: lookups excluded, experts at their active share."""
+        total = Fraction(0)
+        for t in self.tensors:
+            if t.name in ROW_LOOKUP_TENSORS and not (t.name == "token_embd.weight" and self.tied_embeddings):
+                continue
+            total += t.n_elements * self._decode_share(t)
+        return int(total)
+
+    @property
+    def lm_head_params(self) -> int:
+        head = "token_embd.weight" if self.tied_embeddings else "output.weight"
+        return sum(t.n_elements for t in self.tensors if t.name == head)
+
+    def decode_rules(self) -> list[str]:
+        """Which rules shaped decode_bytes_per_token, in words (for JSON and reports)."""
+        rules = []
+        if self.tied_embeddings:
+            rules.append("tied_embeddings: no output.weight, the LM head reads all of token_embd")
+        elif any(t.name == "token_embd.weight" for t in self.tensors):
+            rules.append("token_embd: one row per token (a lookup)")
+        if self.n_experts and any("_exps." in t.name for t in self.tensors):
+            rules.append(f"moe: *_exps tensors count {self.n_experts_used}/{self.n_experts} of their bytes")
+        if any(self.swa_layers):
+            rules.append(
+                f"sliding_window: {sum(self.swa_layers)} of {self.n_layers} layers keep at most "
+                f"{self.sliding_window} tokens of KV ({self.swa_pattern_source})"
+            )
+        if self.kv_layout == "mla":
+            rules.append("mla: the KV cache holds a compressed latent per layer")
+        return rules
+
+    # -- KV cache ----------------------------------------------------------------------------
+    def kv_layer_bytes_per_token(self, cache_type_k: str = "f16", cache_type_v: str = "f16") -> list[int]:
+        tk, tv = kv_cache_type(cache_type_k), kv_cache_type(cache_type_v)
+        return [_nbytes(tk, h * self.head_dim_k) + _nbytes(tv, h * self.head_dim_v) for h in self.n_kv_heads_per_layer]
+
+    def kv_bytes_per_token(self, cache_type_k: str = "f16", cache_type_v: str = "f16") -> int:
+        """KV cache bytes one token adds (all layers, K and V)."""
+        return sum(self.kv_layer_bytes_per_token(cache_type_k, cache_type_v))
+
+    def kv_bytes_at(self, depth: int, cache_type_k: str = "f16", cache_type_v: str = "f16") -> int:
+        """KV cache bytes held (and read by one decode step) at `depth` tokens of context."""
+        total = 0
+        per_layer = self.kv_layer_bytes_per_token(cache_type_k, cache_type_v)
+        for per_token, swa in zip(per_layer, self.swa_layers, strict=True):
+            tokens = min(depth, self.sliding_window) if swa and self.sliding_window else depth
+            total += per_token * tokens
+        return total
+
+
+def _nbytes(t: GGMLType, n_elements: int) -> int:
+    return int(-(-Fraction(n_elements * t.type_size, t.block_size) // 1))
+
+
+# -- building a ModelSpec from headers -------------------------------------------------------
+SwaDefault = Callable[[str], "SwaPattern | None"]
+
+
+def load_model(path: str | os.PathLike[str], swa_default: SwaDefault | None = None) -> ModelSpec:
+    """Read a model's GGUF header(s) and interpret them. GGUFError on anything wrong."""
+    headers = read_model_files(path)
+    return model_from_headers(headers, swa_default)
+
+
+def model_from_headers(headers: list[GGUFHeader], swa_default: SwaDefault | None = None) -> ModelSpec:
+    h = headers[0]
+    meta = _Meta(h)
+    arch = meta.string("general.architecture")
+    if arch is None:
+        raise GGUFError(h.path, "no general.architecture key")
+    tensors = tuple(_tensor_spec(t) for hh in headers for t in hh.tensors)
+    n_layers = meta.uint(f"{arch}.block_count") or 0
+    n_embd = meta.uint(f"{arch}.embedding_length") or 0
+    n_heads = meta.per_layer(f"{arch}.attention.head_count", n_layers)
+    head_max = max(n_heads, default=0)
+    kv_heads = meta.per_layer(f"{arch}.attention.head_count_kv", n_layers) or n_heads
+    head_dim_k = meta.uint(f"{arch}.attention.key_length") or (n_embd // head_max if head_max else 0)
+    head_dim_v = meta.uint(f"{arch}.attention.value_length") or (n_embd // head_max if head_max else 0)
+    kv_layout = "gqa"
+    kv_lora = meta.uint(f"{arch}.attention.kv_lora_rank")
+    if kv_lora:
+        kv_layout = "mla"
+        head_dim_k = kv_lora + (meta.uint(f"{arch}.rope.dimension_count") or 0)
+        head_dim_v = 0
+        kv_heads = [1 if n else 0 for n in kv_heads]
+    window = meta.uint(f"{arch}.attention.sliding_window") or None
+    swa_layers, swa_source = _swa_layers(meta, arch, n_layers, window, swa_default)
+    names = {t.name for t in tensors}
+    n_experts = meta.uint(f"{arch}.expert_count") or 0
+    ft = meta.uint("general.file_type")
+    return ModelSpec(
+        paths=tuple(hh.path for hh in headers),
+        file_size_bytes=sum(hh.file_size_bytes for hh in headers),
+        gguf_version=h.version,
+        architecture=arch,
+        name=meta.string("general.name"),
+        quant_label=FILE_TYPES.get(ft) if ft is not None else None,
+        n_layers=n_layers,
+        n_embd=n_embd,
+        n_heads=head_max,
+        n_kv_heads_per_layer=tuple(kv_heads),
+        head_dim_k=head_dim_k,
+        head_dim_v=head_dim_v,
+        context_length=meta.uint(f"{arch}.context_length") or 0,
+        vocab_size=_vocab_size(meta, arch, tensors),
+        n_experts=n_experts,
+        n_experts_used=meta.uint(f"{arch}.expert_used_count") or (n_experts and 1),
+        n_experts_shared=meta.uint(f"{arch}.expert_shared_count") or 0,
+        tied_embeddings="output.weight" not in names,
+        sliding_window=window if any(swa_layers) else None,
+        swa_layers=swa_layers,
+        swa_pattern_source=swa_source if any(swa_layers) else None,
+        kv_layout=kv_layout,
+        tensors=tensors,
+    )
+
+
+def _tensor_spec(t: TensorInfo) -> TensorSpec:
+    m = _LAYER.match(t.name)
+    return TensorSpec(t.name, t.ggml_type, t.shape, t.n_elements, t.n_bytes, int(m[1]) if m else None)
+
+
+def _vocab_size(meta: _Meta, arch: str, tensors: tuple[TensorSpec, ...]) -> int:
+    tokens = meta.header.get("tokenizer.ggml.tokens", ValueType.ARRAY)
+    if isinstance(tokens, ArrayValue):
+        return tokens.length
+    explicit = meta.uint(f"{arch}.vocab_size")
+    if explicit:
+        return explicit
+    embd = next((t for t in tensors if t.name == "token_embd.weight"), None)
+    return embd.shape[1] if embd is not None and len(embd.shape) > 1 else 0
+
+
+def _swa_layers(
+    meta: _Meta, arch: str, n_layers: int, window: int | None, swa_default: SwaDefault | None
+) -> tuple[tuple[bool, ...], str | None]:
+    none = (False,) * n_layers
+    if not window:
+        return none, None
+    key = f"{arch}.attention.sliding_window_pattern"
+    mv = meta.header.metadata.get(key)
+    if mv is not None and isinstance(mv.value, ArrayValue):
+        items = mv.value.items
+        if mv.value.item_type != ValueType.BOOL or items is None or len(items) != n_layers:
+            raise GGUFError(meta.header.path, f"{key} must be a bool array with one entry per layer")
+        return tuple(bool(b) for b in items), f"metadata {key}"
+    if mv is not None:
+        n = meta.uint(key)
+        return SwaPattern(int(n or 0)).layers(n_layers), f"metadata {key}={n}"
+    default = swa_default(arch) if swa_default else None
+    if default is None:
+        return none, None
+    return default.layers(n_layers), f"llama.cpp default pattern for {arch} (every {default.n_pattern})"
+
+
+class _Meta:
+    """Typed access to the metadata keys ModelSpec uses: a wrong type is a GGUFError."""
+
+    def __init__(self, header: GGUFHeader) -> None:
+        self.header = header
+
+    def string(self, key: str) -> str | None:
+        v = self.header.get(key, ValueType.STRING)
+        return v if isinstance(v, str) else None
+
+    def uint(self, key: str) -> int | None:
+        v = self.header.get(key, *INTS)
+        if v is not None and v < 0:
+            raise GGUFError(self.header.path, f"key {key!r} is negative ({v})")
+        return None if v is None else int(v)
+
+    def per_layer(self, key: str, n_layers: int) -> list[int]:
+        """A per-layer count stored as one integer or as an array of one per layer."""
+        mv = self.header.metadata.get(key)
+        if mv is None:
+            return []
+        if mv.type != ValueType.ARRAY:
+            return [self.uint(key) or 0] * n_layers
+        arr: Any = mv.value
+        if arr.item_type not in INTS or arr.items is None or len(arr.items) != n_layers:
+            raise GGUFError(self.header.path, f"key {key!r} must be an integer or one integer per layer")
+        if any(v < 0 for v in arr.items):
+            raise GGUFError(self.header.path, f"key {key!r} has a negative entry")
+        return [int(v) for v in arr.items]

@@ -1,0 +1,237 @@
+"""Hardware profiles: one TOML file per device with published figures and their sources.
+
+Built-in profiles ship in the package (profiles/ in the repository); users add their own
+in `<user config dir>/profiles` (GGPROF_CONFIG_DIR overrides the config dir), plugins
+add folders through the `profile_dirs` hook. A later folder's profile replaces an
+earlier one with the same id.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ggprof.errors import BadInputError, ProfileError
+from ggprof.paths import config_dir
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+KINDS = ("cpu-memory", "gpu", "soc")
+_ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+
+
+@dataclass(frozen=True)
+class Profile:
+    id: str
+    name: str
+    kind: str
+    backends: tuple[str, ...]
+    memory_bandwidth_gbs: float
+    source: str
+    memory_gb: float | None = None
+    peak_fp16_tflops: float | None = None
+    peak_fp32_tflops: float | None = None
+    gpu_cores: int | None = None
+    match: tuple[str, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict)
+    notes: str | None = None
+    path: Path | None = None
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.memory_bandwidth_gbs * 1e9
+
+    @property
+    def peak_flops(self) -> float | None:
+        """The highest published dense peak (fp16 tensor cores where known), FLOP/s."""
+        peaks = [p for p in (self.peak_fp16_tflops, self.peak_fp32_tflops) if p]
+        return max(peaks) * 1e12 if peaks else None
+
+    def source_of(self, name: str) -> str:
+        return self.sources.get(name, self.source)
+
+    def matches(self, device_name: str) -> int:
+        """The length of the longest `match` pattern found in device_name (0: no match)."""
+        best = 0
+        for pattern in self.match:
+            m = re.search(pattern, device_name, re.IGNORECASE)
+            if m:
+                best = max(best, len(m.group(0)) or 1)
+        return best
+
+
+def builtin_dir() -> Path:
+    packaged = Path(str(resources.files("ggprof") / "profiles"))
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "profiles"  # editable install: the repository
+
+
+def user_dir() -> Path:
+    return config_dir() / "profiles"
+
+
+def profile_dirs() -> list[Path]:
+    from ggprof.plugins import plugin_manager
+
+    extra = [Path(p) for paths in plugin_manager().hook.profile_dirs() for p in paths]
+    return [builtin_dir(), *extra, user_dir()]
+
+
+@cache
+def load_profiles() -> dict[str, Profile]:
+    return load_from(profile_dirs())
+
+
+def load_from(dirs: Iterable[Path]) -> dict[str, Profile]:
+    out: dict[str, Profile] = {}
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        for path in sorted(d.glob("*.toml")):
+            p = parse_profile(path)
+            out[p.id] = p
+    return out
+
+
+def get_profile(profile_id: str) -> Profile:
+    """The profile with this id; BadInputError listing the closest ids otherwise."""
+    profiles = load_profiles()
+    if profile_id in profiles:
+        return profiles[profile_id]
+    close = difflib.get_close_matches(profile_id.lower(), list(profiles), n=4, cutoff=0.4)
+    hint = f"; closest: {', '.join(close)}" if close else "; `ggprof profiles` lists them"
+    raise BadInputError(f"unknown device {profile_id!r}{hint}")
+
+
+def match_profile(
+    device_name: str, gpu_cores: int | None = None, kinds: tuple[str, ...] = KINDS
+) -> tuple[Profile | None, str | None]:
+    """The profile a detected device name matches, and a note when the match is ambiguous."""
+    scored = [(p.matches(device_name), p) for p in load_profiles().values() if p.kind in kinds]
+    top = max((s for s, _ in scored), default=0)
+    if top == 0:
+        return None, None
+    candidates = [p for s, p in scored if s == top]
+    if len(candidates) == 1:
+        return candidates[0], None
+    if gpu_cores is not None:
+        by_cores = [p for p in candidates if p.gpu_cores == gpu_cores]
+        if by_cores:
+            return by_cores[0], None
+    base = sorted(candidates, key=lambda p: len(p.id))[0]
+    ids = ", ".join(p.id for p in candidates)
+    return base, f"{device_name!r} matches {ids}; GPU core count unknown, assumed {base.id}"
+
+
+# -- parsing and validation ------------------------------------------------------------------
+def parse_profile(path: Path) -> Profile:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ProfileError(f"{path}: cannot read: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ProfileError(f"{path}: invalid TOML: {e}") from None
+    v = _Validator(path, data)
+    profile = Profile(
+        id=v.string("id", pattern=_ID),
+        name=v.string("name"),
+        kind=v.choice("kind", KINDS),
+        backends=tuple(v.string_list("backends", required=True)),
+        memory_bandwidth_gbs=v.positive("memory_bandwidth_gbs", required=True) or 0.0,
+        source=v.string("source"),
+        memory_gb=v.positive("memory_gb"),
+        peak_fp16_tflops=v.positive("peak_fp16_tflops"),
+        peak_fp32_tflops=v.positive("peak_fp32_tflops"),
+        gpu_cores=v.integer("gpu_cores"),
+        match=tuple(v.regex_list("match")),
+        sources=v.string_table("sources"),
+        notes=v.optional_string("notes"),
+        path=path,
+    )
+    v.no_unknown_fields()
+    return profile
+
+
+class _Validator:
+    """Reads one field at a time; the first bad field is one ProfileError naming file and field."""
+
+    FIELDS = frozenset(Profile.__dataclass_fields__) - {"path"}
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path, self.data = path, data
+
+    def error(self, name: str, problem: str) -> ProfileError:
+        return ProfileError(f"{self.path}: field {name!r}: {problem}")
+
+    def string(self, name: str, pattern: re.Pattern[str] | None = None) -> str:
+        value = self.data.get(name)
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(name, "required, a non-empty string")
+        if pattern and not pattern.match(value):
+            raise self.error(name, f"{value!r} must be lowercase letters, digits, '-' and '.'")
+        return value
+
+    def optional_string(self, name: str) -> str | None:
+        value = self.data.get(name)
+        if value is not None and not isinstance(value, str):
+            raise self.error(name, "must be a string")
+        return value
+
+    def choice(self, name: str, options: tuple[str, ...]) -> str:
+        value = self.string(name)
+        if value not in options:
+            raise self.error(name, f"{value!r} is not one of {', '.join(options)}")
+        return value
+
+    def positive(self, name: str, required: bool = False) -> float | None:
+        value = self.data.get(name)
+        if value is None and not required:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise self.error(name, f"must be a positive number, got {value!r}")
+        return float(value)
+
+    def integer(self, name: str) -> int | None:
+        value = self.data.get(name)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise self.error(name, f"must be a positive integer, got {value!r}")
+        return value
+
+    def string_list(self, name: str, required: bool = False) -> list[str]:
+        value = self.data.get(name, None if required else [])
+        if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value) or (required and not value):
+            raise self.error(name, "must be a list of non-empty strings")
+        return value
+
+    def regex_list(self, name: str) -> list[str]:
+        patterns = self.string_list(name)
+        for p in patterns:
+            try:
+                re.compile(p)
+            except re.error as e:
+                raise self.error(name, f"bad pattern {p!r}: {e}") from None
+        return patterns
+
+    def string_table(self, name: str) -> dict[str, str]:
+        value = self.data.get(name, {})
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise self.error(name, "must be a table of strings")
+        return dict(value)
+
+    def no_unknown_fields(self) -> None:
+        unknown = sorted(set(self.data) - self.FIELDS)
+        if unknown:
+            raise self.error(unknown[0], "unknown field")

@@ -1,0 +1,1 @@
+"""Rendering: JSON-ready dicts and compact human text for each command's result."""

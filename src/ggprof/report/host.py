@@ -1,0 +1,210 @@
+"""`ggprof host` and `ggprof profiles`: JSON objects and human text."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ggprof.backend import Device
+from ggprof.figures import Figure
+from ggprof.host import HostReport
+from ggprof.host.stream import KernelResult
+from ggprof.paths import cache_dir, config_dir
+from ggprof.profiles import Profile
+from ggprof.units import clean, fmt_bytes, fmt_rate, sig3
+
+
+def device_dict(d: Device) -> dict[str, Any]:
+    return {
+        "id": d.id,
+        "name": d.name,
+        "backend": d.backend,
+        "memory_bytes": d.memory_bytes,
+        "memory_source": d.memory_source,
+        "memory_available_bytes": d.memory_available_bytes,
+        "bandwidth_bytes_per_s": d.bandwidth.value if d.bandwidth else None,
+        "bandwidth_source": d.bandwidth.source if d.bandwidth else None,
+        "bandwidth_detail": d.bandwidth.detail if d.bandwidth else None,
+        "peak_flops_per_s": d.peak_flops.value if d.peak_flops else None,
+        "peak_flops_source": d.peak_flops.describe() if d.peak_flops else None,
+        "profile_id": d.profile_id,
+        "unified_memory": d.unified_memory,
+        "notes": list(d.notes),
+    }
+
+
+def host_dict(r: HostReport) -> dict[str, Any]:
+    f, ctx = r.facts, r.context
+    bw, sg = ctx.bandwidth, ctx.sgemm
+    theo = r.theoretical_bandwidth
+    cpu = r.cpu
+    return {
+        "cpu_model": f.cpu_model,
+        "cpu_vendor": f.cpu_vendor,
+        "machine": f.machine,
+        "os": f.os,
+        "physical_cores": f.physical_cores,
+        "logical_cores": f.logical_cores,
+        "performance_cores": f.performance_cores,
+        "efficiency_cores": f.efficiency_cores,
+        "freq_max_mhz": f.freq_max_mhz,
+        "freq_current_mhz": f.freq_current_mhz,
+        "l2_bytes": f.l2_bytes,
+        "l3_bytes": f.l3_bytes,
+        "llc_bytes": f.llc_bytes,
+        "simd": list(f.simd),
+        "numa_nodes": f.numa_nodes,
+        "governor": f.governor,
+        "ram_total_bytes": f.ram_total_bytes,
+        "ram_available_bytes": f.ram_available_bytes,
+        "swap_total_bytes": f.swap_total_bytes,
+        "swap_used_bytes": f.swap_used_bytes,
+        "memory_modules": [vars(m) for m in ctx.memory.modules] if ctx.memory else [],
+        "memory_type": ctx.memory.type if ctx.memory else None,
+        "memory_speed_mts": ctx.memory.speed_mts if ctx.memory else None,
+        "measured_read_bandwidth_bytes_per_s": bw.read.best_bytes_per_s if bw else None,
+        "measured_copy_bandwidth_bytes_per_s": bw.copy.best_bytes_per_s if bw else None,
+        "measured_triad_bandwidth_bytes_per_s": bw.triad.best_bytes_per_s if bw else None,
+        "measured_bandwidth_spread": {k.name: k.spread for k in (bw.read, bw.copy, bw.triad)} if bw else None,
+        "measured_bandwidth_method": _method(r) if bw else None,
+        "measured_sgemm_flops_per_s": sg.flops_per_s if sg else None,
+        "measured_sgemm_method": f"numpy BLAS sgemm n={sg.n}, best of {len(sg.samples_flops_per_s)}" if sg else None,
+        "measured_at": r.measured_at,
+        "measurement_from_cache": r.from_cache,
+        "theoretical_bandwidth_bytes_per_s": theo.value if theo else None,
+        "theoretical_bandwidth_source": theo.detail if theo else None,
+        "profile_id": cpu.profile_id if cpu else None,
+        "devices": [device_dict(d) for d in r.devices],
+        "backends": [
+            {"backend": det.backend, "detected": bool(det.devices), "reason": det.reason} for det in r.detections
+        ],
+        "cache_path": str(r.cache_path),
+        "cache_dir": str(cache_dir()),
+        "config_dir": str(config_dir()),
+    }
+
+
+def _method(r: HostReport) -> str:
+    bw = r.context.bandwidth
+    assert bw is not None
+    return (
+        f"STREAM-style kernels, {bw.threads} threads, {bw.array_bytes >> 20} MiB arrays, "
+        f"best of {bw.repetitions}" + (f"; {'; '.join(bw.notes)}" if bw.notes else "")
+    )
+
+
+def host_text(r: HostReport) -> str:
+    f, ctx = r.facts, r.context
+    cores = f"{f.physical_cores} physical / {f.logical_cores} logical cores"
+    if f.performance_cores is not None:
+        cores += f" ({f.performance_cores} P + {f.efficiency_cores} E)"
+    caches = ", ".join(f"{n} {fmt_bytes(b, binary=False)}" for n, b in (("L2", f.l2_bytes), ("L3", f.l3_bytes)) if b)
+    lines = [
+        f"{clean(f.cpu_model)}  ({f.machine}, {clean(f.os)})",
+        _row("cores", cores + (f", {sig3(f.freq_max_mhz / 1000)} GHz max" if f.freq_max_mhz else "")),
+        _row("caches", caches or "not reported"),
+        *_wrapped("SIMD", " ".join(f.simd) or "none reported"),
+        _row(
+            "RAM",
+            f"{fmt_bytes(f.ram_total_bytes)} total, {fmt_bytes(f.ram_available_bytes)} available, "
+            f"swap used {fmt_bytes(f.swap_used_bytes, binary=False)}",
+        ),
+    ]
+    if ctx.memory:
+        lines.append(_row("modules", clean(ctx.memory.describe())))
+    bw = ctx.bandwidth
+    if bw:
+        when = (
+            "cached " + time.strftime("%Y-%m-%d %H:%M", time.localtime(r.measured_at))
+            if r.from_cache
+            else f"measured now in {bw.elapsed_s:.1f} s"
+        )
+        lines.append(_row("bandwidth", f"read {_k(bw.read)}, copy {_k(bw.copy)}, triad {_k(bw.triad)}"))
+        lines.append(
+            _row(
+                "",
+                f"({when}; {bw.threads} threads, {bw.array_bytes >> 20} MiB arrays, best of "
+                f"{bw.repetitions} +- spread)",
+            )
+        )
+    else:
+        lines.append(_row("bandwidth", "not measured (run `ggprof host` without --no-measure)"))
+    if ctx.sgemm:
+        lines.append(
+            _row("sgemm", f"{sig3(ctx.sgemm.flops_per_s / 1e9)} GFLOP/s measured (numpy BLAS fp32, n={ctx.sgemm.n})")
+        )
+    theo = r.theoretical_bandwidth
+    lines.append(
+        _row(
+            "theoretical",
+            f"{fmt_rate(theo.value)} ({theo.source})" if theo else "unknown (modules not readable without root)",
+        )
+    )
+    lines.append("devices")
+    for d in r.devices:
+        lines.extend(_device_lines(d))
+    for det in r.detections:
+        if not det.devices:
+            lines.append(f"  {det.backend:<8} not detected: {clean(det.reason or 'no device')}"[:80])
+    return "\n".join(lines)
+
+
+def _k(k: KernelResult) -> str:
+    return f"{sig3(k.best_bytes_per_s / 1e9)} GB/s (+-{k.spread:.0%})"
+
+
+def _fig(fig: Figure | None, unit: str, scale: float) -> str:
+    if fig is None:
+        return "unknown"
+    return f"{sig3(fig.value / scale)} {unit} [{clean(fig.describe())}]"
+
+
+def _device_lines(d: Device) -> list[str]:
+    mem = fmt_bytes(d.memory_bytes) if d.memory_bytes else "memory unknown"
+    profile = f", profile {d.profile_id}" if d.profile_id else ""
+    lines = [
+        f"  {d.id:<8} {clean(d.name)} ({d.backend}{profile}), {mem}",
+        f"           bandwidth {_fig(d.bandwidth, 'GB/s', 1e9)}",
+        f"           peak      {_fig(d.peak_flops, 'TFLOP/s', 1e12)}",
+    ]
+    lines.extend(f"           note: {clean(n)}" for n in d.notes)
+    return lines
+
+
+def _row(label: str, text: str) -> str:
+    return f"  {label:<12}{text}"
+
+
+def _wrapped(label: str, text: str, width: int = 80) -> list[str]:
+    import textwrap
+
+    chunks = textwrap.wrap(text, width - 14) or [""]
+    return [_row(label if i == 0 else "", chunk) for i, chunk in enumerate(chunks)]
+
+
+def profile_dict(p: Profile) -> dict[str, Any]:
+    return {
+        "id": p.id,
+        "name": p.name,
+        "kind": p.kind,
+        "backends": list(p.backends),
+        "memory_bandwidth_gbs": p.memory_bandwidth_gbs,
+        "memory_gb": p.memory_gb,
+        "peak_fp16_tflops": p.peak_fp16_tflops,
+        "peak_fp32_tflops": p.peak_fp32_tflops,
+        "gpu_cores": p.gpu_cores,
+        "source": p.source,
+        "sources": p.sources,
+        "notes": p.notes,
+        "path": str(p.path) if p.path else None,
+    }
+
+
+def profiles_text(profiles: list[Profile]) -> str:
+    lines = [f"{'id':<18} {'kind':<10} {'GB/s':>7} {'GB':>6} {'TFLOP/s':>8}  name"]
+    for p in profiles:
+        mem = f"{p.memory_gb:g}" if p.memory_gb else "-"
+        peak = sig3(p.peak_flops / 1e12) if p.peak_flops else "-"
+        lines.append(f"{p.id:<18} {p.kind:<10} {p.memory_bandwidth_gbs:>7g} {mem:>6} {peak:>8}  {clean(p.name)}")
+    lines.append("GB/s: theoretical memory bandwidth (GB = 1e9 bytes); TFLOP/s: dense peak; sources: --json")
+    return "\n".join(lines)

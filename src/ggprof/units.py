@@ -1,0 +1,82 @@
+"""Unit formatting and parsing. GB = 1e9 bytes, GiB = 2**30 bytes, always labelled."""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+
+GB = 1e9
+GiB = float(1 << 30)
+_BIDI_AND_FORMAT = {"Cc", "Cf", "Co", "Cs"}
+
+
+def clean(text: object) -> str:
+    """Strip control, escape and bidi-format characters before text reaches a terminal."""
+    s = str(text)
+    return "".join(ch for ch in s if unicodedata.category(ch) not in _BIDI_AND_FORMAT)
+
+
+def sig3(x: float) -> str:
+    """A number with 3 significant digits (no exponent for everyday magnitudes)."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    digits = 3 - math.floor(math.log10(abs(x))) - 1
+    if digits <= 0:
+        return f"{round(x, digits):,.0f}"
+    return f"{x:,.{digits}f}"
+
+
+def fmt_bytes(n: float, binary: bool = True) -> str:
+    """`253 MB (241 MiB)`: decimal first, binary in parentheses; both labelled."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= size:
+            dec = f"{sig3(n / size)} {unit}"
+            break
+    else:
+        return f"{int(n)} B"
+    if not binary:
+        return dec
+    for unit_b, size_b in (("TiB", 2.0**40), ("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10)):
+        if abs(n) >= size_b:
+            return f"{dec} ({sig3(n / size_b)} {unit_b})"
+    return dec
+
+
+def fmt_rate(bytes_per_s: float) -> str:
+    return f"{sig3(bytes_per_s / GB)} GB/s"
+
+
+def fmt_count(n: float) -> str:
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{sig3(n / size)}{unit}"
+    return f"{n:g}"
+
+
+_BW = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z/]*)\s*$")
+_BW_UNITS = {
+    "": 1e9, "gb/s": 1e9, "gbps": 1e9, "gb": 1e9, "g": 1e9,
+    "tb/s": 1e12, "tbps": 1e12, "tb": 1e12, "t": 1e12,
+    "mb/s": 1e6, "mbps": 1e6, "mb": 1e6,
+    "gib/s": GiB, "tib/s": 2.0**40, "mib/s": 2.0**20,
+}  # fmt: skip
+# No memory system a GGUF runs on moves more than this (an H200 is ~4.8 TB/s).
+MAX_BANDWIDTH_BYTES_PER_S = 1e14
+MIN_BANDWIDTH_BYTES_PER_S = 1e8
+
+
+def parse_bandwidth(text: str) -> float:
+    """'90' (GB/s), '850GB/s', '1.2TB/s' -> bytes/s. ValueError with the reason otherwise."""
+    m = _BW.match(text)
+    if not m:
+        raise ValueError(f"cannot read bandwidth {text!r}: use a number of GB/s, or e.g. 850GB/s, 1.2TB/s")
+    unit = m[2].lower()
+    if unit not in _BW_UNITS:
+        raise ValueError(f"unknown bandwidth unit {m[2]!r} in {text!r} (GB/s, TB/s, MB/s, GiB/s)")
+    value = float(m[1]) * _BW_UNITS[unit]
+    if value <= 0:
+        raise ValueError(f"bandwidth must be positive, got {text!r}")
+    if not MIN_BANDWIDTH_BYTES_PER_S <= value <= MAX_BANDWIDTH_BYTES_PER_S:
+        raise ValueError(f"bandwidth {text!r} = {value / GB:g} GB/s is outside 0.1 GB/s .. 100 TB/s: check the units")
+    return value

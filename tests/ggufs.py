@@ -1,0 +1,153 @@
+"""GGUF files for tests, written with the `gguf` package's GGUFWriter.
+
+Headers are real; the tensor data section is a sparse hole (the file is truncated to
+its full size), so an 8B- or 70B-shaped model costs a few kB of disk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gguf
+import numpy as np
+
+Q8_0 = gguf.GGMLQuantizationType.Q8_0
+F32 = gguf.GGMLQuantizationType.F32
+F16 = gguf.GGMLQuantizationType.F16
+Q4_K = gguf.GGMLQuantizationType.Q4_K
+
+
+def nbytes(shape: tuple[int, ...], qtype: gguf.GGMLQuantizationType) -> int:
+    """Bytes of a tensor with ggml shape `shape` (ne[0] first)."""
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    n = 1
+    for d in shape:
+        n *= d
+    return n // block * size
+
+
+@dataclass
+class Shape:
+    """A llama-style model: the numbers the hand computations in the tests use."""
+
+    arch: str = "llama"
+    n_layers: int = 2
+    n_embd: int = 256
+    n_heads: int = 8
+    n_kv_heads: int | list[int] = 2
+    head_dim: int | None = None  # default n_embd / n_heads
+    n_ff: int = 512
+    vocab: int = 1000
+    context: int = 4096
+    tied: bool = False
+    n_experts: int = 0
+    n_experts_used: int = 0
+    qtype: gguf.GGMLQuantizationType = Q8_0
+    file_type: int | None = 7  # LLAMA_FTYPE_MOSTLY_Q8_0
+    name: str = "test model"
+    tokens: bool = True  # write a tokenizer vocabulary (else {arch}.vocab_size)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def hd(self) -> int:
+        return self.head_dim or self.n_embd // self.n_heads
+
+    def kv_heads(self, layer: int) -> int:
+        return self.n_kv_heads[layer] if isinstance(self.n_kv_heads, list) else self.n_kv_heads
+
+    def tensors(self) -> list[tuple[str, tuple[int, ...], gguf.GGMLQuantizationType]]:
+        """(name, ggml shape, type) of every tensor, llama.cpp's names and layouts."""
+        e, q = self.n_embd, self.qtype
+        out = [("token_embd.weight", (e, self.vocab), q), ("output_norm.weight", (e,), F32)]
+        if not self.tied:
+            out.append(("output.weight", (e, self.vocab), q))
+        for i in range(self.n_layers):
+            kv = self.kv_heads(i) * self.hd
+            out += [
+                (f"blk.{i}.attn_norm.weight", (e,), F32),
+                (f"blk.{i}.attn_q.weight", (e, self.n_heads * self.hd), q),
+                (f"blk.{i}.attn_k.weight", (e, kv), q),
+                (f"blk.{i}.attn_v.weight", (e, kv), q),
+                (f"blk.{i}.attn_output.weight", (self.n_heads * self.hd, e), q),
+                (f"blk.{i}.ffn_norm.weight", (e,), F32),
+            ]
+            if self.n_experts:
+                x = self.n_experts
+                out += [
+                    (f"blk.{i}.ffn_gate_inp.weight", (e, x), F32),
+                    (f"blk.{i}.ffn_gate_exps.weight", (e, self.n_ff, x), q),
+                    (f"blk.{i}.ffn_up_exps.weight", (e, self.n_ff, x), q),
+                    (f"blk.{i}.ffn_down_exps.weight", (self.n_ff, e, x), q),
+                ]
+            else:
+                out += [
+                    (f"blk.{i}.ffn_gate.weight", (e, self.n_ff), q),
+                    (f"blk.{i}.ffn_up.weight", (e, self.n_ff), q),
+                    (f"blk.{i}.ffn_down.weight", (self.n_ff, e), q),
+                ]
+        return out
+
+
+def write_model(path: Path, shape: Shape, split_max_tensors: int = 0) -> list[Path]:
+    """Write the header(s) of `shape`; the data section is a hole. Returns the file(s)."""
+    a = shape.arch
+    w = gguf.GGUFWriter(path, a, split_max_tensors=split_max_tensors)
+    w.add_name(shape.name)
+    if shape.file_type is not None:
+        w.add_file_type(shape.file_type)
+    w.add_uint32(f"{a}.context_length", shape.context)
+    w.add_uint32(f"{a}.embedding_length", shape.n_embd)
+    w.add_uint32(f"{a}.block_count", shape.n_layers)
+    w.add_uint32(f"{a}.feed_forward_length", shape.n_ff)
+    w.add_uint32(f"{a}.attention.head_count", shape.n_heads)
+    if isinstance(shape.n_kv_heads, list):
+        w.add_array(f"{a}.attention.head_count_kv", shape.n_kv_heads)
+    else:
+        w.add_uint32(f"{a}.attention.head_count_kv", shape.n_kv_heads)
+    if shape.head_dim:
+        w.add_uint32(f"{a}.attention.key_length", shape.head_dim)
+        w.add_uint32(f"{a}.attention.value_length", shape.head_dim)
+    if shape.n_experts:
+        w.add_uint32(f"{a}.expert_count", shape.n_experts)
+        w.add_uint32(f"{a}.expert_used_count", shape.n_experts_used)
+    for key, value in shape.extra.items():
+        _add(w, key, value)
+    if shape.tokens:
+        w.add_string("tokenizer.ggml.model", "llama")
+        w.add_array("tokenizer.ggml.tokens", [f"t{i}" for i in range(shape.vocab)])
+        w.add_array("tokenizer.ggml.scores", [0.0] * shape.vocab)
+    else:
+        w.add_uint32(f"{a}.vocab_size", shape.vocab)
+    for name, ggml_shape, qtype in shape.tensors():
+        w.add_tensor_info(
+            name, tuple(reversed(ggml_shape)), np.dtype(np.float32), nbytes(ggml_shape, qtype), raw_dtype=qtype
+        )
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    files = [Path(f.name) for f in w.fout or []]
+    sizes = [sum(w.ggml_pad(ti.nbytes, w.data_alignment) for ti in t.values()) for t in w.tensors]
+    for f in w.fout or []:
+        f.close()
+    w.fout = None
+    for file, data_size in zip(files, sizes, strict=False):
+        with open(file, "r+b") as fh:
+            fh.seek(0, 2)
+            start = w.ggml_pad(fh.tell(), w.data_alignment)
+            fh.truncate(start + data_size)
+    return files
+
+
+def _add(w: gguf.GGUFWriter, key: str, value: Any) -> None:
+    if isinstance(value, bool):
+        w.add_bool(key, value)
+    elif isinstance(value, int):
+        w.add_uint32(key, value)
+    elif isinstance(value, float):
+        w.add_float32(key, value)
+    elif isinstance(value, str):
+        w.add_string(key, value)
+    else:
+        w.add_array(key, value)

@@ -1,0 +1,141 @@
+"""The plugin framework: entry points, the built-ins, an outside package, every hook tested."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ggprof import hookspecs
+from ggprof.plugins import backends, plugin_infos, plugin_manager, reset
+
+THIRDPARTY = Path(__file__).parent / "thirdparty"
+BUILTIN_BACKENDS = {"cpu", "cuda", "metal", "vulkan", "rocm"}
+
+
+def install_example(site: Path, module: str = "ggprof_example_plugin") -> None:
+    """What `pip install ggprof-example` leaves behind: a module and a .dist-info with entry points."""
+    site.mkdir(parents=True, exist_ok=True)
+    (site / f"{module}.py").write_text((THIRDPARTY / "ggprof_example_plugin.py").read_text())
+    info = site / "ggprof_example-1.2.3.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ggprof-example\nVersion: 1.2.3\n")
+    (info / "entry_points.txt").write_text(f"[ggprof]\nexample = {module}\n")
+
+
+def ggprof(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    code = "import sys; from ggprof.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_builtin_backends_load_through_entry_points() -> None:
+    infos = {i.name: i for i in plugin_infos()}
+    assert set(infos) >= BUILTIN_BACKENDS
+    for name in BUILTIN_BACKENDS:
+        assert infos[name].builtin and infos[name].module == f"ggprof_backends.{name}"
+        assert "register_backends" in infos[name].hooks
+    assert set(backends()) == BUILTIN_BACKENDS
+
+
+def test_plugins_json(run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli("plugins", "--json")
+    assert r.exit_code == 0
+    rows = {row["name"]: row for row in json.loads(r.stdout)}
+    assert rows["cpu"]["hooks"] == ["register_backends"]
+    assert rows["ggprof.archs"]["hooks"] == ["swa_pattern"]
+
+
+def test_outside_package_registers(tmp_path: Path) -> None:
+    install_example(tmp_path / "site")
+    env = {"PYTHONPATH": str(tmp_path / "site")}
+    r = ggprof("plugins", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    rows = {row["name"]: row for row in json.loads(r.stdout)}
+    ex = rows["example"]
+    assert (ex["distribution"], ex["version"], ex["builtin"]) == ("ggprof-example", "1.2.3", False)
+    assert ex["hooks"] == ["profile_dirs", "register_backends", "register_commands", "swa_pattern"]
+    text = ggprof("plugins", env=env).stdout
+    assert "backends: cpu, cuda, example, metal, rocm, vulkan" in text
+
+
+def test_ggprof_plugins_env_restricts(tmp_path: Path) -> None:
+    install_example(tmp_path / "site")
+    r = ggprof("plugins", "--json", env={"PYTHONPATH": str(tmp_path / "site"), "GGPROF_PLUGINS": "cpu"})
+    assert {row["name"] for row in json.loads(r.stdout)} == {"ggprof.archs", "cpu"}
+
+
+def test_broken_plugin_is_reported_not_fatal(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    install_example(site, module="ggprof_broken_plugin")
+    (site / "ggprof_broken_plugin.py").write_text("raise RuntimeError('boom')\n")
+    r = ggprof("plugins", "--json", env={"PYTHONPATH": str(site)})
+    assert r.returncode == 0
+    assert "plugin 'example' failed to load: RuntimeError: boom" in r.stderr
+    row = next(x for x in json.loads(r.stdout) if x["name"] == "example")
+    assert row["error"] == "RuntimeError: boom"
+
+
+def _with_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    install_example(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    reset()
+
+
+# -- every hook has a test (named test_hook_<name>) --------------------------------------------
+def test_hook_register_backends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_example(tmp_path, monkeypatch)
+    assert backends()["example"].band.low == 0.4
+    from ggprof.host import describe_host
+
+    report = describe_host(measure=False)
+    ex = next(d for d in report.devices if d.backend == "example")
+    assert ex.bandwidth is not None and ex.bandwidth.value == 123e9
+
+
+def test_hook_swa_pattern(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_example(tmp_path, monkeypatch)
+    hook = plugin_manager().hook.swa_pattern
+    assert hook(architecture="examplearch").n_pattern == 3  # the plugin's answer
+    assert hook(architecture="gemma3").n_pattern == 6  # the built-in table still answers
+    assert hook(architecture="llama") is None
+
+
+def test_hook_profile_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_example(tmp_path, monkeypatch)
+    extra = tmp_path / "extra-profiles"
+    extra.mkdir()
+    (extra / "x.toml").write_text(
+        'id = "example-9000"\nname = "Example 9000"\nkind = "gpu"\n'
+        'backends = ["example"]\nmemory_bandwidth_gbs = 123\nsource = "example"\n'
+    )
+    monkeypatch.setenv("EXAMPLE_PROFILE_DIR", str(extra))
+    from ggprof.profiles import get_profile, load_profiles
+
+    load_profiles.cache_clear()
+    assert get_profile("example-9000").memory_bandwidth_gbs == 123
+
+
+def test_hook_register_commands(tmp_path: Path) -> None:
+    install_example(tmp_path / "site")
+    r = ggprof("example-hello", env={"PYTHONPATH": str(tmp_path / "site")})
+    assert (r.returncode, r.stdout) == (0, "hello from the example plugin\n")
+
+
+def test_every_hook_has_a_test() -> None:
+    hooks = {name for name in dir(hookspecs) if hasattr(getattr(hookspecs, name), "ggprof_spec")}
+    tests = set()
+    for path in Path(__file__).parent.glob("test_*.py"):
+        tests |= set(re.findall(r"^def test_hook_(\w+)\(", path.read_text(), re.MULTILINE))
+    assert hooks, "no hookspecs found"
+    assert hooks <= tests, f"hooks without a test_hook_<name>: {sorted(hooks - tests)}"
