@@ -15,6 +15,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 CHILD = r"""
@@ -58,13 +59,12 @@ def scaling() -> None:
             path = write_model(Path(tmp) / f"{n_ff}.gguf", Shape(n_ff=n_ff, vocab=32000))[0]
             times = []
             for _ in range(15):
-                import time
-
                 t = time.perf_counter()
                 load_model(path)
                 times.append(time.perf_counter() - t)
             print(
-                f"  {label:<12} file {path.stat().st_size / 1e9:8.3f} GB: median {statistics.median(times) * 1e3:6.2f} ms"
+                f"  {label:<12} file {path.stat().st_size / 1e9:8.3f} GB: "
+                f"median {statistics.median(times) * 1e3:6.2f} ms"
             )
 
 
@@ -91,7 +91,8 @@ def main() -> None:
         f"peak RSS {ours['peak_rss_bytes'] / 2**20:.0f} MiB (interpreter + imports alone: {base / 2**20:.0f} MiB)"
     )
     print(
-        f"gguf.GGUFReader median {t_theirs * 1e3:8.1f} ms over 2 runs; peak RSS {theirs['peak_rss_bytes'] / 2**20:.0f} MiB"
+        f"gguf.GGUFReader median {t_theirs * 1e3:8.1f} ms over 2 runs; "
+        f"peak RSS {theirs['peak_rss_bytes'] / 2**20:.0f} MiB"
     )
     print(f"ratio: ggprof is {t_theirs / t_ours:.0f}x faster")
     scaling()
