@@ -58,8 +58,13 @@ class HostFacts:
         return self.l3_bytes or self.l2_bytes
 
 
-def run_tool(args: list[str], timeout_s: float = 5.0) -> str | None:
-    """Run a vendor or OS tool; None when it is missing, fails or hangs (never raises)."""
+def run_tool(args: list[str], timeout_s: float | None = None) -> str | None:
+    """Run a vendor or OS tool; None when it is missing, fails or hangs (never raises).
+
+    GGPROF_TOOL_TIMEOUT_S caps how long any tool may take (default 5 s, or the caller's).
+    """
+    env_cap = os.environ.get("GGPROF_TOOL_TIMEOUT_S")
+    timeout_s = float(env_cap) if env_cap else (timeout_s or 5.0)
     try:
         out = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, check=False)
     except (OSError, subprocess.SubprocessError, ValueError):

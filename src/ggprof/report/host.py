@@ -100,7 +100,7 @@ def host_text(r: HostReport) -> str:
         cores += f" ({f.performance_cores} P + {f.efficiency_cores} E)"
     caches = ", ".join(f"{n} {fmt_bytes(b, binary=False)}" for n, b in (("L2", f.l2_bytes), ("L3", f.l3_bytes)) if b)
     lines = [
-        f"{clean(f.cpu_model)}  ({f.machine}, {clean(f.os)})",
+        f"{clean(f.cpu_model)}  ({f.machine}, {clean(f.os)})"[:80],
         _row("cores", cores + (f", {sig3(f.freq_max_mhz / 1000)} GHz max" if f.freq_max_mhz else "")),
         _row("caches", caches or "not reported"),
         *_wrapped("SIMD", " ".join(f.simd) or "none reported"),
@@ -153,21 +153,23 @@ def _k(k: KernelResult) -> str:
     return f"{sig3(k.best_bytes_per_s / 1e9)} GB/s (+-{k.spread:.0%})"
 
 
-def _fig(fig: Figure | None, unit: str, scale: float) -> str:
+def _fig_lines(label: str, fig: Figure | None, unit: str, scale: float) -> list[str]:
+    import textwrap
+
     if fig is None:
-        return "unknown"
-    return f"{sig3(fig.value / scale)} {unit} [{clean(fig.describe())}]"
+        return [f"{'':11}{label:<10}unknown"]
+    head = f"{'':11}{label:<10}{sig3(fig.value / scale)} {unit}"
+    rest = textwrap.wrap(clean(fig.describe()), 80 - 23)
+    return [head] + [f"{'':23}{line}" for line in rest]
 
 
 def _device_lines(d: Device) -> list[str]:
     mem = fmt_bytes(d.memory_bytes) if d.memory_bytes else "memory unknown"
     profile = f", profile {d.profile_id}" if d.profile_id else ""
-    lines = [
-        f"  {d.id:<8} {clean(d.name)} ({d.backend}{profile}), {mem}",
-        f"           bandwidth {_fig(d.bandwidth, 'GB/s', 1e9)}",
-        f"           peak      {_fig(d.peak_flops, 'TFLOP/s', 1e12)}",
-    ]
-    lines.extend(f"           note: {clean(n)}" for n in d.notes)
+    lines = [f"  {d.id:<8} {clean(d.name)} ({d.backend}{profile})"[:80], f"{'':11}{'memory':<10}{mem}"]
+    lines += _fig_lines("bandwidth", d.bandwidth, "GB/s", 1e9)
+    lines += _fig_lines("peak", d.peak_flops, "TFLOP/s", 1e12)
+    lines.extend(f"{'':11}note: {clean(n)}"[:80] for n in d.notes)
     return lines
 
 

@@ -1,0 +1,228 @@
+"""`ggprof host`: OS facts, a real bandwidth measurement, the cache, and device detection
+through the plugins with vendor tools replaced by scripts that print their outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from ggprof.host.memory import parse_system_profiler, parse_udevadm, parse_windows_cim
+
+# `nvidia-smi --query-gpu=index,name,memory.total,memory.free,clocks.max.memory
+#  --format=csv,noheader,nounits` (format per `nvidia-smi --help-query-gpu`)
+NVIDIA_SMI = "0, NVIDIA GeForce RTX 4090, 24564, 23987, 10501\n1, NVIDIA H100 80GB HBM3, 81559, 81000, 2619\n"
+VULKANINFO = """\
+==========
+VULKANINFO
+==========
+
+Devices:
+========
+GPU0:
+\tapiVersion         = 1.3.260
+\tvendorID           = 0x1002
+\tdeviceType         = PHYSICAL_DEVICE_TYPE_DISCRETE_GPU
+\tdeviceName         = AMD Radeon RX 7900 XTX
+GPU1:
+\tdeviceType         = PHYSICAL_DEVICE_TYPE_CPU
+\tdeviceName         = llvmpipe (LLVM 15.0.7, 256 bits)
+"""
+ROCM_SMI = json.dumps({"card0": {"Card Series": "AMD Instinct MI300X", "VRAM Total Memory (B)": "206141652992"}})
+UDEVADM = """\
+MEMORY_ARRAY_LOCATION=System board or motherboard
+MEMORY_ARRAY_NUM_DEVICES=4
+MEMORY_DEVICE_0_PRESENT=0
+MEMORY_DEVICE_1_SIZE=17179869184
+MEMORY_DEVICE_1_TYPE=DDR5
+MEMORY_DEVICE_1_SPEED_MTS=6000
+MEMORY_DEVICE_1_CONFIGURED_SPEED_MTS=5600
+MEMORY_DEVICE_2_PRESENT=0
+MEMORY_DEVICE_3_SIZE=17179869184
+MEMORY_DEVICE_3_TYPE=DDR5
+MEMORY_DEVICE_3_SPEED_MTS=6000
+MEMORY_DEVICE_3_CONFIGURED_SPEED_MTS=5600
+"""
+
+
+def fake_tool(bin_dir: Path, name: str, output: str = "", exit_code: int = 0, sleep_s: float = 0) -> None:
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / f"{name}.out").write_text(output)
+    script = bin_dir / name
+    script.write_text(f"#!/bin/sh\nsleep {sleep_s}\ncat '{bin_dir / name}.out'\nexit {exit_code}\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+
+
+@pytest.fixture
+def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir
+
+
+def detect(backend: str):  # type: ignore[no-untyped-def]
+    from ggprof.host import describe_host
+
+    report = describe_host(measure=False)
+    return next(d for d in report.detections if d.backend == backend)
+
+
+def test_nvidia_smi_devices_use_profiles_for_bandwidth(tools: Path) -> None:
+    fake_tool(tools, "nvidia-smi", NVIDIA_SMI)
+    det = detect("cuda")
+    rtx, h100 = det.devices
+    assert (rtx.id, rtx.profile_id, rtx.memory_bytes) == ("cuda:0", "rtx-4090", 24564 << 20)
+    assert rtx.bandwidth is not None and rtx.bandwidth.value == 1008e9 and rtx.bandwidth.source == "profile"
+    assert rtx.memory_available_bytes == 23987 << 20
+    assert (h100.profile_id, h100.peak_flops.value if h100.peak_flops else None) == ("h100-sxm", 989.4e12)
+
+
+@pytest.mark.parametrize(
+    ("output", "code", "reason"),
+    [("", 127, "no working nvidia-smi"), ("garbage\x1b[31m, ???\n", 0, "found no GPU"), ("", 9, "no working")],
+)
+def test_broken_nvidia_smi_means_not_detected(tools: Path, output: str, code: int, reason: str) -> None:
+    fake_tool(tools, "nvidia-smi", output, exit_code=code)
+    det = detect("cuda")
+    assert det.devices == [] and reason in (det.reason or "")
+
+
+def test_hanging_tool_times_out(tools: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GGPROF_TOOL_TIMEOUT_S", "0.5")
+    fake_tool(tools, "nvidia-smi", NVIDIA_SMI, sleep_s=30)
+    assert detect("cuda").devices == []
+
+
+def test_nvml_bandwidth_formula() -> None:
+    from ggprof_backends.cuda import nvml_bandwidth
+
+    assert nvml_bandwidth(10501, 384).value == pytest.approx(1008e9, rel=1e-3)  # RTX 4090
+    assert nvml_bandwidth(2619, 5120).value == pytest.approx(3.35e12, rel=1e-3)  # H100 SXM
+
+
+def test_vulkaninfo_skips_software_devices(tools: Path) -> None:
+    fake_tool(tools, "vulkaninfo", VULKANINFO)
+    (dev,) = detect("vulkan").devices
+    assert (dev.id, dev.name, dev.profile_id) == ("vulkan:0", "AMD Radeon RX 7900 XTX", "rx-7900-xtx")
+    assert dev.bandwidth is not None and dev.bandwidth.value == 960e9
+
+
+def test_rocm_smi_fallback(tools: Path) -> None:
+    fake_tool(tools, "amd-smi", "", exit_code=2)
+    fake_tool(tools, "rocm-smi", ROCM_SMI)
+    (dev,) = detect("rocm").devices
+    assert (dev.profile_id, dev.memory_bytes) == ("mi300x", 206141652992)
+
+
+def test_metal_elsewhere_is_not_detected_with_reason() -> None:
+    import platform
+
+    det = detect("metal")
+    if platform.system() != "Darwin":
+        assert det.devices == [] and det.reason == "not an Apple silicon Mac"
+
+
+def test_gpu_cores_from_system_profiler() -> None:
+    from ggprof_backends.metal import parse_gpu_cores
+
+    text = json.dumps({"SPDisplaysDataType": [{"_name": "Apple M3 Max", "sppci_cores": "30"}]})
+    assert parse_gpu_cores(text) == 30
+    assert parse_gpu_cores("not json") is None
+
+
+def test_memory_modules_and_theoretical_peak() -> None:
+    mem = parse_udevadm(UDEVADM)
+    assert mem is not None
+    assert (mem.type, mem.speed_mts, mem.channels_inferred) == ("DDR5", 5600, 2)
+    assert mem.theoretical_bandwidth_bytes_per_s == 5600e6 * 8 * 2
+    assert "inferred" in mem.describe()
+    win = parse_windows_cim(
+        json.dumps([{"Capacity": 8 << 30, "Speed": 3200, "ConfiguredClockSpeed": 2933, "SMBIOSMemoryType": 26}] * 2)
+    )
+    assert win is not None and (win.type, win.speed_mts, win.theoretical_bandwidth_bytes_per_s) == (
+        "DDR4",
+        2933,
+        2933e6 * 16,
+    )
+    mac = parse_system_profiler(
+        json.dumps(
+            {
+                "SPMemoryDataType": [
+                    {"_items": [{"dimm_size": "8 GB", "dimm_speed": "2667 MHz", "dimm_type": "DDR4"}] * 2}
+                ]
+            }
+        )
+    )
+    assert mac is not None and mac.speed_mts == 2667
+    assert parse_udevadm("garbage") is None and parse_windows_cim("{") is None
+
+
+def test_cpu_profile_from_modules() -> None:
+    from ggprof_backends.cpu import CPUBackend
+
+    from ggprof.host import HostContext
+    from ggprof.host.facts import gather_facts
+
+    ctx = HostContext(gather_facts(), parse_udevadm(UDEVADM), None, None)
+    (cpu,) = CPUBackend().detect(ctx).devices
+    assert cpu.profile_id == "ddr5-5600-dual"
+    assert cpu.bandwidth is not None and cpu.bandwidth.source == "os" and cpu.bandwidth.value == 89.6e9
+
+
+def test_cpu_peak_is_derived_from_simd() -> None:
+    from ggprof_backends.cpu import peak_int8_flops
+
+    fig = peak_int8_flops(("AVX2", "FMA"), 8, 5000.0, None)
+    assert fig is not None and fig.value == 8 * 5e9 * 128 and fig.source == "derived"
+    assert peak_int8_flops((), 8, 5000.0, None) is None
+
+
+HOST_KEYS = {
+    "cpu_model",
+    "physical_cores",
+    "logical_cores",
+    "llc_bytes",
+    "ram_total_bytes",
+    "ram_available_bytes",
+    "swap_used_bytes",
+    "simd",
+    "measured_read_bandwidth_bytes_per_s",
+    "measured_copy_bandwidth_bytes_per_s",
+    "measured_triad_bandwidth_bytes_per_s",
+    "measured_sgemm_flops_per_s",
+    "theoretical_bandwidth_bytes_per_s",
+    "theoretical_bandwidth_source",
+    "profile_id",
+    "devices",
+}
+
+
+def test_host_quick_measures_then_reuses_cache(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
+    r = run_cli("host", "--json", "--no-measure")
+    d = json.loads(r.stdout)
+    assert d["measured_read_bandwidth_bytes_per_s"] is None and d["devices"][0]["bandwidth_source"] != "measured"
+    r = run_cli("host", "--json", "--quick")
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert set(d) >= HOST_KEYS
+    assert d["physical_cores"] >= 1 and d["ram_total_bytes"] > 0
+    for key in ("read", "copy", "triad"):
+        assert d[f"measured_{key}_bandwidth_bytes_per_s"] > 1e8
+    assert d["measured_sgemm_flops_per_s"] > 1e8
+    assert d["measurement_from_cache"] is False
+    cpu = d["devices"][0]
+    assert (cpu["id"], cpu["backend"], cpu["bandwidth_source"]) == ("cpu", "cpu", "measured")
+    assert cpu["bandwidth_bytes_per_s"] == d["measured_read_bandwidth_bytes_per_s"]
+    again = json.loads(run_cli("host", "--json", "--no-measure").stdout)
+    assert again["measurement_from_cache"] is True
+    assert again["measured_read_bandwidth_bytes_per_s"] == d["measured_read_bandwidth_bytes_per_s"]
+    fresh = json.loads(run_cli("host", "--json", "--quick", "--refresh").stdout)
+    assert fresh["measured_at"] > d["measured_at"]
+    text = run_cli("host", "--no-measure").stdout
+    assert "GB/s" in text and "cached" in text
+    assert run_cli("host", "--refresh", "--no-measure").exit_code == 2
