@@ -99,6 +99,89 @@ def profiles(as_json: bool) -> None:
         click.echo(profiles_text(found))
 
 
+CACHE_TYPES = click.Choice(
+    ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"], case_sensitive=False
+)
+
+
+def device_options(f: Any) -> Any:
+    """--device / --bandwidth / --flops, shared by every command that reasons about a device."""
+    f = click.option("--flops", metavar="TFLOPS", help="Peak FLOP/s override, in TFLOP/s.")(f)
+    f = click.option("--bandwidth", metavar="BW", help="Bandwidth override: 90 (GB/s), 850GB/s, 1.2TB/s.")(f)
+    f = click.option("--device", "device_id", metavar="ID", help="Reason about a profile's device (ggprof profiles).")(
+        f
+    )
+    return f
+
+
+@cli.command()
+@click.argument("model", metavar="MODEL.gguf")
+@device_options
+@click.option(
+    "--depth", type=click.IntRange(min=0), default=0, show_default=True, help="Tokens already in the KV cache."
+)
+@click.option("--prompt", type=click.IntRange(min=0), default=512, show_default=True, help="Prompt tokens (prefill).")
+@click.option("--gen", type=click.IntRange(min=0), default=128, show_default=True, help="Generated tokens.")
+@click.option(
+    "--ctx",
+    type=click.IntRange(min=1),
+    help="Context to allocate [default: 4096, or the model's, or depth+prompt+gen if larger].",
+)
+@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Sequences decoded together.")
+@click.option("--cache-type-k", type=CACHE_TYPES, default="f16", show_default=True)
+@click.option("--cache-type-v", type=CACHE_TYPES, default="f16", show_default=True)
+@click.option(
+    "--n-gpu-layers", "-ngl", type=click.IntRange(min=-1), help="Layers offloaded (-1 or more than the model has: all)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def predict(
+    model: str,
+    device_id: str | None,
+    bandwidth: str | None,
+    flops: str | None,
+    depth: int,
+    prompt: int,
+    gen: int,
+    ctx: int | None,
+    batch: int,
+    cache_type_k: str,
+    cache_type_v: str,
+    n_gpu_layers: int | None,
+    as_json: bool,
+) -> None:
+    """Predict decode and prefill ceilings, latency and memory fit for a model on a device."""
+    from ggprof.predict import PredictInputs
+    from ggprof.predict import predict as run_predict
+    from ggprof.report.predict import predict_dict, predict_text
+    from ggprof.target import efficiency_band, resolve_target
+
+    spec = _load_model(model)
+    ctx = _context(spec, ctx, depth, prompt, gen)
+    partial = n_gpu_layers is not None and 0 <= n_gpu_layers <= spec.n_layers
+    target = resolve_target(device_id, bandwidth, flops, need_host_cpu=partial)
+    inputs = PredictInputs(depth, prompt, gen, ctx, batch, cache_type_k.lower(), cache_type_v.lower(), n_gpu_layers)
+    if partial and target.device.backend != "cpu" and target.cpu is None:
+        raise BadInputError(
+            "--n-gpu-layers splits the model, but this host's CPU bandwidth is unknown: run `ggprof host` first"
+        )
+    result = run_predict(spec, target.device, inputs, efficiency_band(spec, target.device), target.cpu)
+    if as_json:
+        emit_json(predict_dict(spec, result, target.description))
+    else:
+        click.echo(predict_text(spec, result, target.description))
+
+
+def _context(spec: Any, ctx: int | None, depth: int, prompt: int, gen: int) -> int:
+    needed = depth + prompt + gen
+    if ctx is None:
+        return max(min(4096, spec.context_length or 4096), needed)
+    if depth > ctx:
+        raise click.UsageError(f"--depth {depth} is larger than --ctx {ctx}")
+    if needed > ctx:
+        raise click.UsageError(f"--depth + --prompt + --gen = {needed} does not fit in --ctx {ctx}")
+    return ctx
+
+
 def _load_model(path: str) -> Any:
     from ggprof.model import load_model
     from ggprof.plugins import plugin_manager

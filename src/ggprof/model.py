@@ -125,7 +125,7 @@ class ModelSpec:
         return sum(t.n_bytes for t in self.tensors if t.layer is None or t.layer >= self.n_layers)
 
     # -- what one decode step reads ----------------------------------------------------------
-    def _decode_share(self, t: TensorSpec) -> Fraction:
+    def decode_share(self, t: TensorSpec) -> Fraction:
         """The fraction of a tensor one decode step reads."""
         if t.name in ROW_LOOKUP_TENSORS:
             if t.name == "token_embd.weight" and self.tied_embeddings:
@@ -138,7 +138,7 @@ class ModelSpec:
     @property
     def decode_bytes_per_token(self) -> int:
         """Weight bytes one batch-1 decode step reads (see module docstring for the rules)."""
-        return int(sum(t.n_bytes * self._decode_share(t) for t in self.tensors))
+        return int(sum(t.n_bytes * self.decode_share(t) for t in self.tensors))
 
     @property
     def active_params(self) -> int:
@@ -147,7 +147,7 @@ class ModelSpec:
         for t in self.tensors:
             if t.name in ROW_LOOKUP_TENSORS and not (t.name == "token_embd.weight" and self.tied_embeddings):
                 continue
-            total += t.n_elements * self._decode_share(t)
+            total += t.n_elements * self.decode_share(t)
         return int(total)
 
     @property

@@ -21,6 +21,8 @@ def sig3(x: float) -> str:
     """A number with 3 significant digits (no exponent for everyday magnitudes)."""
     if x == 0 or not math.isfinite(x):
         return f"{x:g}"
+    if abs(x) >= 1000:
+        return f"{round(x):,}"
     digits = 3 - math.floor(math.log10(abs(x))) - 1
     if digits <= 0:
         return f"{round(x, digits):,.0f}"
@@ -45,6 +47,14 @@ def fmt_bytes(n: float, binary: bool = True) -> str:
 
 def fmt_rate(bytes_per_s: float) -> str:
     return f"{sig3(bytes_per_s / GB)} GB/s"
+
+
+def fmt_flops(n: float) -> str:
+    """`113 GFLOP`, `16.0 TFLOP`."""
+    for unit, size in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if abs(n) >= size:
+            return f"{sig3(n / size)} {unit}"
+    return f"{sig3(n)} FLOP"
 
 
 def fmt_count(n: float) -> str:

@@ -1,0 +1,393 @@
+"""Roofline ceilings for decode and prefill, latency and memory fit. Pure functions, no I/O.
+
+Decode (batch 1) reads every weight it touches plus the KV cache once per token, so
+    TPOT_floor = (weight bytes + KV bytes at depth) / bandwidth,  tok/s ceiling = 1 / TPOT_floor.
+Prefill is compute-bound: 2 x active params per token plus attention (grows with the
+square of the prompt). Roofline: attainable = min(peak, bandwidth x intensity), ridge =
+peak / bandwidth. Formulas and worked figures: ../shared/REFERENCE.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ggprof.backend import Device, EfficiencyBand
+from ggprof.model import ROW_LOOKUP_TENSORS, ModelSpec
+
+DEPTH_TABLE = (0, 4096, 16384, 32768)
+DEFAULT_N_BATCH = 2048  # llama.cpp / llama-bench logical batch: logits once per batch
+DEFAULT_N_UBATCH = 512
+GPU_RESERVE_FRACTION = 0.05  # driver, context and fragmentation headroom on a GPU
+OUTPUT_LAYER_TENSORS = frozenset({"output.weight", "output_norm.weight", "output_norm.bias", "output.bias"})
+
+
+@dataclass(frozen=True)
+class PredictInputs:
+    depth: int = 0
+    prompt: int = 512
+    gen: int = 128
+    ctx: int = 4096
+    batch: int = 1
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    n_gpu_layers: int | None = None  # None: all on the device (llama.cpp's default); 0: CPU only
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Which bytes live on the accelerator and which on the CPU (partial offload)."""
+
+    gpu_layers: tuple[int, ...]
+    output_on_gpu: bool
+    gpu_weight_bytes: int
+    cpu_weight_bytes: int
+    gpu_decode_bytes: int
+    cpu_decode_bytes: int
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    pool: str  # "gpu" or "cpu" (unified memory: one pool)
+    required_bytes: int
+    weight_bytes: int
+    kv_bytes: int
+    compute_buffer_bytes: int
+    available_bytes: int | None
+    total_bytes: int | None
+    verdict: str  # fits | tight | does_not_fit | unknown
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.verdict == "unknown" else self.verdict == "fits"
+
+
+@dataclass(frozen=True)
+class DepthRow:
+    depth: int
+    kv_bytes: int
+    decode_ceiling_tok_s: float
+    tpot_floor_ms: float
+
+
+@dataclass(frozen=True)
+class Prediction:
+    inputs: PredictInputs
+    device: Device
+    cpu: Device | None
+    band: EfficiencyBand | None  # None: no plugin knows the backend, so no expected band
+    placement: Placement
+    decode_bytes_per_token: int
+    kv_bytes_per_token: int
+    kv_bytes_at_depth: int
+    decode_seconds_per_token: float
+    prefill_flops: float
+    prefill_seconds: float | None
+    peak_flops: float | None
+    depth_table: tuple[DepthRow, ...]
+    memory: tuple[MemoryFit, ...]
+    max_ctx_fits: int | None
+    batch_max: int | None
+    active_params: int
+    rules: tuple[str, ...] = field(default=())
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.device.bandwidth_bytes_per_s or 0.0
+
+    @property
+    def decode_ceiling_tok_s(self) -> float:
+        return 1.0 / self.decode_seconds_per_token
+
+    @property
+    def tpot_floor_ms(self) -> float:
+        return self.decode_seconds_per_token * 1e3
+
+    @property
+    def expected_tok_s(self) -> tuple[float | None, float | None]:
+        if self.band is None:
+            return None, None
+        return self.band.low * self.decode_ceiling_tok_s, self.band.high * self.decode_ceiling_tok_s
+
+    @property
+    def prefill_flops_per_token(self) -> float:
+        return self.prefill_flops / self.inputs.prompt if self.inputs.prompt else 0.0
+
+    @property
+    def prefill_ceiling_tok_s(self) -> float | None:
+        return self.inputs.prompt / self.prefill_seconds if self.prefill_seconds else None
+
+    @property
+    def ttft_floor_ms(self) -> float | None:
+        return self.prefill_seconds * 1e3 if self.prefill_seconds is not None else None
+
+    @property
+    def e2e_floor_ms(self) -> float | None:
+        if self.ttft_floor_ms is None:
+            return None
+        return self.ttft_floor_ms + max(self.inputs.gen - 1, 0) * self.tpot_floor_ms
+
+    @property
+    def ridge_flops_per_byte(self) -> float | None:
+        return self.peak_flops / self.bandwidth_bytes_per_s if self.peak_flops and self.bandwidth_bytes_per_s else None
+
+    @property
+    def decode_intensity_flops_per_byte(self) -> float:
+        """Decode at batch B: the weights are read once for B tokens, the KV once per sequence."""
+        b = self.inputs.batch
+        flops = 2.0 * self.active_params * b
+        return flops / (self.decode_bytes_per_token + b * self.kv_bytes_at_depth)
+
+    @property
+    def prefill_intensity_flops_per_byte(self) -> float:
+        p = self.inputs.prompt
+        n_ubatch = -(-p // DEFAULT_N_UBATCH) if p else 1
+        weight_reads = self.placement.gpu_weight_bytes + self.placement.cpu_weight_bytes
+        return self.prefill_flops / (weight_reads * n_ubatch) if weight_reads else 0.0
+
+
+# -- the pieces ------------------------------------------------------------------------------
+def layers_on_gpu(n_layers: int, n_gpu_layers: int | None) -> tuple[tuple[int, ...], bool]:
+    """llama.cpp's split: the last layers go first, then the output layer (llama-model.cpp)."""
+    ngl = n_layers + 1 if n_gpu_layers is None or n_gpu_layers < 0 else min(n_gpu_layers, n_layers + 1)
+    start = n_layers + 1 - ngl
+    return tuple(range(max(start, 0), n_layers)), ngl >= 1
+
+
+def placement(spec: ModelSpec, n_gpu_layers: int | None, has_gpu: bool) -> Placement:
+    gpu_layers, output_on_gpu = layers_on_gpu(spec.n_layers, n_gpu_layers if has_gpu else 0)
+    on_gpu = set(gpu_layers)
+    gw = cw = gd = cd = 0
+    for t in spec.tensors:
+        gpu = (t.layer in on_gpu) if t.layer is not None else (output_on_gpu and t.name in OUTPUT_LAYER_TENSORS)
+        decode = int(t.n_bytes * spec.decode_share(t))
+        lookup = t.name in ROW_LOOKUP_TENSORS and not (spec.tied_embeddings and t.name == "token_embd.weight")
+        if lookup and has_gpu:  # llama.cpp keeps the input embedding on the CPU; one row is noise
+            cw, gd = cw + t.n_bytes, gd + decode
+            continue
+        if spec.tied_embeddings and t.name == "token_embd.weight" and output_on_gpu:
+            # llama.cpp duplicates a tied embedding as the output tensor on the output's device
+            gw, gd, cw = gw + t.n_bytes, gd + decode, cw + t.n_bytes
+            continue
+        if gpu:
+            gw, gd = gw + t.n_bytes, gd + decode
+        else:
+            cw, cd = cw + t.n_bytes, cd + decode
+    return Placement(gpu_layers, output_on_gpu, gw, cw, gd, cd)
+
+
+def attention_flops(spec: ModelSpec, prompt: int, depth: int = 0) -> float:
+    """QK^T and softmax(QK^T)V for a causal prompt after `depth` cached tokens, all layers."""
+    full = prompt * depth + prompt * (prompt + 1) // 2
+    total = 0.0
+    for swa in spec.swa_layers or (False,) * spec.n_layers:
+        keys = full
+        if swa and spec.sliding_window:
+            w = spec.sliding_window
+            keys = sum(min(depth + i, w) for i in range(1, prompt + 1)) if prompt <= 65536 else prompt * w
+        total += 2.0 * spec.n_heads * (spec.head_dim_k + spec.head_dim_v) * keys
+    return total
+
+
+def prefill_flops(
+    spec: ModelSpec, prompt: int, depth: int = 0, logits_every_token: bool = False, n_batch: int = DEFAULT_N_BATCH
+) -> float:
+    """FLOPs of a prompt: 2 x active params per token + attention.
+
+    llama.cpp computes logits only for the last token of each batch, so the LM head runs
+    once per batch; `logits_every_token` counts it for every token (the textbook 2P rule).
+    """
+    head = spec.lm_head_params
+    body = spec.active_params - head
+    head_runs = prompt if logits_every_token else -(-prompt // n_batch)
+    return 2.0 * body * prompt + 2.0 * head * head_runs + attention_flops(spec, prompt, depth)
+
+
+def compute_buffer_bytes(spec: ModelSpec, ctx: int, n_ubatch: int = DEFAULT_N_UBATCH) -> int:
+    """An estimate of llama.cpp's compute buffer: activations of one ubatch, the attention
+    scores of one layer (n_ubatch x ctx x heads, f32) and the logits (vocab x 4 bytes)."""
+    ub = min(n_ubatch, ctx) or 1
+    ff = max(
+        (t.shape[1] for t in spec.tensors if t.name.endswith("ffn_up.weight") and len(t.shape) > 1),
+        default=4 * spec.n_embd,
+    )
+    activations = ub * (8 * spec.n_embd + 3 * ff) * 4
+    scores = ub * ctx * spec.n_heads * 4
+    return activations + scores + spec.vocab_size * 4 * ub
+
+
+def fit(
+    pool: str, weight_bytes: int, kv_bytes: int, compute_bytes: int, available: int | None, total: int | None
+) -> MemoryFit:
+    required = weight_bytes + kv_bytes + compute_bytes
+    if available is None and total is None:
+        verdict = "unknown"
+    elif required <= (available if available is not None else total or 0):
+        verdict = "fits"
+    elif total is not None and required <= total:
+        verdict = "tight"
+    else:
+        verdict = "does_not_fit"
+    return MemoryFit(pool, required, weight_bytes, kv_bytes, compute_bytes, available, total, verdict)
+
+
+def device_memory(d: Device) -> tuple[int | None, int | None]:
+    """(available, total) bytes of a device's pool; a GPU keeps a small reserve."""
+    total = d.memory_bytes
+    if d.backend == "cpu" or d.unified_memory:
+        return d.memory_available_bytes or total, total
+    avail = d.memory_available_bytes or (int(total * (1 - GPU_RESERVE_FRACTION)) if total else None)
+    return avail, total
+
+
+# -- the whole prediction --------------------------------------------------------------------
+def predict(
+    spec: ModelSpec, device: Device, inputs: PredictInputs, band: EfficiencyBand | None, cpu: Device | None = None
+) -> Prediction:
+    """Ceilings and fit for `spec` on `device` (with `cpu` holding layers not offloaded)."""
+    has_gpu = device.backend != "cpu" and not device.unified_memory
+    place = placement(spec, inputs.n_gpu_layers, has_gpu)
+    ck, cv = inputs.cache_type_k, inputs.cache_type_v
+    kv_layers = spec.kv_layer_bytes_per_token(ck, cv)
+    gpu_set = set(place.gpu_layers)
+    kv_gpu = _kv_at(spec, kv_layers, inputs.depth, lambda il: il in gpu_set)
+    kv_cpu = _kv_at(spec, kv_layers, inputs.depth, lambda il: il not in gpu_set)
+    seconds, rules = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu, has_gpu)
+    table = tuple(_depth_row(spec, device, cpu, place, kv_layers, d, has_gpu) for d in depth_points(spec))
+    peak = device.peak_flops.value if device.peak_flops else None
+    flops = prefill_flops(spec, inputs.prompt, inputs.depth)
+    prefill_s = _prefill_seconds(flops, peak, place, device, inputs.prompt)
+    memory = _memory(spec, device, cpu, place, inputs, kv_layers, has_gpu)
+    pool_device = device if has_gpu or device.backend == "cpu" or device.unified_memory else cpu
+    avail = device_memory(pool_device)[0] if pool_device else None
+    weights = place.gpu_weight_bytes if has_gpu else place.cpu_weight_bytes
+    return Prediction(
+        inputs=inputs,
+        device=device,
+        cpu=cpu,
+        band=band,
+        placement=place,
+        decode_bytes_per_token=spec.decode_bytes_per_token,
+        kv_bytes_per_token=spec.kv_bytes_per_token(ck, cv),
+        kv_bytes_at_depth=kv_gpu + kv_cpu,
+        decode_seconds_per_token=seconds,
+        prefill_flops=flops,
+        prefill_seconds=prefill_s,
+        peak_flops=peak,
+        depth_table=table,
+        memory=memory,
+        max_ctx_fits=max_context(spec, kv_layers, weights, avail, inputs.ctx) if avail else None,
+        batch_max=batch_max(spec, kv_layers, weights, avail, inputs.ctx) if avail else None,
+        rules=(*spec.decode_rules(), *rules),
+        active_params=spec.active_params,
+    )
+
+
+def depth_points(spec: ModelSpec) -> list[int]:
+    top = spec.context_length or DEPTH_TABLE[-1]
+    return sorted({d for d in DEPTH_TABLE if d < top} | {top})
+
+
+def _kv_at(spec: ModelSpec, kv_layers: list[int], depth: int, include: object) -> int:
+    total = 0
+    for il, (per_token, swa) in enumerate(zip(kv_layers, spec.swa_layers, strict=True)):
+        if include(il):  # type: ignore[operator]
+            tokens = min(depth, spec.sliding_window) if swa and spec.sliding_window else depth
+            total += per_token * tokens
+    return total
+
+
+def _decode_seconds(
+    device: Device, cpu: Device | None, place: Placement, kv_gpu: int, kv_cpu: int, has_gpu: bool
+) -> tuple[float, list[str]]:
+    bw = device.bandwidth_bytes_per_s or 0.0
+    if not has_gpu:
+        return (place.cpu_decode_bytes + kv_cpu) / bw, []
+    cpu_bytes = place.cpu_decode_bytes + kv_cpu
+    seconds = (place.gpu_decode_bytes + kv_gpu) / bw
+    rules = []
+    if cpu_bytes:
+        cpu_bw = cpu.bandwidth_bytes_per_s if cpu else None
+        if not cpu_bw:
+            raise ValueError("partial offload needs the CPU's bandwidth too")
+        seconds += cpu_bytes / cpu_bw
+        if place.cpu_decode_bytes > 1 << 20 or kv_cpu:
+            rules.append(
+                f"offload: {len(place.gpu_layers)} layers on {device.id}, the rest read at the CPU's "
+                "bandwidth; decode time is the sum of both parts"
+            )
+    return seconds, rules
+
+
+def _depth_row(
+    spec: ModelSpec,
+    device: Device,
+    cpu: Device | None,
+    place: Placement,
+    kv_layers: list[int],
+    depth: int,
+    has_gpu: bool,
+) -> DepthRow:
+    gpu_set = set(place.gpu_layers)
+    kv_gpu = _kv_at(spec, kv_layers, depth, lambda il: il in gpu_set)
+    kv_cpu = _kv_at(spec, kv_layers, depth, lambda il: il not in gpu_set)
+    seconds, _ = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu, has_gpu)
+    return DepthRow(depth, kv_gpu + kv_cpu, 1 / seconds, seconds * 1e3)
+
+
+def _prefill_seconds(flops: float, peak: float | None, place: Placement, device: Device, prompt: int) -> float | None:
+    """The larger of the compute floor and reading the weights once per ubatch."""
+    if not peak or not prompt:
+        return None
+    n_ubatch = -(-prompt // DEFAULT_N_UBATCH)
+    weights = place.gpu_weight_bytes + place.cpu_weight_bytes
+    memory_s = weights * n_ubatch / (device.bandwidth_bytes_per_s or float("inf"))
+    return max(flops / peak, memory_s)
+
+
+def _memory(
+    spec: ModelSpec,
+    device: Device,
+    cpu: Device | None,
+    place: Placement,
+    inputs: PredictInputs,
+    kv_layers: list[int],
+    has_gpu: bool,
+) -> tuple[MemoryFit, ...]:
+    gpu_set = set(place.gpu_layers)
+    batch = max(inputs.batch, 1)
+    kv_gpu = _kv_at(spec, kv_layers, inputs.ctx, lambda il: il in gpu_set) * batch
+    kv_cpu = _kv_at(spec, kv_layers, inputs.ctx, lambda il: il not in gpu_set) * batch
+    compute = compute_buffer_bytes(spec, inputs.ctx)
+    if not has_gpu:
+        avail, total = device_memory(device)
+        return (
+            fit("cpu" if device.backend == "cpu" else "unified", place.cpu_weight_bytes, kv_cpu, compute, avail, total),
+        )
+    fits = [fit("gpu", place.gpu_weight_bytes, kv_gpu, compute, *device_memory(device))]
+    if place.cpu_weight_bytes or kv_cpu:
+        avail, total = device_memory(cpu) if cpu else (None, None)
+        fits.append(fit("cpu", place.cpu_weight_bytes, kv_cpu, 0, avail, total))
+    return tuple(fits)
+
+
+def max_context(spec: ModelSpec, kv_layers: list[int], weight_bytes: int, available: int, cap: int) -> int:
+    """The largest context (<= the model's, or `cap` if larger) whose weights + KV + buffers fit."""
+    hi = max(spec.context_length, cap)
+
+    def need(ctx: int) -> int:
+        return weight_bytes + _kv_at(spec, kv_layers, ctx, lambda il: True) + compute_buffer_bytes(spec, ctx)
+
+    if need(1) > available:
+        return 0
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if need(mid) <= available else (lo, mid - 1)
+    return lo
+
+
+def batch_max(spec: ModelSpec, kv_layers: list[int], weight_bytes: int, available: int, ctx: int) -> int:
+    """B_max = (memory - weights - reserve) / (KV per token x L): sequences of `ctx` tokens that fit."""
+    per_sequence = _kv_at(spec, kv_layers, ctx, lambda il: True)
+    free = available - weight_bytes - compute_buffer_bytes(spec, ctx)
+    return max(free // per_sequence, 0) if per_sequence else 0

@@ -1,0 +1,163 @@
+"""`ggprof predict`: the Prediction as JSON and as text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ggprof.model import ModelSpec
+from ggprof.predict import MemoryFit, Prediction
+from ggprof.units import clean, fmt_bytes, fmt_flops, sig3
+
+
+def predict_dict(spec: ModelSpec, p: Prediction, device_note: str) -> dict[str, Any]:
+    d = p.device
+    low, high = p.expected_tok_s
+    mem = p.memory[0]
+    return {
+        "model": str(spec.path), "device_id": d.id, "device_name": d.name, "backend": d.backend,
+        "device_description": device_note,
+        "bandwidth_bytes_per_s": p.bandwidth_bytes_per_s,
+        "bandwidth_source": d.bandwidth.source if d.bandwidth else None,
+        "bandwidth_detail": d.bandwidth.detail if d.bandwidth else None,
+        "peak_flops_per_s": p.peak_flops,
+        "peak_flops_source": d.peak_flops.describe() if d.peak_flops else None,
+        "depth": p.inputs.depth, "prompt_tokens": p.inputs.prompt, "gen_tokens": p.inputs.gen,
+        "ctx": p.inputs.ctx, "batch": p.inputs.batch,
+        "cache_type_k": p.inputs.cache_type_k, "cache_type_v": p.inputs.cache_type_v,
+        "n_gpu_layers": p.inputs.n_gpu_layers,
+        "decode_bytes_per_token": p.decode_bytes_per_token,
+        "kv_bytes_per_token": p.kv_bytes_per_token,
+        "kv_bytes_at_depth": p.kv_bytes_at_depth,
+        "bytes_per_token_at_depth": p.decode_bytes_per_token + p.kv_bytes_at_depth,
+        "decode_ceiling_tok_s": p.decode_ceiling_tok_s, "tpot_floor_ms": p.tpot_floor_ms,
+        "expected_tok_s_low": low, "expected_tok_s_high": high,
+        "efficiency_band": [p.band.low, p.band.high] if p.band else None,
+        "efficiency_band_source": p.band.source if p.band else None,
+        "depth_table": [{"depth": r.depth, "kv_bytes": r.kv_bytes, "decode_ceiling_tok_s": r.decode_ceiling_tok_s,
+                         "tpot_floor_ms": r.tpot_floor_ms} for r in p.depth_table],
+        "prefill_flops": p.prefill_flops, "prefill_flops_per_token": p.prefill_flops_per_token,
+        "prefill_ceiling_tok_s": p.prefill_ceiling_tok_s, "ttft_floor_ms": p.ttft_floor_ms,
+        "e2e_floor_ms": p.e2e_floor_ms,
+        "ridge_flops_per_byte": p.ridge_flops_per_byte,
+        "prefill_intensity_flops_per_byte": p.prefill_intensity_flops_per_byte,
+        "decode_intensity_flops_per_byte": p.decode_intensity_flops_per_byte,
+        "memory_required_bytes": mem.required_bytes, "memory_available_bytes": mem.available_bytes,
+        "fits": mem.fits, "fit": mem.verdict,
+        "memory_pools": [_fit_dict(f) for f in p.memory],
+        "max_ctx_fits": p.max_ctx_fits, "batch_max": p.batch_max,
+        "offload": {"gpu_layers": len(p.placement.gpu_layers), "output_on_gpu": p.placement.output_on_gpu,
+                    "gpu_weight_bytes": p.placement.gpu_weight_bytes,
+                    "cpu_weight_bytes": p.placement.cpu_weight_bytes},
+        "rules": list(p.rules),
+    }  # fmt: skip
+
+
+def _fit_dict(f: MemoryFit) -> dict[str, Any]:
+    return {
+        "pool": f.pool,
+        "required_bytes": f.required_bytes,
+        "weight_bytes": f.weight_bytes,
+        "kv_bytes": f.kv_bytes,
+        "compute_buffer_bytes_estimate": f.compute_buffer_bytes,
+        "available_bytes": f.available_bytes,
+        "total_bytes": f.total_bytes,
+        "fit": f.verdict,
+    }
+
+
+def _tps(x: float | None) -> str:
+    return "unknown" if x is None else f"{sig3(x)} tok/s"
+
+
+def predict_text(spec: ModelSpec, p: Prediction, device_note: str) -> str:
+    d, i = p.device, p.inputs
+    bw = d.bandwidth
+    low, high = p.expected_tok_s
+    lines = [
+        f"{clean(spec.path.name)} on {clean(d.name)} [{d.backend}]"[:80],
+        _row("device", clean(device_note)),
+        _row("bandwidth", f"{sig3(p.bandwidth_bytes_per_s / 1e9)} GB/s [{clean(bw.describe()) if bw else ''}]"),
+        _row(
+            "decode",
+            f"reads {fmt_bytes(p.decode_bytes_per_token, binary=False)} of weights + "
+            f"{fmt_bytes(p.kv_bytes_at_depth, binary=False)} KV at depth {i.depth:,}",
+        ),
+        _row("", f"ceiling {_tps(p.decode_ceiling_tok_s)}, TPOT floor {sig3(p.tpot_floor_ms)} ms"),
+    ]
+    if p.band:
+        lines.append(
+            _row(
+                "",
+                f"expected {sig3(low or 0)}-{_tps(high)} ({p.band.low:.0%}-{p.band.high:.0%} of "
+                f"the ceiling: {clean(p.band.source)})",
+            )
+        )
+    lines.append(
+        _row(
+            "by depth",
+            " | ".join(f"{r.depth:,}: {sig3(r.decode_ceiling_tok_s)}" for r in p.depth_table)
+            + f" tok/s ({i.cache_type_k}/{i.cache_type_v} KV)",
+        )
+    )
+    flops_src = f" [{clean(d.peak_flops.describe())}]" if d.peak_flops else ""
+    lines.append(
+        _row(
+            "prefill",
+            f"{i.prompt:,} tokens: {fmt_flops(p.prefill_flops)} ({fmt_flops(p.prefill_flops_per_token)} per token)",
+        )
+    )
+    if p.peak_flops:
+        lines.append(_row("", f"peak {sig3(p.peak_flops / 1e12)} TFLOP/s{flops_src}"))
+        lines.append(_row("", f"ceiling {_tps(p.prefill_ceiling_tok_s)}, TTFT floor {sig3(p.ttft_floor_ms or 0)} ms"))
+        ridge = p.ridge_flops_per_byte or 0
+        lines.append(
+            _row(
+                "roofline",
+                f"ridge {sig3(ridge)} FLOP/byte; prefill {sig3(p.prefill_intensity_flops_per_byte)}"
+                f" ({_roof(p.prefill_intensity_flops_per_byte, ridge)}), decode at batch "
+                f"{i.batch} {sig3(p.decode_intensity_flops_per_byte)} "
+                f"({_roof(p.decode_intensity_flops_per_byte, ridge)})",
+            )
+        )
+        lines.append(
+            _row("latency", f"{i.prompt:,} + {i.gen:,} tokens: end-to-end floor {sig3((p.e2e_floor_ms or 0) / 1e3)} s")
+        )
+    else:
+        lines.append(_row("", "no peak FLOP/s known for this device: prefill ceiling unknown (--flops TFLOPS)"))
+    for f in p.memory:
+        avail = fmt_bytes(f.available_bytes, binary=False) if f.available_bytes else "unknown"
+        lines.append(
+            _row(
+                "memory" if f is p.memory[0] else "",
+                f"{f.pool}: {fmt_bytes(f.required_bytes, binary=False)}"
+                f" needed (weights, KV at ctx {i.ctx:,}, buffers) of {avail} available: "
+                f"{f.verdict.replace('_', ' ')}",
+            )
+        )
+    if p.max_ctx_fits is not None:
+        lines.append(
+            _row(
+                "",
+                f"largest context that fits {p.max_ctx_fits:,}; sequences of {i.ctx:,} at once (B_max) {p.batch_max:,}",
+            )
+        )
+    for rule in p.rules:
+        lines.append(_row("rule", clean(rule)))
+    return "\n".join(_wrap(line) for line in lines)
+
+
+def _roof(intensity: float, ridge: float) -> str:
+    return "compute-bound" if intensity >= ridge else "bandwidth-bound"
+
+
+def _row(label: str, text: str) -> str:
+    return f"  {label:<10}{text}"
+
+
+def _wrap(line: str) -> str:
+    import textwrap
+
+    if len(line) <= 80:
+        return line
+    first, *rest = textwrap.wrap(line, 80, subsequent_indent=" " * 12)
+    return "\n".join([first, *rest])

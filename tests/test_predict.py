@@ -1,0 +1,271 @@
+"""`ggprof predict`: the worked figures of ../shared/REFERENCE.md, on GGUFs with those shapes
+(headers written here, data sections sparse holes), and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ggufs import F16, Q4_K, Shape, write_model
+
+from ggprof.backend import Device, EfficiencyBand
+from ggprof.figures import Figure
+from ggprof.model import ModelSpec, load_model
+from ggprof.predict import PredictInputs, batch_max, compute_buffer_bytes, layers_on_gpu, predict, prefill_flops
+from ggprof.profiles import get_profile
+from ggprof.target import device_from_profile
+
+BAND = EfficiencyBand(0.5, 0.9, "test")
+GiB = 2**30
+
+# An 8B MHA model in fp16 whose weights are 16 GB (the seeds' example): 32 layers of 4096,
+# 32 heads and 32 KV heads of 128, FFN 14560, vocabulary 32000.
+LLAMA_8B_MHA_F16 = Shape(
+    n_layers=32,
+    n_embd=4096,
+    n_heads=32,
+    n_kv_heads=32,
+    n_ff=14560,
+    vocab=32000,
+    qtype=F16,
+    file_type=1,
+    tokens=False,
+    context=131072,
+)
+LLAMA_8B_GQA_F16 = Shape(**{**LLAMA_8B_MHA_F16.__dict__, "n_kv_heads": 8})
+# Llama-2-70B / Llama-3.1-70B shapes: 80 layers of 8192, 64 heads, 8 KV heads of 128, FFN 28672.
+LLAMA_70B_F16 = Shape(
+    n_layers=80,
+    n_embd=8192,
+    n_heads=64,
+    n_kv_heads=8,
+    n_ff=28672,
+    vocab=32000,
+    qtype=F16,
+    file_type=1,
+    tokens=False,
+    context=131072,
+)
+# An 8B-class Q4_K model whose token reads 4.7 GB (tied embeddings, 36 layers): the seeds' "8B Q4_K_M 4.7 GB".
+Q4_8B_TIED = Shape(
+    n_layers=36,
+    n_embd=4096,
+    n_heads=32,
+    n_kv_heads=8,
+    n_ff=14336,
+    vocab=128256,
+    qtype=Q4_K,
+    file_type=15,
+    tokens=False,
+    tied=True,
+    context=8192,
+)
+
+
+def model(tmp_path: Path, shape: Shape, name: str) -> ModelSpec:
+    return load_model(write_model(tmp_path / name, shape)[0])
+
+
+def user_device(gbs: float, tflops: float | None = None, memory_gb: float | None = None) -> Device:
+    return Device(
+        "user",
+        "user",
+        "cuda",
+        int(memory_gb * 1e9) if memory_gb else None,
+        "user",
+        Figure(gbs * 1e9, "user"),
+        Figure(tflops * 1e12, "user") if tflops else None,
+    )
+
+
+def test_8b_fp16_at_3_3_tb_s(tmp_path: Path) -> None:
+    spec = model(tmp_path, LLAMA_8B_MHA_F16, "8b.gguf")
+    assert spec.decode_bytes_per_token == pytest.approx(16.0e9, rel=0.002)  # "16 GB of weights"
+    dev = user_device(3300)
+    p0 = predict(spec, dev, PredictInputs(depth=0, ctx=8192), BAND)
+    assert p0.tpot_floor_ms == pytest.approx(spec.decode_bytes_per_token / 3.3e12 * 1e3)
+    assert p0.tpot_floor_ms == pytest.approx(4.8, abs=0.1)  # REFERENCE: ~4.8 ms
+    assert p0.decode_ceiling_tok_s == pytest.approx(206, abs=5)  # ~200 tok/s
+    p8k = predict(spec, dev, PredictInputs(depth=8192, ctx=8192), BAND)
+    assert p8k.kv_bytes_at_depth == 4 * GiB  # 512 KiB x 8192
+    assert p8k.tpot_floor_ms == pytest.approx((spec.decode_bytes_per_token + 4 * GiB) / 3.3e12 * 1e3)
+    assert p8k.tpot_floor_ms == pytest.approx(6.0, abs=0.25)  # ~6 ms
+    p128k = predict(spec, dev, PredictInputs(depth=131072, ctx=131072), BAND)
+    assert p128k.kv_bytes_at_depth == 64 * GiB
+    assert p128k.tpot_floor_ms == pytest.approx(24, rel=0.08)  # "+64 GB KV -> ~24 ms"
+    assert p0.expected_tok_s == pytest.approx((0.5 * p0.decode_ceiling_tok_s, 0.9 * p0.decode_ceiling_tok_s))
+
+
+def test_prefill_flops_8b_1000_tokens(tmp_path: Path) -> None:
+    spec = model(tmp_path, LLAMA_8B_MHA_F16, "8b.gguf")
+    # the seeds' rule: 2 x 8e9 x 1000 = 1.6e13 (every token through the whole model)
+    assert prefill_flops(spec, 1000, logits_every_token=True) == pytest.approx(1.6e13, rel=0.03)
+    # by hand: 2 x params x tokens + attention 2 x layers x heads x (128 + 128) x (1000 x 1001 / 2)
+    attention = 2 * 32 * 32 * 256 * (1000 * 1001 // 2)
+    assert prefill_flops(spec, 1000, logits_every_token=True) == 2 * spec.active_params * 1000 + attention
+    # llama.cpp computes logits once per batch: the LM head runs once for a 1000-token prompt
+    head = 4096 * 32000
+    assert prefill_flops(spec, 1000) == 2 * (spec.active_params - head) * 1000 + 2 * head + attention
+
+
+def test_70b_fp16_at_3_35_tb_s(tmp_path: Path) -> None:
+    spec = model(tmp_path, LLAMA_70B_F16, "70b.gguf")
+    p = predict(spec, user_device(3350, 989.4), PredictInputs(ctx=4096), BAND)
+    assert p.tpot_floor_ms == pytest.approx(42, rel=0.04)  # "~42 ms per token"
+    assert p.decode_intensity_flops_per_byte == pytest.approx(1.0, rel=0.01)  # "intensity ~1 FLOP/byte"
+    assert p.ridge_flops_per_byte == pytest.approx(295, abs=1)  # H100: 990 TFLOP/s / 3.35 TB/s
+    assert p.prefill_intensity_flops_per_byte > p.ridge_flops_per_byte  # prefill sits under the compute roof
+
+
+def test_llama_3_1_70b_kv_at_128k(tmp_path: Path) -> None:
+    spec = model(tmp_path, LLAMA_70B_F16, "70b.gguf")
+    assert spec.kv_bytes_at(131072) == 2 * 80 * 8 * 128 * 2 * 131072
+    assert spec.kv_bytes_at(131072) / 1e9 == pytest.approx(42.9, abs=0.1)
+
+
+def test_seed_table_at_90_gb_s(tmp_path: Path) -> None:
+    spec = model(tmp_path, Q4_8B_TIED, "8b-q4.gguf")
+    assert spec.decode_bytes_per_token / 1e9 == pytest.approx(4.7, abs=0.05)
+    p = predict(spec, user_device(90), PredictInputs(), BAND)
+    assert p.decode_ceiling_tok_s == pytest.approx(19, abs=0.5)  # the seed table: 19 tok/s
+    assert 50 * spec.decode_bytes_per_token / 1e9 == pytest.approx(235, abs=3)  # 50 tok/s needs ~235 GB/s
+    for size_gb, ceiling in ((0.8, 112), (2.0, 45), (4.7, 19), (8.5, 11)):  # tok/s = GB/s / GB read per token
+        assert 90 / size_gb == pytest.approx(ceiling, abs=0.5)
+
+
+def test_batch_max_on_an_80_gb_gpu(tmp_path: Path) -> None:
+    """The seeds: 80 GB GPU, 8B fp16 (16 GB), ctx 8192: about 15 sequences with MHA, about 60 with GQA."""
+    h100 = device_from_profile(get_profile("h100-sxm"))
+    mha = model(tmp_path, LLAMA_8B_MHA_F16, "mha.gguf")
+    gqa = model(tmp_path, LLAMA_8B_GQA_F16, "gqa.gguf")
+    p_mha = predict(mha, h100, PredictInputs(ctx=8192), BAND)
+    p_gqa = predict(gqa, h100, PredictInputs(ctx=8192), BAND)
+    available = int(80e9 * 0.95)  # no free-memory reading for a profile: total less a 5% reserve
+    embd = 4096 * 32000 * 2  # the input embedding stays in host RAM (llama.cpp)
+    weights = mha.tensor_bytes - embd
+    assert p_mha.placement.gpu_weight_bytes == weights
+    assert p_mha.batch_max == (available - weights - compute_buffer_bytes(mha, 8192)) // (4 * GiB)
+    assert 12 <= (p_mha.batch_max or 0) <= 15
+    assert 50 <= (p_gqa.batch_max or 0) <= 60
+    gqa_weights = p_gqa.placement.gpu_weight_bytes
+    assert batch_max(gqa, gqa.kv_layer_bytes_per_token(), gqa_weights, available, 8192) == p_gqa.batch_max
+
+
+def test_memory_fit_verdicts(tmp_path: Path) -> None:
+    spec = model(tmp_path, LLAMA_70B_F16, "70b.gguf")
+    on_4090 = predict(spec, device_from_profile(get_profile("rtx-4090")), PredictInputs(ctx=4096), BAND)
+    assert on_4090.memory[0].verdict == "does_not_fit" and on_4090.memory[0].fits is False
+    on_mi300 = predict(spec, device_from_profile(get_profile("mi300x")), PredictInputs(ctx=4096), BAND)
+    assert on_mi300.memory[0].verdict == "fits"
+    gpu_weights = spec.tensor_bytes - 8192 * 32000 * 2  # all but the input embedding, which stays in RAM
+    assert on_mi300.memory[0].required_bytes == gpu_weights + spec.kv_bytes_at(4096) + compute_buffer_bytes(spec, 4096)
+    unknown = predict(spec, user_device(1000), PredictInputs(), BAND)
+    assert unknown.memory[0].verdict == "unknown" and unknown.max_ctx_fits is None
+
+
+def test_partial_offload_sums_both_parts(tmp_path: Path) -> None:
+    spec = model(tmp_path, Shape(n_layers=4, n_embd=256, n_ff=512), "small.gguf")
+    gpu = user_device(1000, memory_gb=24)
+    cpu = Device("cpu", "cpu", "cpu", 64 * 10**9, "os", Figure(50e9, "measured"), None, memory_available_bytes=10**10)
+    assert layers_on_gpu(4, 2) == ((3,), True)  # llama.cpp: the output layer first, then the last layers
+    assert layers_on_gpu(4, 99) == ((0, 1, 2, 3), True)
+    assert layers_on_gpu(4, -1) == ((0, 1, 2, 3), True)
+    p = predict(spec, gpu, PredictInputs(n_gpu_layers=2), BAND, cpu=cpu)
+    pl = p.placement
+    assert pl.gpu_decode_bytes + pl.cpu_decode_bytes == spec.decode_bytes_per_token
+    assert p.decode_seconds_per_token == pytest.approx(pl.gpu_decode_bytes / 1000e9 + pl.cpu_decode_bytes / 50e9)
+    assert [f.pool for f in p.memory] == ["gpu", "cpu"]
+    full = predict(spec, gpu, PredictInputs(n_gpu_layers=1000), BAND, cpu=cpu)  # more than the model has: all
+    assert full.placement.cpu_decode_bytes == spec.decode_bytes_per_token - full.placement.gpu_decode_bytes
+    assert full.decode_seconds_per_token < p.decode_seconds_per_token
+
+
+def test_kv_cache_type_changes_bytes(tmp_path: Path) -> None:
+    spec = model(tmp_path, LLAMA_8B_MHA_F16, "8b.gguf")
+    f16 = predict(spec, user_device(100), PredictInputs(depth=4096, ctx=4096), BAND)
+    q8 = predict(
+        spec, user_device(100), PredictInputs(depth=4096, ctx=4096, cache_type_k="q8_0", cache_type_v="q8_0"), BAND
+    )
+    assert q8.kv_bytes_at_depth == f16.kv_bytes_at_depth * 34 // 64
+    assert q8.decode_ceiling_tok_s > f16.decode_ceiling_tok_s
+
+
+# -- the command ---------------------------------------------------------------------------------
+PREDICT_KEYS = {
+    "bandwidth_bytes_per_s",
+    "bandwidth_source",
+    "device_id",
+    "decode_bytes_per_token",
+    "kv_bytes_per_token",
+    "depth",
+    "decode_ceiling_tok_s",
+    "tpot_floor_ms",
+    "expected_tok_s_low",
+    "expected_tok_s_high",
+    "prefill_flops_per_token",
+    "prefill_ceiling_tok_s",
+    "ttft_floor_ms",
+    "ridge_flops_per_byte",
+    "memory_required_bytes",
+    "memory_available_bytes",
+    "fits",
+}
+
+
+def test_predict_json_with_profile_device(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    path = write_model(tmp_path / "8b.gguf", Q4_8B_TIED)[0]
+    r = run_cli("predict", str(path), "--device", "ddr5-5600-dual", "--json")
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert set(d) >= PREDICT_KEYS
+    assert (d["device_id"], d["bandwidth_source"], d["bandwidth_bytes_per_s"]) == ("ddr5-5600-dual", "profile", 89.6e9)
+    assert d["decode_ceiling_tok_s"] == pytest.approx(89.6e9 / d["decode_bytes_per_token"])
+    assert d["expected_tok_s_low"] < d["decode_ceiling_tok_s"] * 0.7 < d["expected_tok_s_high"]
+    assert [row["depth"] for row in d["depth_table"]] == [0, 4096, 8192]
+    assert d["prefill_ceiling_tok_s"] is None  # no peak FLOP/s in a DDR profile: unknown, not a guess
+    r = run_cli("predict", str(path), "--bandwidth", "1.2TB/s", "--flops", "100", "--json")
+    d = json.loads(r.stdout)
+    assert (d["bandwidth_bytes_per_s"], d["bandwidth_source"]) == (1.2e12, "user")
+    assert d["ridge_flops_per_byte"] == pytest.approx(100e12 / 1.2e12)
+    text = run_cli("predict", str(path), "--device", "rtx-4090", "--depth", "2000").stdout
+    assert "ceiling" in text and "GB/s" in text and all(len(x) <= 80 for x in text.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--depth", "5000", "--ctx", "4096"], "Error: --depth 5000 is larger than --ctx 4096"),
+        (["--prompt", "4000", "--gen", "200", "--ctx", "4096"], "does not fit in --ctx 4096"),
+        (["--prompt", "-5"], "Error: Invalid value for '--prompt'"),
+        (["--cache-type-k", "q3_x"], "Error: Invalid value for '--cache-type-k'"),
+        (["--bandwidth", "0"], "Error: bandwidth must be positive"),
+        (["--bandwidth", "90 furlongs"], "Error: unknown bandwidth unit"),
+        (["--bandwidth", "1e9"], "check the units"),
+        (["--bandwidth", "fast"], "Error: cannot read bandwidth"),
+        (["--bandwidth", "90", "--flops", "-3"], "--flops '-3'"),
+        (["--device", "rtx-4099"], "Error: unknown device 'rtx-4099'; closest: rtx-4090"),
+        (["--n-gpu-layers", "-2", "--device", "rtx-4090"], "Error: Invalid value for '--n-gpu-layers'"),
+    ],
+)
+def test_bad_flags_one_line_exit_2(args: list[str], error: str, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    path = write_model(tmp_path / "m.gguf", Shape())[0]
+    r = run_cli("predict", str(path), *args)
+    assert r.exit_code == 2
+    assert r.stderr.count("\n") == 1 and error in r.stderr, r.stderr
+
+
+def test_default_device_is_this_host_with_cached_measurement(
+    tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
+    path = write_model(tmp_path / "m.gguf", Shape())[0]
+    from ggprof.host import describe_host
+
+    if describe_host(measure=False).cpu.bandwidth is None:  # type: ignore[union-attr]
+        r = run_cli("predict", str(path))
+        assert r.exit_code == 2 and "run `ggprof host` to measure it" in r.stderr
+    run_cli("host", "--quick", "--json")
+    d = json.loads(run_cli("predict", str(path), "--json").stdout)
+    assert d["device_id"] == "cpu" and d["bandwidth_source"] == "measured"
+    assert "(cached)" in d["device_description"]
