@@ -182,6 +182,172 @@ def _context(spec: Any, ctx: int | None, depth: int, prompt: int, gen: int) -> i
     return ctx
 
 
+def int_list(text: str, name: str) -> tuple[int, ...]:
+    """'512' or '0,4096' -> (0, 4096); negative or malformed values are usage errors."""
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise click.UsageError(f"{name} takes whole numbers separated by commas, got {text!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise click.UsageError(f"{name} values must be 0 or more, got {text!r}")
+    return values
+
+
+def bench_options(f: Any) -> Any:
+    """llama-bench's options, shared by `bench` and `profile`."""
+    options = [
+        click.option(
+            "--repack",
+            type=click.Choice(["auto", "on", "off"]),
+            default="auto",
+            show_default=True,
+            help="llama.cpp's repacking buffers (auto: off where its AMX path is compiled in).",
+        ),
+        click.option(
+            "--timeout",
+            "timeout_s",
+            type=click.FloatRange(min=0, min_open=True),
+            help="Give up on the run after this many seconds.",
+        ),
+        click.option("-ub", "--ubatch-size", "n_ubatch", type=click.IntRange(min=1), default=512, show_default=True),
+        click.option("-b", "--batch-size", "n_batch", type=click.IntRange(min=1), default=2048, show_default=True),
+        click.option("--cache-type-v", "-ctv", type=CACHE_TYPES, default="f16", show_default=True),
+        click.option("--cache-type-k", "-ctk", type=CACHE_TYPES, default="f16", show_default=True),
+        click.option(
+            "--flash-attn", "-fa", type=click.Choice(["on", "off", "auto"]), default="auto", show_default=True
+        ),
+        click.option(
+            "-ngl",
+            "--n-gpu-layers",
+            "n_gpu_layers",
+            type=click.IntRange(min=-1),
+            default=-1,
+            show_default=True,
+            help="Layers to offload (-1: all).",
+        ),
+        click.option(
+            "-t",
+            "--threads",
+            "n_threads",
+            type=click.IntRange(min=1),
+            help="Threads [default: physical cores, not efficiency cores].",
+        ),
+        click.option("-r", "--repetitions", "reps", type=click.IntRange(min=1), default=5, show_default=True),
+        click.option("-d", "--n-depth", "depth", default="0", show_default=True, help="KV depth(s), e.g. 0,4096."),
+        click.option("-n", "--n-gen", "gen", default="128", show_default=True, help="Generated tokens (tg test)."),
+        click.option("-p", "--n-prompt", "prompt", default="512", show_default=True, help="Prompt tokens (pp test)."),
+    ]
+    for option in options:
+        f = option(f)
+    return f
+
+
+def make_bench_params(spec: Any, path: Any, prompt: str, gen: str, depth: str, **kw: Any) -> Any:
+    from ggprof.bench.results import BenchParams
+    from ggprof.bench.runner import default_threads
+
+    p, n, d = int_list(prompt, "-p"), int_list(gen, "-n"), int_list(depth, "-d")
+    if not any(p) and not any(n):
+        raise click.UsageError("nothing to run: -p and -n are both 0")
+    longest = max(d) + max(p) + max(n) + 1
+    if spec.context_length and longest > spec.context_length:
+        raise click.UsageError(
+            f"depth + prompt + gen = {longest - 1} is over the model's context length {spec.context_length}"
+        )
+    kw["n_threads"] = kw.get("n_threads") or default_threads()
+    kw["type_k"], kw["type_v"] = kw.pop("cache_type_k").lower(), kw.pop("cache_type_v").lower()
+    return BenchParams(model=path, n_prompt=p, n_gen=n, n_depth=d, **kw)
+
+
+def resolve_model(model: str | None) -> tuple[Any, Any]:
+    """The model to run: the given file (inspected first), or the default synthetic model."""
+    from pathlib import Path
+
+    if model is None:
+        from ggprof.synth import DEFAULT_QUANT, DEFAULT_SHAPE, default_path, ensure_model
+
+        if not default_path(DEFAULT_SHAPE, DEFAULT_QUANT).exists():
+            click.echo(f"writing the default synthetic model ({DEFAULT_SHAPE}, {DEFAULT_QUANT})...", err=True)
+        path = ensure_model()
+        return _load_model(str(path)), path
+    return _load_model(model), Path(model)
+
+
+@cli.command()
+@click.argument("model", metavar="[MODEL.gguf]", required=False)
+@bench_options
+@click.option(
+    "-o",
+    "--output",
+    "fmt",
+    type=click.Choice(["table", "md", "csv", "json", "jsonl"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Same as -o json.")
+def bench(model: str | None, fmt: str, as_json: bool, prompt: str, gen: str, depth: str, **kw: Any) -> None:
+    """Measure prefill (pp) and decode (tg) through llama.cpp, like llama-bench, in a child process.
+
+    Without MODEL, runs the default synthetic model (see `ggprof synth --list`).
+    """
+    from ggprof.bench.output import render
+    from ggprof.bench.progress import ProgressBar
+    from ggprof.bench.runner import run_bench
+
+    spec, path = resolve_model(model)
+    params = make_bench_params(spec, path, prompt, gen, depth, **kw)
+    bar = ProgressBar(len(params.tests()) * params.reps)
+    try:
+        result = run_bench(params, progress=bar)
+    finally:
+        bar.close()
+    click.echo(render(result, "json" if as_json else fmt))
+
+
+@cli.command()
+@click.option("--shape", default="small", show_default=True, help="A shape from --list.")
+@click.option("--quant", type=click.Choice(["q4_0", "q8_0", "f16"]), default="q4_0", show_default=True)
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), help="Write here instead of the cache.")
+@click.option("--list", "list_shapes", is_flag=True, help="List the shapes with their sizes.")
+@click.option("--json", "as_json", is_flag=True, help="With --list: a JSON list; else the written file as JSON.")
+def synth(shape: str, quant: str, output: str | None, list_shapes: bool, as_json: bool) -> None:
+    """Write a synthetic GGUF model (random weights, a real shape llama.cpp runs)."""
+    from pathlib import Path
+
+    from ggprof import synth as synth_mod
+    from ggprof.units import fmt_bytes
+
+    if list_shapes:
+        rows = [
+            {
+                "shape": s.name,
+                "description": s.description,
+                "n_params": s.n_params,
+                **{f"size_bytes_{q}": s.size_bytes(q) for q in synth_mod.QUANTS},
+            }
+            for s in synth_mod.SHAPES.values()
+        ]
+        if as_json:
+            emit_json(rows)
+            return
+        click.echo(f"{'shape':<11} {'params':>7} {'q4_0':>9} {'q8_0':>9} {'f16':>9}  description")
+        for s in synth_mod.SHAPES.values():
+            sizes = " ".join(f"{fmt_bytes(s.size_bytes(q), binary=False):>9}" for q in synth_mod.QUANTS)
+            click.echo(f"{s.name:<11} {s.n_params / 1e6:6.0f}M {sizes}  {s.description}")
+        click.echo("sizes in GB/MB (1e9/1e6 bytes)")
+        return
+    spec_shape = synth_mod.get_shape(shape)
+    if output is None:
+        path = synth_mod.ensure_model(shape, quant)
+    else:
+        path = synth_mod.write_model(spec_shape, quant, Path(output))
+    if as_json:
+        emit_json({"path": str(path), "shape": shape, "quant": quant, "file_size_bytes": path.stat().st_size})
+    else:
+        click.echo(f"{path}  ({shape}, {quant}, {fmt_bytes(path.stat().st_size)})")
+
+
 def _load_model(path: str) -> Any:
     from ggprof.model import load_model
     from ggprof.plugins import plugin_manager

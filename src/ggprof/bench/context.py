@@ -29,4 +29,5 @@ class RunContext:
     swap_used_after_bytes: int | None = None
     page_cache_fraction_before: float | None = None  # model file pages already in RAM before load
     governor: str | None = None
+    repack: bool | None = None  # llama.cpp's extra (repacking) buffer types in use
     notes: tuple[str, ...] = field(default=())

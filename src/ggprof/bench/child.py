@@ -1,0 +1,241 @@
+"""The child side of `ggprof bench`: runs llama.cpp in-process, the way llama-bench does.
+
+Started as `python -m ggprof.bench.child` with a JSON request on stdin. Writes JSON lines
+to the protocol pipe (the original stdout); stdout itself is pointed at stderr so that
+nothing llama.cpp prints can corrupt the protocol. llama.cpp's logs go to stderr, which
+the parent keeps the tail of. Exit codes: 0 ok, 3 the model did not load, 4 a context
+could not be created or a decode failed.
+
+What is timed mirrors llama-bench's test_prompt/test_gen (tools/llama-bench/llama-bench.cpp):
+random token ids, one warm-up per test, the KV cache cleared before each repetition, an
+untimed prefill to the depth, the prompt in batches of n_batch, then n single-token
+steps each followed by llama_synchronize. Nothing else is timed: no logits are copied,
+nothing is sampled or detokenized. A persistent ggml threadpool is attached, as
+llama-bench does (without one, ggml creates threads for every graph).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+EXIT_LOAD_FAILED = 3
+EXIT_RUN_FAILED = 4
+GGML_MAX_N_THREADS = 512
+KV_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
+FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}
+
+
+class ThreadpoolParams(ctypes.Structure):
+    _fields_ = [
+        ("cpumask", ctypes.c_bool * GGML_MAX_N_THREADS),
+        ("n_threads", ctypes.c_int),
+        ("prio", ctypes.c_int),
+        ("poll", ctypes.c_uint32),
+        ("strict_cpu", ctypes.c_bool),
+        ("paused", ctypes.c_bool),
+    ]
+
+
+class Child:
+    def __init__(self, out: TextIO, request: dict[str, Any]) -> None:
+        self.out = out
+        self.req = request
+        self.rng = random.Random(request.get("seed", 1))
+
+    def emit(self, event: str, **fields: Any) -> None:
+        self.out.write(json.dumps({"event": event, **fields}) + "\n")
+        self.out.flush()
+
+    def fail(self, kind: str, message: str, code: int) -> None:
+        self.emit("error", kind=kind, message=message)
+        sys.stderr.flush()
+        os._exit(code)
+
+    # -- setup ---------------------------------------------------------------------------------
+    def run(self) -> None:
+        import llama_cpp as ll
+
+        self.ll = ll
+        ll.llama_backend_init()
+        info = ll.llama_print_system_info().decode(errors="replace")
+        self.repack = self.choose_repack(info)
+        self.emit(
+            "system",
+            system_info=info,
+            gpu_offload=bool(ll.llama_supports_gpu_offload()),
+            llama_cpp_python=ll.__version__,
+            repack=self.repack,
+        )
+        model = self.load_model()
+        self.threadpool = self.make_threadpool(self.req["n_threads"]) if os.environ.get("TP") else None
+        for test in self.req["tests"]:
+            self.run_test(model, test)
+        ll.llama_model_free(model)
+        self.emit("done")
+
+    def choose_repack(self, system_info: str) -> bool:
+        """Extra (repacking) buffer types. `auto` turns them off where llama.cpp's AMX path is
+        compiled in: ggml_backend_amx_mul_mat segfaults on Q4_K models on some AMX machines
+        (ggml-org/llama.cpp#20824, unfixed), and AMX buffers come with the extra types."""
+        mode = self.req.get("repack", "auto")
+        if mode == "auto":
+            return "AMX_INT8 = 1" not in system_info
+        return bool(mode == "on")
+
+    def load_model(self) -> Any:
+        ll = self.ll
+        mp = ll.llama_model_default_params()
+        mp.n_gpu_layers = self.req["n_gpu_layers"]
+        mp.use_mmap = True
+        mp.use_extra_bufts = self.repack
+        model = ll.llama_model_load_from_file(self.req["model"].encode(), mp)
+        if not model:
+            self.fail("load", "llama.cpp could not load the model", EXIT_LOAD_FAILED)
+        buf = ctypes.create_string_buffer(256)
+        ll.llama_model_desc(model, buf, 256)
+        vocab = ll.llama_model_get_vocab(model)
+        self.n_vocab = ll.llama_vocab_n_tokens(vocab)
+        self.bos = ll.llama_vocab_bos(vocab) if ll.llama_vocab_get_add_bos(vocab) else None
+        self.emit(
+            "model",
+            model_type=buf.value.decode(errors="replace"),
+            model_size=ll.llama_model_size(model),
+            model_n_params=ll.llama_model_n_params(model),
+            n_layer=ll.llama_model_n_layer(model),
+            n_vocab=self.n_vocab,
+        )
+        return model
+
+    def make_threadpool(self, n_threads: int) -> Any:
+        """A persistent ggml threadpool with llama-bench's settings (poll 50); None if unavailable."""
+        libdir = Path(self.ll.__file__).parent / "lib"
+        names = ("libggml-cpu.so", "libggml-cpu.dylib", "ggml-cpu.dll")
+        try:
+            lib = next(ctypes.CDLL(str(libdir / n)) for n in names if (libdir / n).exists())
+            base = next(
+                ctypes.CDLL(str(libdir / n))
+                for n in ("libggml-base.so", "libggml-base.dylib", "ggml-base.dll")
+                if (libdir / n).exists()
+            )
+        except (StopIteration, OSError) as e:
+            self.emit("note", message=f"no persistent threadpool ({e}); ggml creates threads per graph")
+            return None
+        params = ThreadpoolParams()
+        base.ggml_threadpool_params_init(ctypes.byref(params), n_threads)
+        params.poll = 50
+        lib.ggml_threadpool_new.restype = ctypes.c_void_p
+        lib.ggml_threadpool_new.argtypes = [ctypes.POINTER(ThreadpoolParams)]
+        tp = lib.ggml_threadpool_new(ctypes.byref(params))
+        if not tp:
+            self.emit("note", message="ggml_threadpool_new failed; ggml creates threads per graph")
+            return None
+        return tp
+
+    # -- one test: pp (n_prompt > 0) or tg (n_gen > 0) at a depth ------------------------------
+    def run_test(self, model: Any, test: dict[str, Any]) -> None:
+        ll = self.ll
+        n_prompt, n_gen, n_depth = test["n_prompt"], test["n_gen"], test["n_depth"]
+        cp = ll.llama_context_default_params()
+        cp.n_ctx = n_prompt + n_gen + n_depth + (1 if n_prompt else 0)  # +1: the TTFT token after the prompt
+        cp.n_batch = self.req["n_batch"]
+        cp.n_ubatch = self.req["n_ubatch"]
+        cp.type_k = KV_TYPES[self.req["type_k"]]
+        cp.type_v = KV_TYPES[self.req["type_v"]]
+        cp.flash_attn_type = FLASH_ATTN[self.req["flash_attn"]]
+        cp.n_threads = cp.n_threads_batch = self.req["n_threads"]
+        cp.swa_full = False
+        cp.no_perf = True
+        ctx = ll.llama_init_from_model(model, cp)
+        if not ctx:
+            self.fail("context", f"llama.cpp could not create a context of {cp.n_ctx} tokens", EXIT_RUN_FAILED)
+        if self.threadpool:
+            from llama_cpp.llama_cpp import _lib
+
+            _lib.llama_attach_threadpool.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+            _lib.llama_attach_threadpool(ctx, self.threadpool, self.threadpool)
+        ll.llama_set_n_threads(ctx, self.req["n_threads"], self.req["n_threads"])
+        self.ctx, self.mem = ctx, ll.llama_get_memory(ctx)
+        if not self.req.get("no_warmup"):
+            if n_prompt:
+                self.prompt(n_prompt)
+            if n_gen:
+                self.gen(1)
+        samples, ttft, itl = [], [], []
+        depth_state: Any = None
+        for rep in range(self.req["reps"]):
+            ll.llama_memory_clear(self.mem, False)
+            if n_depth:
+                depth_state = self.to_depth(n_depth, depth_state)
+            t0 = time.perf_counter_ns()
+            if n_prompt:
+                self.prompt(n_prompt)
+            steps = self.gen(n_gen) if n_gen else []
+            samples.append(time.perf_counter_ns() - t0)
+            itl.extend(steps)
+            if n_prompt and not n_gen:  # TTFT: the prompt, then the first generated token (timed apart)
+                ttft.append(samples[-1] + self.gen(1)[0])
+            self.emit("progress", test=test["name"], rep=rep + 1, reps=self.req["reps"])
+        self.emit("row", **test, samples_ns=samples, ttft_ns=ttft, itl_ns=itl)
+        ll.llama_free(ctx)
+
+    def to_depth(self, n_depth: int, state: Any) -> Any:
+        """Prefill n_depth tokens, untimed; later repetitions restore the saved state (as llama-bench)."""
+        ll = self.ll
+        if state is not None and ll.llama_state_seq_set_data(self.ctx, state, len(state), 0):
+            return state
+        self.prompt(n_depth)
+        size = ll.llama_state_seq_get_size(self.ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        ll.llama_state_seq_get_data(self.ctx, buf, size, 0)
+        return buf
+
+    def tokens(self, n: int, first: bool) -> Any:
+        arr = (ctypes.c_int32 * n)()
+        for i in range(n):
+            arr[i] = self.rng.randrange(self.n_vocab)
+        if first and self.bos is not None:
+            arr[0] = self.bos
+        return arr
+
+    def prompt(self, n_prompt: int) -> None:
+        ll, n_batch, done = self.ll, self.req["n_batch"], 0
+        while done < n_prompt:
+            n = min(n_prompt - done, n_batch)
+            toks = self.tokens(n, first=done == 0)
+            if ll.llama_decode(self.ctx, ll.llama_batch_get_one(toks, n)) != 0:
+                self.fail("decode", f"llama_decode failed on a prompt batch of {n} tokens", EXIT_RUN_FAILED)
+            done += n
+        ll.llama_synchronize(self.ctx)
+
+    def gen(self, n_gen: int) -> list[int]:
+        """n single-token decode steps, each synchronized; returns each step's time in ns."""
+        ll, ctx = self.ll, self.ctx
+        tok = (ctypes.c_int32 * 1)(self.bos if self.bos is not None else self.rng.randrange(self.n_vocab))
+        times = []
+        for _ in range(n_gen):
+            t0 = time.perf_counter_ns()
+            if ll.llama_decode(ctx, ll.llama_batch_get_one(tok, 1)) != 0:
+                self.fail("decode", "llama_decode failed on a generation step", EXIT_RUN_FAILED)
+            ll.llama_synchronize(ctx)
+            times.append(time.perf_counter_ns() - t0)
+            tok[0] = self.rng.randrange(self.n_vocab)
+        return times
+
+
+def main() -> None:
+    protocol = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # whatever C code prints to stdout lands in the log, not in the protocol
+    sys.stdout = sys.stderr
+    request = json.loads(sys.stdin.read())
+    Child(protocol, request).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Benchmark parameters and results: llama-bench's fields where the meaning is the same."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ggprof.bench.context import RunContext
+
+
+@dataclass(frozen=True)
+class BenchParams:
+    """What to run; defaults are llama-bench's (-p 512 -n 128 -r 5 -b 2048 -ub 512 -ngl -1)."""
+
+    model: Path
+    n_prompt: tuple[int, ...] = (512,)
+    n_gen: tuple[int, ...] = (128,)
+    n_depth: tuple[int, ...] = (0,)
+    reps: int = 5
+    n_threads: int = 1
+    n_gpu_layers: int = -1
+    flash_attn: str = "auto"
+    type_k: str = "f16"
+    type_v: str = "f16"
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    repack: str = "auto"
+    timeout_s: float | None = None
+    seed: int = 1
+
+    def tests(self) -> list[dict[str, object]]:
+        """llama-bench's order: for each depth, the prompt tests, then the generation tests."""
+        out: list[dict[str, object]] = []
+        for d in self.n_depth:
+            suffix = f" @ d{d}" if d else ""
+            out += [{"name": f"pp{p}{suffix}", "n_prompt": p, "n_gen": 0, "n_depth": d} for p in self.n_prompt if p]
+            out += [{"name": f"tg{n}{suffix}", "n_prompt": 0, "n_gen": n, "n_depth": d} for n in self.n_gen if n]
+        return out
+
+    def request(self) -> dict[str, object]:
+        return {
+            "model": str(self.model), "n_gpu_layers": self.n_gpu_layers, "n_threads": self.n_threads,
+            "n_batch": self.n_batch, "n_ubatch": self.n_ubatch, "type_k": self.type_k, "type_v": self.type_v,
+            "flash_attn": self.flash_attn, "reps": self.reps, "repack": self.repack, "seed": self.seed,
+            "tests": self.tests(),
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """One test (pp or tg at a depth): its repetitions and, for tg, every step's time."""
+
+    name: str
+    n_prompt: int
+    n_gen: int
+    n_depth: int
+    samples_ns: tuple[int, ...]
+    ttft_ns: tuple[int, ...] = ()
+    itl_ns: tuple[int, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return "pp" if self.n_prompt else "tg"
+
+    @property
+    def n_tokens(self) -> int:
+        return self.n_prompt + self.n_gen
+
+    @property
+    def samples_ts(self) -> list[float]:
+        return [self.n_tokens / (ns / 1e9) for ns in self.samples_ns]
+
+    @property
+    def avg_ts(self) -> float:
+        return statistics.fmean(self.samples_ts)
+
+    @property
+    def stddev_ts(self) -> float:
+        return statistics.stdev(self.samples_ts) if len(self.samples_ns) > 1 else 0.0
+
+    @property
+    def avg_ns(self) -> int:
+        return int(statistics.fmean(self.samples_ns))
+
+    @property
+    def stddev_ns(self) -> int:
+        return int(statistics.stdev(self.samples_ns)) if len(self.samples_ns) > 1 else 0
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation of tok/s across repetitions."""
+        return self.stddev_ts / self.avg_ts if self.avg_ts else 0.0
+
+    def itl_percentile_ms(self, q: float) -> float | None:
+        return percentile(self.itl_ns, q) / 1e6 if self.itl_ns else None
+
+    @property
+    def ttft_ms(self) -> float | None:
+        return statistics.fmean(self.ttft_ns) / 1e6 if self.ttft_ns else None
+
+    def ttft_percentile_ms(self, q: float) -> float | None:
+        return percentile(self.ttft_ns, q) / 1e6 if self.ttft_ns else None
+
+
+def percentile(values: tuple[int, ...] | list[int], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default method), q in [0, 100]."""
+    data = sorted(values)
+    pos = (len(data) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    model_filename: str
+    model_type: str
+    model_size: int
+    model_n_params: int
+    n_layer: int
+    n_vocab: int
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    params: BenchParams
+    model: ModelInfo
+    rows: tuple[BenchRow, ...]
+    context: RunContext
+    test_time: str
+    elapsed_s: float
+    notes: tuple[str, ...] = field(default=())
+
+    def row(self, kind: str, depth: int = 0) -> BenchRow | None:
+        return next((r for r in self.rows if r.kind == kind and r.n_depth == depth), None)

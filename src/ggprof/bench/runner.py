@@ -1,0 +1,262 @@
+"""The parent side of `ggprof bench`: supervise the llama.cpp child, never die with it.
+
+The child (ggprof.bench.child) runs in its own process group. An abort, a segfault, an
+OOM kill or a timeout becomes one error naming what was running, the signal or exit
+code, and the last thing llama.cpp printed. The run's context (host load, free RAM,
+swap, page cache, threads, offloaded layers, llama.cpp's build) is recorded around it.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import IO, Any
+
+import psutil
+
+from ggprof.bench.context import RunContext
+from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo
+from ggprof.errors import BadInputError, RunError
+from ggprof.host.facts import page_cache_resident_fraction
+from ggprof.units import clean
+
+EXIT_LOAD_FAILED = 3
+_OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+_SIMD = re.compile(r"(\w+) = 1")
+ProgressFn = Callable[[str, int, int], None]
+
+
+def default_threads() -> int:
+    """Physical cores, not logical and not efficiency cores (what llama-bench uses)."""
+    from ggprof.host.facts import gather_facts
+
+    facts = gather_facts()
+    return max(facts.physical_cores - (facts.efficiency_cores or 0), 1)
+
+
+class _Child:
+    """The running child: its protocol lines in a queue, the tail of its log in a deque."""
+
+    def __init__(self, params: BenchParams) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ggprof.bench.child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
+        )  # fmt: skip
+        self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.log: collections.deque[str] = collections.deque(maxlen=60)
+        self.offloaded: tuple[int, int] | None = None
+        threading.Thread(target=self._read_events, args=(self.proc.stdout,), daemon=True).start()
+        self.log_thread = threading.Thread(target=self._read_log, args=(self.proc.stderr,), daemon=True)
+        self.log_thread.start()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(params.request()))
+        self.proc.stdin.close()
+
+    def _read_events(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        for line in stream:
+            try:
+                self.events.put(json.loads(line))
+            except ValueError:
+                self.log.append(f"(unparsable protocol line) {line.strip()[:200]}")
+        stream.close()
+        self.events.put(None)
+
+    def _read_log(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        for line in stream:
+            line = line.rstrip()
+            if not line or "amx repack tensor" in line:
+                continue
+            self.log.append(line)
+            m = _OFFLOADED.search(line)
+            if m:
+                self.offloaded = (int(m[1]), int(m[2]))
+        stream.close()
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def last_words(self) -> str:
+        """The most telling line llama.cpp printed last: an error line if there is one."""
+        self.log_thread.join(timeout=2)
+        lines = [ln for ln in self.log if ln.strip()]
+        errors = [ln for ln in lines if re.search(r"error|failed|abort|assert|what\(\)", ln, re.IGNORECASE)]
+        return clean((errors or lines or ["(nothing)"])[-1])[:300]
+
+
+def run_bench(params: BenchParams, progress: ProgressFn | None = None) -> BenchResult:
+    """Run the tests in a child process; BadInputError if llama.cpp refuses the model, RunError if
+    the child crashes, is killed, or runs past `params.timeout_s`."""
+    before = _host_state(params)
+    t_start = time.time()
+    wall0, sys0 = time.monotonic(), psutil.cpu_times()
+    child = _Child(params)
+    events: dict[str, Any] = {
+        "rows": [],
+        "notes": [],
+        "current": "loading the model",
+        "model_filename": str(params.model),
+    }
+    deadline = time.monotonic() + params.timeout_s if params.timeout_s else None
+    child_cpu = 0.0
+    while True:
+        timeout = None if deadline is None else max(deadline - time.monotonic(), 0)
+        try:
+            event = child.events.get(timeout=timeout)
+        except queue.Empty:
+            child.kill()
+            raise RunError(
+                f"{_what(params, events)}: timed out after {params.timeout_s:g} s "
+                f"(--timeout); llama.cpp last said: {child.last_words()}"
+            ) from None
+        if event is None:
+            break
+        child_cpu = _child_cpu(child.proc.pid, child_cpu)
+        _handle(event, events, progress)
+    rc = child.proc.wait()
+    if rc != 0 or "done" not in events:
+        _raise_failure(params, events, child, rc)
+    wall = time.monotonic() - wall0
+    during = _other_load(sys0, psutil.cpu_times(), child_cpu, wall)
+    context = _context(params, events, child, before, _host_state(params, after=True), during)
+    return BenchResult(
+        params,
+        ModelInfo(**events["model"]),
+        tuple(events["rows"]),
+        context,
+        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
+        wall,
+        tuple(events["notes"]),
+    )
+
+
+def _handle(event: dict[str, Any], events: dict[str, Any], progress: ProgressFn | None) -> None:
+    kind = event.pop("event")
+    if kind == "system":
+        events["system"] = event
+        events["current"] = "loading the model"
+    elif kind == "model":
+        events["model"] = {
+            "model_filename": events.get("model_filename", ""),
+            **{k: event[k] for k in ("model_type", "model_size", "model_n_params", "n_layer", "n_vocab")},
+        }
+    elif kind == "progress":
+        events["current"] = event["test"]
+        if progress:
+            progress(event["test"], event["rep"], event["reps"])
+    elif kind == "row":
+        events["rows"].append(
+            BenchRow(
+                event["name"],
+                event["n_prompt"],
+                event["n_gen"],
+                event["n_depth"],
+                tuple(event["samples_ns"]),
+                tuple(event["ttft_ns"]),
+                tuple(event["itl_ns"]),
+            )
+        )
+    elif kind == "note":
+        events["notes"].append(event["message"])
+    elif kind == "error":
+        events["error"] = event
+    elif kind == "done":
+        events["done"] = True
+
+
+def _what(params: BenchParams, events: dict[str, Any]) -> str:
+    return (
+        f"llama.cpp run of {params.model.name} ({events['current']}, threads {params.n_threads}, "
+        f"ngl {params.n_gpu_layers})"
+    )
+
+
+def _raise_failure(params: BenchParams, events: dict[str, Any], child: _Child, rc: int) -> None:
+    words = child.last_words()
+    error = events.get("error")
+    if rc == EXIT_LOAD_FAILED or (error and error.get("kind") == "load"):
+        raise BadInputError(f"{params.model}: llama.cpp cannot load this model: {words}")
+    if rc < 0:
+        name = signal.Signals(-rc).name if -rc in {s.value for s in signal.Signals} else f"signal {-rc}"
+        hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if rc == -signal.SIGKILL else ""
+        raise RunError(f"{_what(params, events)}: killed by {name}{hint}; llama.cpp last said: {words}")
+    detail = f": {error['message']}" if error else ""
+    raise RunError(f"{_what(params, events)}: exited with status {rc}{detail}; llama.cpp last said: {words}")
+
+
+def _child_cpu(pid: int, last: float) -> float:
+    """The child's CPU seconds so far (kept from the last reading once it has exited)."""
+    try:
+        t = psutil.Process(pid).cpu_times()
+        return float(t.user + t.system + t.children_user + t.children_system)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return last
+
+
+def _other_load(before: Any, after: Any, child_cpu_s: float, wall_s: float) -> float | None:
+    """Percent of the machine's CPU that other processes used while the child ran."""
+    busy = sum(getattr(after, f) - getattr(before, f) for f in ("user", "system", "nice") if hasattr(after, f))
+    n_cpu = psutil.cpu_count() or 1
+    if wall_s <= 0:
+        return None
+    return float(max(0.0, min(100.0, 100 * (busy - child_cpu_s) / (wall_s * n_cpu))))
+
+
+def _host_state(params: BenchParams, after: bool = False) -> dict[str, Any]:
+    vm, swap = psutil.virtual_memory(), psutil.swap_memory()
+    state: dict[str, Any] = {"ram_available": int(vm.available), "swap_used": int(swap.used)}
+    if not after:
+        state["cpu_load"] = psutil.cpu_percent(interval=0.2)
+        state["page_cache"] = page_cache_resident_fraction(params.model)
+    return state
+
+
+def _context(
+    params: BenchParams,
+    events: dict[str, Any],
+    child: _Child,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    during: float | None,
+) -> RunContext:
+    from ggprof.host.facts import gather_facts
+
+    system = events.get("system", {})
+    info = system.get("system_info", "")
+    facts = gather_facts()
+    backends = tuple(sorted({part.split(":")[0].strip().lower() for part in info.split("|") if ":" in part}))
+    offloaded = child.offloaded[0] if child.offloaded else 0
+    used = (
+        ("cpu",)
+        if not offloaded
+        else tuple(b for b in backends if b != "cpu")
+        + (("cpu",) if child.offloaded and child.offloaded[0] < child.offloaded[1] else ())
+    )
+    notes = list(events["notes"])
+    if not system.get("repack", True):
+        notes.append("repacking buffers off (llama.cpp's AMX path segfaults on some machines: llama.cpp#20824)")
+    return RunContext(
+        backends_used=used, n_threads=params.n_threads, physical_cores=facts.physical_cores,
+        efficiency_cores=facts.efficiency_cores, n_gpu_layers_requested=params.n_gpu_layers,
+        n_gpu_layers_offloaded=offloaded, n_layers=events["model"]["n_layer"], system_info=info,
+        simd_compiled=tuple(_SIMD.findall(info)), backends_compiled=backends or ("cpu",),
+        gpu_offload_supported=system.get("gpu_offload"), llama_cpp_python_version=system.get("llama_cpp_python"),
+        cpu_load_before_percent=before["cpu_load"], cpu_load_during_percent=during,
+        ram_available_before_bytes=before["ram_available"], ram_available_after_bytes=after["ram_available"],
+        swap_used_before_bytes=before["swap_used"], swap_used_after_bytes=after["swap_used"],
+        page_cache_fraction_before=before["page_cache"], governor=facts.governor,
+        repack=bool(system.get("repack", True)), notes=tuple(notes),
+    )  # fmt: skip
