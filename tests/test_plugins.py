@@ -52,7 +52,7 @@ def test_plugins_json(run_cli) -> None:  # type: ignore[no-untyped-def]
     r = run_cli("plugins", "--json")
     assert r.exit_code == 0
     rows = {row["name"]: row for row in json.loads(r.stdout)}
-    assert rows["cpu"]["hooks"] == ["register_backends"]
+    assert rows["cpu"]["hooks"] == ["judge", "register_backends"]
     assert rows["ggprof.archs"]["hooks"] == ["swa_pattern"]
 
 
@@ -64,7 +64,7 @@ def test_outside_package_registers(tmp_path: Path) -> None:
     rows = {row["name"]: row for row in json.loads(r.stdout)}
     ex = rows["example"]
     assert (ex["distribution"], ex["version"], ex["builtin"]) == ("ggprof-example", "1.2.3", False)
-    assert ex["hooks"] == ["profile_dirs", "register_backends", "register_commands", "swa_pattern"]
+    assert ex["hooks"] == ["judge", "profile_dirs", "register_backends", "register_commands", "swa_pattern"]
     text = ggprof("plugins", env=env).stdout
     assert "backends: cpu, cuda, example, metal, rocm, vulkan" in text
 
@@ -130,6 +130,23 @@ def test_hook_register_commands(tmp_path: Path) -> None:
     install_example(tmp_path / "site")
     r = ggprof("example-hello", env={"PYTHONPATH": str(tmp_path / "site")})
     assert (r.returncode, r.stdout) == (0, "hello from the example plugin\n")
+
+
+def test_hook_judge(tmp_path: Path) -> None:
+    """An outside plugin adds findings to a verdict through the same hook the built-ins use."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from ggufs import Shape, write_model
+
+    install_example(tmp_path / "site")
+    model = write_model(tmp_path / "m.gguf", Shape())[0]
+    env = {"PYTHONPATH": str(tmp_path / "site"), "EXAMPLE_JUDGE": "1"}
+    r = ggprof("check", str(model), "--tg", "1000000", "--bandwidth", "50", "--json", env=env)
+    d = json.loads(r.stdout)
+    codes = {f["code"]: f for f in d["findings"]}
+    assert codes["EXAMPLE_SUSPICIOUS_ROUND_NUMBER"]["plugin"] == "example"
+    assert codes["EXAMPLE_SUSPICIOUS_ROUND_NUMBER"]["severity"] == "suspicious"
+    assert "DECODE_ABOVE_CEILING" in codes  # the built-in cpu plugin still judged
+    assert d["verdict"] == "impossible" and r.returncode == 4
 
 
 def test_every_hook_has_a_test() -> None:

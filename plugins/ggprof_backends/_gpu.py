@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ggprof.backend import Device
+from ggprof.backend import Backend, Device
 from ggprof.figures import Figure
+from ggprof.judge import JudgeCase
 from ggprof.profiles import match_profile
 
 
@@ -40,3 +41,48 @@ def gpu_device(
         memory_available_bytes=memory_available_bytes,
         notes=all_notes,
     )
+
+
+class GPUBackend(Backend):
+    """What the GPU backends share when judging: offload checks and their impossible causes."""
+
+    def impossible_causes(self, case: JudgeCase) -> tuple[str, ...]:
+        return (
+            "a smaller or more quantized model ran than the one named",
+            "the device is not the one assumed (another GPU, or a profile with too little bandwidth)",
+            "it ran remotely (an API or another machine)",
+            "several GPUs split the model (their bandwidths add up; pass the combined --bandwidth)",
+        )
+
+    def suspect_causes(self, case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        ctx = case.context
+        if ctx is None:
+            return (), ()
+        causes: list[str] = []
+        checks: list[str] = []
+        if ctx.n_gpu_layers_offloaded is not None and ctx.n_layers is not None:
+            total = ctx.n_layers + 1
+            checks.append(f"llama.cpp offloaded {ctx.n_gpu_layers_offloaded}/{total} layers")
+            if ctx.n_gpu_layers_offloaded < total:
+                causes.append(
+                    f"partial offload: {total - ctx.n_gpu_layers_offloaded} of {total} layers ran on the "
+                    "CPU at host-memory bandwidth"
+                )
+        if case.tg_cv is not None:
+            checks.append(f"repetitions vary by {case.tg_cv:.1%}")
+            if case.tg_cv > 0.10:
+                causes.append(f"noisy repetitions (CV {case.tg_cv:.0%}): another program used the GPU")
+        if ctx.cpu_load_during_percent is not None and ctx.cpu_load_during_percent > 50:
+            causes.append(
+                f"the host CPU was busy ({ctx.cpu_load_during_percent:.0f}% by other processes): "
+                "kernel launches wait for it"
+            )
+        return tuple(causes), tuple(checks)
+
+    def generic_slow_causes(self, case: JudgeCase) -> tuple[str, ...]:
+        return (
+            "partial offload: some layers ran on the CPU (-ngl lower than the layer count)",
+            "the KV cache or the output layer stayed in host memory",
+            "power or thermal limits, or another program on the GPU",
+            "a backend not tuned for this GPU (Vulkan vs CUDA/ROCm/Metal)",
+        )

@@ -14,8 +14,9 @@ from ggprof import hookimpl
 from ggprof.backend import Backend, Detection, Device, EfficiencyBand
 from ggprof.figures import Figure
 from ggprof.host import HostContext
+from ggprof.judge import Finding, JudgeCase
 from ggprof.profiles import load_profiles
-from ggprof.units import sig3
+from ggprof.units import fmt_bytes, fmt_rate, sig3
 
 # int8 multiply-add operations per cycle per core (2 ops per MAC), widest unit first.
 INT8_OPS_PER_CYCLE = (
@@ -32,10 +33,52 @@ INT8_OPS_PER_CYCLE = (
 BOOST_ALLOWANCE = 1.3  # when only the current clock is known, allow for turbo
 
 
+# Parallel efficiency of llama.cpp CPU decode going from the probe's threads to the run's:
+# tok/s(N) / (N/p x tok/s(p)). Calibrated on this project's machine (docs/calibration.md):
+# dense models 0.79-1.00 (Gemma 3 270M, synthetic tiny/small/1b, q4_0 and q8_0, depths 0 and
+# 2048); MoE models 1.15-1.25 (llama.cpp's expert path scales better than linearly from 1 to
+# 2 threads there).
+PARALLEL_EFFICIENCY = {"dense": (0.70, 1.00), "moe": (0.85, 1.35)}
+CV_NOISY = 0.10
+OTHER_LOAD_PERCENT = 20.0
+
+
 class CPUBackend(Backend):
     name = "cpu"
     # The seeds: llama.cpp decode lands near 70% of the bandwidth ceiling on a desktop.
-    band = EfficiencyBand(0.55, 0.85, "assumption from the seeds (~70% typical); see docs/calibration.md")
+    band = EfficiencyBand(0.55, 0.85, "the seeds: ~70% of the bandwidth ceiling is typical (docs/calibration.md)")
+
+    def expected_tok_s(self, case: JudgeCase) -> tuple[float | None, float | None, str]:
+        """The bandwidth band, capped by the compute roof the thread probe measured, if any."""
+        low, high, basis = super().expected_tok_s(case)
+        roof = compute_roof(case)
+        if roof is None or low is None or high is None:
+            return low, high, basis
+        c_low, c_high, how = roof
+        if c_high >= high and c_low >= low:
+            return low, high, basis
+        return min(low, c_low), min(high, c_high), f"compute roof: {how}"
+
+    def fits_in_cache(self, case: JudgeCase) -> bool:
+        p = case.prediction
+        llc = p.device.llc_bytes if p else None
+        return bool(p and llc and p.decode_bytes_per_token + p.kv_bytes_at_depth <= llc)
+
+    def suspect_causes(self, case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return cpu_checks(case)
+
+    def generic_slow_causes(self, case: JudgeCase) -> tuple[str, ...]:
+        return (
+            "compute-bound: on few cores llama.cpp's quantized kernels cannot use all the bandwidth "
+            "(`ggprof profile` measures how tok/s scales with threads)",
+            "threads: more than the physical cores, on efficiency cores, or fewer than the cores",
+            "paging: the model larger than free RAM, or swap in use",
+            "a llama.cpp build without AVX2/NEON, or another program competing for the CPU",
+        )
+
+    def notes(self, case: JudgeCase) -> list[Finding]:
+        note = compute_bound_note(case, super().expected_tok_s(case)[0])
+        return [note] if note else []
 
     def detect(self, host: HostContext) -> Detection:
         facts = host.facts
@@ -53,6 +96,113 @@ class CPUBackend(Backend):
             memory_available_bytes=facts.ram_available_bytes,
         )
         return Detection(self.name, [device])
+
+
+BACKEND = CPUBackend()
+
+
+def compute_roof(case: JudgeCase) -> tuple[float, float, str] | None:
+    """The probe's decode rate scaled to the run's threads by the calibrated parallel efficiency."""
+    probe, ctx = case.probe, case.context
+    if probe is None or ctx is None or not ctx.n_threads or probe.n_threads >= ctx.n_threads:
+        return None
+    scale = ctx.n_threads / probe.n_threads
+    kind = "moe" if case.model.n_experts else "dense"
+    lo, hi = PARALLEL_EFFICIENCY[kind]
+    how = (
+        f"{sig3(probe.tok_s)} tok/s on {probe.n_threads} thread(s) x {sig3(scale)} x {lo:.0%}-{hi:.0%} "
+        f"parallel efficiency ({kind})"
+    )
+    return probe.tok_s * scale * lo, probe.tok_s * scale * hi, how
+
+
+def compute_bound_note(case: JudgeCase, bandwidth_low: float | None) -> Finding | None:
+    """Name compute-bound decode with its evidence: tok/s still rising with threads, and the
+    weights consumed per second below what memory supplies."""
+    probe, ctx, p, tg = case.probe, case.context, case.prediction, case.measured_tg_tok_s
+    if probe is None or ctx is None or p is None or tg is None or bandwidth_low is None or not ctx.n_threads:
+        return None
+    scale = ctx.n_threads / probe.n_threads
+    gain = tg / probe.tok_s if probe.tok_s else 0.0
+    if tg >= bandwidth_low or gain < 1 + 0.6 * (scale - 1):
+        return None
+    consumed = tg * (p.decode_bytes_per_token + p.kv_bytes_at_depth)
+    types = ", ".join(f"{name} {share:.0%}" for name, share in _type_shares(case)[:3])
+    return Finding(
+        "plausible", "CPU_COMPUTE_BOUND",
+        f"decode is compute-bound on {ctx.n_threads} threads, not bandwidth-bound",
+        f"memory alone would allow {sig3(p.decode_ceiling_tok_s)} tok/s", f"{sig3(tg)} tok/s",
+        (f"tok/s still rises with threads: {sig3(probe.tok_s)} on {probe.n_threads}, {sig3(tg)} on "
+         f"{ctx.n_threads} (x{gain:.2f} for x{sig3(scale)} threads)",
+         f"the kernels consume {fmt_rate(consumed)} of weights and KV, {consumed / p.bandwidth_bytes_per_s:.0%} of the "
+         f"{fmt_rate(p.bandwidth_bytes_per_s)} memory supplies",
+         f"weights by type: {types}"),
+        ("few cores for this model's quantized matrix-vector kernels",),
+        "more cores (or a GPU) would help; more memory bandwidth would not", "cpu",
+    )  # fmt: skip
+
+
+def _type_shares(case: JudgeCase) -> list[tuple[str, float]]:
+    by_type = case.model.bytes_by_type()
+    total = sum(by_type.values()) or 1
+    return [(name, b / total) for name, b in by_type.items()]
+
+
+def cpu_checks(case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What the run context says about a slow CPU decode: (causes found, checks made)."""
+    ctx = case.context
+    if ctx is None:
+        return (), ()
+    causes: list[str] = []
+    checks: list[str] = []
+    threads, cores, e_cores = ctx.n_threads or 0, ctx.physical_cores or 0, ctx.efficiency_cores or 0
+    checks.append(f"threads {threads} of {cores} physical cores" + (f" ({e_cores} efficiency)" if e_cores else ""))
+    if cores and threads > cores:
+        causes.append(f"more threads ({threads}) than physical cores ({cores}): threads contend for cores")
+    elif e_cores and threads > cores - e_cores:
+        causes.append(f"threads on efficiency cores: {threads} threads, {cores - e_cores} performance cores")
+    elif cores and threads < cores - e_cores:
+        causes.append(f"only {threads} thread(s) of {cores - e_cores} performance cores were used (-t)")
+    swap_grew = (ctx.swap_used_after_bytes or 0) - (ctx.swap_used_before_bytes or 0)
+    checks.append(
+        f"swap used {fmt_bytes(ctx.swap_used_before_bytes or 0, binary=False)} before, "
+        f"{fmt_bytes(ctx.swap_used_after_bytes or 0, binary=False)} after"
+    )
+    if swap_grew > 64 * 2**20:
+        causes.append(f"swapping: swap use grew by {fmt_bytes(swap_grew, binary=False)} during the run")
+    free = ctx.ram_available_before_bytes
+    if free is not None and case.model.file_size_bytes > free:
+        causes.append(
+            f"the model ({fmt_bytes(case.model.file_size_bytes, binary=False)}) is larger than free RAM "
+            f"({fmt_bytes(free, binary=False)}): weights are paged from disk"
+        )
+    if ctx.page_cache_fraction_before is not None:
+        checks.append(f"{ctx.page_cache_fraction_before:.0%} of the file was in the page cache before loading")
+    simd = set(ctx.simd_compiled)
+    if simd and not simd & {"AVX2", "NEON", "AVX512", "SVE"}:
+        causes.append("llama.cpp was built without AVX2/NEON kernels: " + (" ".join(sorted(simd)) or "none"))
+    checks.append("llama.cpp built with " + (" ".join(sorted(simd)) or "no SIMD reported"))
+    if ctx.cpu_load_during_percent is not None:
+        checks.append(f"other processes used {ctx.cpu_load_during_percent:.0f}% of the CPU during the run")
+        if ctx.cpu_load_during_percent > OTHER_LOAD_PERCENT:
+            causes.append(f"other load: other processes used {ctx.cpu_load_during_percent:.0f}% of the CPU")
+    if case.tg_cv is not None:
+        checks.append(f"repetitions vary by {case.tg_cv:.1%} (coefficient of variation)")
+        if case.tg_cv > CV_NOISY:
+            causes.append(f"noisy repetitions (CV {case.tg_cv:.0%} > {CV_NOISY:.0%}): something else competed")
+    if ctx.governor == "powersave":
+        checks.append("CPU governor: powersave")
+        causes.append("the powersave governor may hold the clock low (with acpi-cpufreq; intel_pstate is fine)")
+    probe = case.probe
+    if probe and case.measured_tg_tok_s and threads > probe.n_threads:
+        gain = case.measured_tg_tok_s / probe.tok_s
+        checks.append(f"{sig3(probe.tok_s)} tok/s on {probe.n_threads} thread(s), x{gain:.2f} on {threads}")
+        if gain < 1.15:
+            causes.append(
+                "more threads did not help, yet memory is far from busy: another process streaming "
+                "memory, throttling, or threads pinned to one core"
+            )
+    return tuple(causes), tuple(checks)
 
 
 def _bandwidth(host: HostContext) -> tuple[Figure | None, str | None]:
@@ -93,4 +243,9 @@ def peak_int8_flops(
 
 @hookimpl
 def register_backends(register: Callable[[Backend], None]) -> None:
-    register(CPUBackend())
+    register(BACKEND)
+
+
+@hookimpl
+def judge(case: JudgeCase) -> list[Finding]:
+    return BACKEND.judge(case) if case.backend == BACKEND.name else []

@@ -15,7 +15,8 @@ from ggprof.backend import Backend, Detection, Device, EfficiencyBand
 from ggprof.figures import Figure
 from ggprof.host import HostContext
 from ggprof.host.facts import run_tool
-from ggprof_backends._gpu import gpu_device
+from ggprof.judge import Finding, JudgeCase
+from ggprof_backends._gpu import GPUBackend, gpu_device
 
 NVIDIA_SMI_QUERY = [
     "nvidia-smi",
@@ -25,7 +26,7 @@ NVIDIA_SMI_QUERY = [
 _NVML_CLOCK_MEM = 2
 
 
-class CUDABackend(Backend):
+class CUDABackend(GPUBackend):
     name = "cuda"
     band = EfficiencyBand(0.6, 0.9, "assumption: llama.cpp CUDA decode reaches 60-90% of HBM/GDDR peak")
 
@@ -117,6 +118,14 @@ def nvml_bandwidth(max_memory_clock_mhz: int, bus_width_bits: int) -> Figure:
     return Figure(value, "os", f"NVML: 2 x {max_memory_clock_mhz} MHz x {bus_width_bits}-bit bus")
 
 
+BACKEND = CUDABackend()
+
+
 @hookimpl
 def register_backends(register: Callable[[Backend], None]) -> None:
-    register(CUDABackend())
+    register(BACKEND)
+
+
+@hookimpl
+def judge(case: JudgeCase) -> list[Finding]:
+    return BACKEND.judge(case) if case.backend == BACKEND.name else []

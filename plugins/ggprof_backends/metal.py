@@ -11,10 +11,11 @@ from ggprof import hookimpl
 from ggprof.backend import Backend, Detection, EfficiencyBand
 from ggprof.host import HostContext
 from ggprof.host.facts import run_tool
-from ggprof_backends._gpu import gpu_device
+from ggprof.judge import Finding, JudgeCase
+from ggprof_backends._gpu import GPUBackend, gpu_device
 
 
-class MetalBackend(Backend):
+class MetalBackend(GPUBackend):
     name = "metal"
     band = EfficiencyBand(0.55, 0.85, "assumption: llama.cpp Metal decode reaches 55-85% of unified-memory peak")
 
@@ -50,6 +51,14 @@ def parse_gpu_cores(text: str) -> int | None:
     return None
 
 
+BACKEND = MetalBackend()
+
+
 @hookimpl
 def register_backends(register: Callable[[Backend], None]) -> None:
-    register(MetalBackend())
+    register(BACKEND)
+
+
+@hookimpl
+def judge(case: JudgeCase) -> list[Finding]:
+    return BACKEND.judge(case) if case.backend == BACKEND.name else []

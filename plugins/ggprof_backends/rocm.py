@@ -10,10 +10,11 @@ from ggprof import hookimpl
 from ggprof.backend import Backend, Detection, Device, EfficiencyBand
 from ggprof.host import HostContext
 from ggprof.host.facts import run_tool
-from ggprof_backends._gpu import gpu_device
+from ggprof.judge import Finding, JudgeCase
+from ggprof_backends._gpu import GPUBackend, gpu_device
 
 
-class ROCmBackend(Backend):
+class ROCmBackend(GPUBackend):
     name = "rocm"
     band = EfficiencyBand(0.5, 0.85, "assumption: llama.cpp HIP decode reaches 50-85% of peak")
 
@@ -71,6 +72,14 @@ def parse_rocm_smi(text: str) -> list[Device]:
     return devices
 
 
+BACKEND = ROCmBackend()
+
+
 @hookimpl
 def register_backends(register: Callable[[Backend], None]) -> None:
-    register(ROCmBackend())
+    register(BACKEND)
+
+
+@hookimpl
+def judge(case: JudgeCase) -> list[Finding]:
+    return BACKEND.judge(case) if case.backend == BACKEND.name else []

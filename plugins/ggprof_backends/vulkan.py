@@ -10,12 +10,13 @@ from ggprof import hookimpl
 from ggprof.backend import Backend, Detection, Device, EfficiencyBand
 from ggprof.host import HostContext
 from ggprof.host.facts import run_tool
-from ggprof_backends._gpu import gpu_device
+from ggprof.judge import Finding, JudgeCase
+from ggprof_backends._gpu import GPUBackend, gpu_device
 
 _CPU_DEVICE_TYPES = ("PHYSICAL_DEVICE_TYPE_CPU",)
 
 
-class VulkanBackend(Backend):
+class VulkanBackend(GPUBackend):
     name = "vulkan"
     band = EfficiencyBand(0.45, 0.8, "assumption: llama.cpp Vulkan decode reaches 45-80% of peak")
 
@@ -42,6 +43,14 @@ def parse_vulkaninfo(text: str) -> list[Device]:
     return devices
 
 
+BACKEND = VulkanBackend()
+
+
 @hookimpl
 def register_backends(register: Callable[[Backend], None]) -> None:
-    register(VulkanBackend())
+    register(BACKEND)
+
+
+@hookimpl
+def judge(case: JudgeCase) -> list[Finding]:
+    return BACKEND.judge(case) if case.backend == BACKEND.name else []

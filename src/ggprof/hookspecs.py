@@ -15,6 +15,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from ggprof.backend import Backend
+    from ggprof.judge import Finding, JudgeCase
     from ggprof.model import SwaPattern
 
 hookspec = pluggy.HookspecMarker("ggprof")
@@ -33,6 +34,11 @@ def swa_pattern(architecture: str) -> SwaPattern | None:
 @hookspec
 def profile_dirs() -> list[Path]:
     """Extra folders of hardware profile TOML files."""
+
+
+@hookspec
+def judge(case: JudgeCase) -> list[Finding]:
+    """Findings about one measured or reported run: impossible, suspicious, plausible or unknown."""
 
 
 @hookspec

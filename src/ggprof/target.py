@@ -56,7 +56,7 @@ def resolve_target(
     measurement when there is one, else its theoretical or profile figure."""
     host_cpu = None
     if device_id is None or need_host_cpu:
-        host_cpu, host_device, host_note = _this_host()
+        host_cpu, host_device, host_note = _this_host(backend if bandwidth is None else None)
     if device_id is not None:
         device = device_from_profile(get_profile(device_id))
         description = f"profile {device_id}"
@@ -83,15 +83,24 @@ def resolve_target(
     return Target(device, host_cpu if device.backend != "cpu" else None, description)
 
 
-def _this_host() -> tuple[Device | None, Device, str]:
+def _this_host(backend: str | None = None) -> tuple[Device | None, Device, str]:
+    """This host's CPU, and its device of `backend` (default: its first GPU, else its CPU)."""
     from ggprof.host import describe_host
 
     report = describe_host(measure=False)
     cpu = report.cpu
-    gpus = [d for d in report.devices if d.backend != "cpu"]
-    device = gpus[0] if gpus else cpu
+    if backend is not None:
+        device = next((d for d in report.devices if d.backend == backend), None)
+        if device is None:
+            raise BadInputError(
+                f"no bandwidth is known for a {backend} device: none was detected on this host; "
+                "pass --device ID or --bandwidth GB/s"
+            )
+    else:
+        gpus = [d for d in report.devices if d.backend != "cpu"]
+        device = gpus[0] if gpus else cpu
     if device is None:
-        raise BadInputError("no device detected on this host; pass --device ID or --bandwidth")
+        raise BadInputError("no bandwidth is known: no device detected on this host; pass --device ID or --bandwidth")
     fig = device.bandwidth
     if fig is not None and fig.source == "measured" and report.measured_at:
         import time

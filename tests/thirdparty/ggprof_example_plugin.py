@@ -11,6 +11,7 @@ import click
 from ggprof import hookimpl
 from ggprof.backend import Backend, Detection, Device, EfficiencyBand
 from ggprof.figures import Figure
+from ggprof.judge import Finding, JudgeCase
 from ggprof.model import SwaPattern
 
 
@@ -52,3 +53,21 @@ def register_commands(cli: click.Group) -> None:
     def hello() -> None:
         """Say hello from the example plugin."""
         click.echo("hello from the example plugin")
+
+
+@hookimpl
+def judge(case: JudgeCase) -> list[Finding]:
+    """A reviewer's rule: a reported speed that is a round million deserves a second look."""
+    if not os.environ.get("EXAMPLE_JUDGE") or case.measured_tg_tok_s is None:
+        return []
+    if case.measured_tg_tok_s % 1_000_000 == 0:
+        return [
+            Finding(
+                "suspicious",
+                "EXAMPLE_SUSPICIOUS_ROUND_NUMBER",
+                "a suspiciously round number",
+                observed=f"{case.measured_tg_tok_s:g} tok/s",
+                plugin="example",
+            )
+        ]
+    return []

@@ -74,7 +74,7 @@ class Child:
             repack=self.repack,
         )
         model = self.load_model()
-        self.threadpool = self.make_threadpool(self.req["n_threads"]) if os.environ.get("TP") else None
+        self.threadpool = self.make_threadpool(self.req["n_threads"])
         for test in self.req["tests"]:
             self.run_test(model, test)
         ll.llama_model_free(model)
@@ -182,8 +182,29 @@ class Child:
             if n_prompt and not n_gen:  # TTFT: the prompt, then the first generated token (timed apart)
                 ttft.append(samples[-1] + self.gen(1)[0])
             self.emit("progress", test=test["name"], rep=rep + 1, reps=self.req["reps"])
-        self.emit("row", **test, samples_ns=samples, ttft_ns=ttft, itl_ns=itl)
+        probe = self.thread_probe(n_gen, n_depth, depth_state) if n_gen else None
+        self.emit("row", **test, samples_ns=samples, ttft_ns=ttft, itl_ns=itl, probe=probe)
         ll.llama_free(ctx)
+
+    def thread_probe(self, n_gen: int, n_depth: int, depth_state: Any) -> dict[str, Any] | None:
+        """Decode again with fewer threads (the depth prefill still uses all of them): how tok/s
+        scales with threads tells compute-bound from bandwidth-bound."""
+        threads = self.req.get("probe_threads")
+        if not threads or threads >= self.req["n_threads"]:
+            return None
+        ll = self.ll
+        ll.llama_set_n_threads(self.ctx, threads, self.req["n_threads"])
+        n = min(n_gen, self.req.get("probe_tokens", 16))
+        samples = []
+        for _ in range(self.req.get("probe_reps", 2)):
+            ll.llama_memory_clear(self.mem, False)
+            if n_depth:
+                depth_state = self.to_depth(n_depth, depth_state)
+            t0 = time.perf_counter_ns()
+            self.gen(n)
+            samples.append(time.perf_counter_ns() - t0)
+        ll.llama_set_n_threads(self.ctx, self.req["n_threads"], self.req["n_threads"])
+        return {"n_threads": threads, "n_gen": n, "samples_ns": samples}
 
     def to_depth(self, n_depth: int, state: Any) -> Any:
         """Prefill n_depth tokens, untimed; later repetitions restore the saved state (as llama-bench)."""

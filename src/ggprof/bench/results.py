@@ -29,6 +29,7 @@ class BenchParams:
     repack: str = "auto"
     timeout_s: float | None = None
     seed: int = 1
+    probe_threads: int | None = None  # also decode with this many threads (thread-scaling evidence)
 
     def tests(self) -> list[dict[str, object]]:
         """llama-bench's order: for each depth, the prompt tests, then the generation tests."""
@@ -44,8 +45,21 @@ class BenchParams:
             "model": str(self.model), "n_gpu_layers": self.n_gpu_layers, "n_threads": self.n_threads,
             "n_batch": self.n_batch, "n_ubatch": self.n_ubatch, "type_k": self.type_k, "type_v": self.type_v,
             "flash_attn": self.flash_attn, "reps": self.reps, "repack": self.repack, "seed": self.seed,
-            "tests": self.tests(),
+            "tests": self.tests(), "probe_threads": self.probe_threads,
         }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ThreadProbe:
+    """The same decode with fewer threads (after the main repetitions, same context and depth)."""
+
+    n_threads: int
+    n_gen: int
+    samples_ns: tuple[int, ...]
+
+    @property
+    def tok_s(self) -> float:
+        return statistics.fmean(self.n_gen / (ns / 1e9) for ns in self.samples_ns)
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,7 @@ class BenchRow:
     samples_ns: tuple[int, ...]
     ttft_ns: tuple[int, ...] = ()
     itl_ns: tuple[int, ...] = ()
+    probe: ThreadProbe | None = None
 
     @property
     def kind(self) -> str:

@@ -25,7 +25,7 @@ from typing import IO, Any
 import psutil
 
 from ggprof.bench.context import RunContext
-from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo
+from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo, ThreadProbe
 from ggprof.errors import BadInputError, RunError
 from ggprof.host.facts import page_cache_resident_fraction
 from ggprof.units import clean
@@ -158,17 +158,12 @@ def _handle(event: dict[str, Any], events: dict[str, Any], progress: ProgressFn 
         if progress:
             progress(event["test"], event["rep"], event["reps"])
     elif kind == "row":
-        events["rows"].append(
-            BenchRow(
-                event["name"],
-                event["n_prompt"],
-                event["n_gen"],
-                event["n_depth"],
-                tuple(event["samples_ns"]),
-                tuple(event["ttft_ns"]),
-                tuple(event["itl_ns"]),
-            )
-        )
+        probe = event.get("probe")
+        events["rows"].append(BenchRow(
+            event["name"], event["n_prompt"], event["n_gen"], event["n_depth"], tuple(event["samples_ns"]),
+            tuple(event["ttft_ns"]), tuple(event["itl_ns"]),
+            ThreadProbe(probe["n_threads"], probe["n_gen"], tuple(probe["samples_ns"])) if probe else None,
+        ))  # fmt: skip
     elif kind == "note":
         events["notes"].append(event["message"])
     elif kind == "error":

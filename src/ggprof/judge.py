@@ -1,0 +1,110 @@
+"""Verdicts: is a measured (or reported) speed impossible, suspicious, plausible, or unknown?
+
+Backend plugins answer the `judge` hook for the backend a run used; third-party plugins
+add findings through the same hook. A Verdict is the worst finding; it maps onto the
+exit status (0 plausible or unknown, 3 suspicious, 4 impossible).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ggprof.bench.context import RunContext
+from ggprof.bench.results import ThreadProbe
+from ggprof.errors import ExitStatus
+from ggprof.model import ModelSpec
+from ggprof.predict import Prediction
+
+Severity = Literal["impossible", "suspicious", "plausible", "unknown"]
+# How bad: a verdict is the worst judged severity; "unknown" only when nothing could be judged.
+RANK: dict[str, int] = {"unknown": 0, "plausible": 1, "suspicious": 2, "impossible": 3}
+EXIT: dict[str, ExitStatus] = {
+    "unknown": ExitStatus.OK,
+    "plausible": ExitStatus.OK,
+    "suspicious": ExitStatus.SUSPICIOUS,
+    "impossible": ExitStatus.IMPOSSIBLE,
+}
+BASE_TOLERANCE = 0.05  # measurement tolerance above a ceiling, before the run's own noise
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One judgement with its evidence. `code` is stable (scripts may match on it)."""
+
+    severity: Severity
+    code: str
+    title: str
+    expected: str | None = None
+    observed: str | None = None
+    evidence: tuple[str, ...] = ()
+    causes: tuple[str, ...] = ()  # most likely first
+    next_step: str | None = None
+    plugin: str = "ggprof"
+
+
+@dataclass(frozen=True)
+class JudgeCase:
+    """A measurement (or a reported number) and what is known around it."""
+
+    model: ModelSpec
+    backend: str
+    prediction: Prediction | None  # None when no bandwidth is known
+    measured_tg_tok_s: float | None = None
+    measured_pp_tok_s: float | None = None
+    n_prompt: int = 0
+    depth: int = 0
+    tg_cv: float | None = None
+    pp_cv: float | None = None
+    context: RunContext | None = None  # None for a reported number (`ggprof check`)
+    probe: ThreadProbe | None = None  # decode with fewer threads, same model and depth
+    source: Literal["measured", "reported"] = "measured"
+
+    @property
+    def tolerance(self) -> float:
+        """How far above a ceiling a number may land before it is impossible (noise, rounding)."""
+        return BASE_TOLERANCE + 2 * max(self.tg_cv or 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    findings: tuple[Finding, ...]
+    expected_tok_s: tuple[float | None, float | None] = (None, None)
+    expected_basis: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def severity(self) -> Severity:
+        if not self.findings:
+            return "unknown"
+        return max(self.findings, key=lambda f: RANK[f.severity]).severity
+
+    @property
+    def exit_status(self) -> ExitStatus:
+        return EXIT[self.severity]
+
+
+def judge(case: JudgeCase) -> Verdict:
+    """Ask every plugin; a backend no plugin knows is an `unknown` finding, never a guess."""
+    from ggprof.plugins import backends, plugin_manager
+
+    findings = [f for group in plugin_manager().hook.judge(case=case) for f in group]
+    backend = backends().get(case.backend)
+    if backend is None:
+        findings.append(
+            Finding(
+                "unknown",
+                "UNKNOWN_BACKEND",
+                f"no plugin knows the backend {case.backend!r}",
+                evidence=(f"known backends: {', '.join(sorted(backends()))}",),
+                next_step="pass --backend with one of the known backends",
+            )
+        )
+        return Verdict(tuple(findings))
+    low, high, basis = backend.expected_tok_s(case)
+    return Verdict(tuple(sorted(findings, key=lambda f: -RANK[f.severity])), (low, high), basis)
+
+
+def worst(verdicts: list[Verdict]) -> Severity:
+    judged = [v.severity for v in verdicts]
+    return max(judged, key=lambda s: RANK[s]) if judged else "unknown"

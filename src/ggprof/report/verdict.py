@@ -1,0 +1,183 @@
+"""`ggprof profile` and `ggprof check`: verdicts and findings as JSON and as text."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import asdict
+from typing import Any
+
+from ggprof.judge import EXIT, Finding, worst
+from ggprof.model import ModelSpec
+from ggprof.profile import Judged, ProfileReport
+from ggprof.report.host import device_dict
+from ggprof.report.predict import predict_dict
+from ggprof.units import clean, fmt_bytes, fmt_rate, sig3
+
+TAG = {"impossible": "IMPOSSIBLE", "suspicious": "SUSPICIOUS", "plausible": "plausible", "unknown": "unknown"}
+
+
+def finding_dict(f: Finding) -> dict[str, Any]:
+    return {**asdict(f), "evidence": list(f.evidence), "causes": list(f.causes)}
+
+
+def judged_dict(j: Judged, model: ModelSpec, note: str = "") -> dict[str, Any]:
+    p, v = j.prediction, j.verdict
+    low, high = v.expected_tok_s
+    out: dict[str, Any] = {
+        "label": j.label, "depth": j.depth, "verdict": v.severity, "findings": [finding_dict(f) for f in v.findings],
+        "decode_ceiling_tok_s": p.decode_ceiling_tok_s if p else None,
+        "expected_tok_s_low": low, "expected_tok_s_high": high, "expected_basis": v.expected_basis or None,
+        "measured_tg_tok_s": j.tg, "measured_pp_tok_s": j.pp, "efficiency": j.efficiency,
+        "prefill_ceiling_tok_s": p.prefill_ceiling_tok_s if p else None,
+    }  # fmt: skip
+    if j.tg_row is not None:
+        r = j.tg_row
+        out |= {
+            "tg_stddev_tok_s": r.stddev_ts,
+            "tg_cv": r.cv,
+            "itl_p50_ms": r.itl_percentile_ms(50),
+            "itl_p95_ms": r.itl_percentile_ms(95),
+            "itl_p99_ms": r.itl_percentile_ms(99),
+            "probe_threads": r.probe.n_threads if r.probe else None,
+            "probe_tg_tok_s": r.probe.tok_s if r.probe else None,
+        }
+    if j.pp_row is not None:
+        out |= {
+            "pp_stddev_tok_s": j.pp_row.stddev_ts,
+            "ttft_ms": j.pp_row.ttft_ms,
+            "ttft_p95_ms": j.pp_row.ttft_percentile_ms(95),
+        }
+    out["prediction"] = predict_dict(model, p, note) if p else None
+    return out
+
+
+def profile_dict(r: ProfileReport) -> dict[str, Any]:
+    from ggprof.bench.output import context_dict, row_dict
+
+    depths = [judged_dict(j, r.model, r.device_note) for j in r.judged]
+    first = depths[0] if depths else {}
+    m = r.model
+    return {
+        "verdict": r.severity, "exit_status": int(EXIT[r.severity]),
+        "findings": [f for d in depths for f in d["findings"]],
+        **{k: first.get(k) for k in ("decode_ceiling_tok_s", "expected_tok_s_low", "expected_tok_s_high",
+                                     "expected_basis", "measured_tg_tok_s", "measured_pp_tok_s", "efficiency",
+                                     "ttft_ms", "itl_p50_ms", "itl_p95_ms", "itl_p99_ms")},
+        "model": {"path": str(m.path), "architecture": m.architecture, "quant_label": m.quant_label,
+                  "n_params": m.n_params, "file_size_bytes": m.file_size_bytes,
+                  "decode_bytes_per_token": m.decode_bytes_per_token, "kv_bytes_per_token": m.kv_bytes_per_token()},
+        "device": device_dict(r.device) if r.device else None, "device_description": r.device_note,
+        "depths": depths,
+        "bench": [row_dict(r.bench, row) for row in r.bench.rows] if r.bench else [],
+        "context": context_dict(r.bench) if r.bench else None,
+    }  # fmt: skip
+
+
+def check_dict(model: ModelSpec, judged: list[Judged], note: str = "") -> dict[str, Any]:
+    rows = [judged_dict(j, model, note) for j in judged]
+    severity = worst([j.verdict for j in judged])
+    first = rows[0] if rows else {}
+    return {"verdict": severity, "exit_status": int(EXIT[severity]),
+            "findings": [f for row in rows for f in row["findings"]],
+            **{k: first.get(k) for k in ("decode_ceiling_tok_s", "expected_tok_s_low", "expected_tok_s_high",
+                                         "expected_basis", "measured_tg_tok_s", "measured_pp_tok_s", "efficiency")},
+            "rows": rows}  # fmt: skip
+
+
+# -- text ------------------------------------------------------------------------------------
+def finding_lines(f: Finding) -> list[str]:
+    lines = _wrap(f"[{TAG[f.severity]}] {f.code}: {clean(f.title)}", "  ", "      ")
+    if f.expected or f.observed:
+        lines += _wrap(
+            f"expected {clean(f.expected or '?')}; observed {clean(f.observed or '?')}", "      ", "        "
+        )
+    for e in f.evidence:
+        lines += _wrap(f"- {clean(e)}", "      ", "        ")
+    for i, cause in enumerate(f.causes, 1):
+        lines += _wrap(f"{i}. {clean(cause)}", "      ", "         ")
+    if f.next_step:
+        lines += _wrap(f"next: {clean(f.next_step)}", "      ", "        ")
+    return lines
+
+
+def _wrap(text: str, first: str, rest: str) -> list[str]:
+    return textwrap.wrap(text, 80, initial_indent=first, subsequent_indent=rest) or [first]
+
+
+def judged_lines(j: Judged) -> list[str]:
+    p, v = j.prediction, j.verdict
+    low, high = v.expected_tok_s
+    lines = [f"{j.label}: verdict {TAG[v.severity]}"]
+    if p is not None:
+        lines += _wrap(
+            f"ceiling {sig3(p.decode_ceiling_tok_s)} tok/s (TPOT floor {sig3(p.tpot_floor_ms)} ms), "
+            f"expected {sig3(low or 0)}-{sig3(high or 0)} tok/s ({clean(v.expected_basis)})",
+            "  ",
+            "    ",
+        )
+    measured = []
+    if j.tg is not None:
+        spread = f" +- {sig3(j.tg_row.stddev_ts)}" if j.tg_row else ""
+        eff = f" = {j.efficiency:.0%} of the ceiling" if j.efficiency is not None else ""
+        measured.append(f"tg {sig3(j.tg)}{spread} tok/s{eff}")
+    if j.pp is not None:
+        measured.append(f"pp {sig3(j.pp)} tok/s")
+    if j.pp_row and j.pp_row.ttft_ms is not None:
+        measured.append(f"TTFT {sig3(j.pp_row.ttft_ms)} ms")
+    if j.tg_row and j.tg_row.itl_ns:
+        r = j.tg_row
+        measured.append(
+            f"ITL p50/p95/p99 {sig3(r.itl_percentile_ms(50) or 0)}/{sig3(r.itl_percentile_ms(95) or 0)}/"
+            f"{sig3(r.itl_percentile_ms(99) or 0)} ms"
+        )
+    if measured:
+        lines += _wrap("measured " + "; ".join(measured), "  ", "    ")
+    for f in v.findings:
+        lines += finding_lines(f)
+    return lines
+
+
+def profile_text(r: ProfileReport) -> str:
+    m = r.model
+    lines = [f"ggprof profile: {clean(m.path.name)}" + (f" ({clean(m.name)})" if m.name else "")]
+    lines += _wrap(
+        f"model: {clean(m.architecture)} {m.quant_label or ''}, {sig3(m.n_params / 1e6)}M params, "
+        f"{fmt_bytes(m.file_size_bytes)}; a token reads {fmt_bytes(m.decode_bytes_per_token, binary=False)}"
+        f" of weights + {fmt_bytes(m.kv_bytes_per_token(), binary=False)} of KV per token of depth",
+        "",
+        "  ",
+    )
+    if r.device is not None and r.device.bandwidth is not None:
+        lines += _wrap(
+            f"device: {clean(r.device.name)} [{r.device.backend}], bandwidth "
+            f"{fmt_rate(r.device.bandwidth.value)} ({clean(r.device_note)})",
+            "",
+            "  ",
+        )
+    if r.bench is not None:
+        c = r.bench.context
+        lines += _wrap(
+            f"run: llama.cpp via llama-cpp-python {c.llama_cpp_python_version}, {','.join(c.backends_used)},"
+            f" {c.n_threads} threads of {c.physical_cores} cores, {r.bench.params.reps} repetitions, "
+            f"{r.bench.elapsed_s:.0f} s",
+            "",
+            "  ",
+        )
+        from ggprof.bench.output import markdown
+
+        lines += ["", markdown(r.bench), ""]
+    for j in r.judged:
+        lines += judged_lines(j)
+    lines.append(f"verdict: {TAG[r.severity]} (exit status {int(EXIT[r.severity])})")
+    return "\n".join(lines)
+
+
+def check_text(model: ModelSpec, judged: list[Judged], note: str = "") -> str:
+    lines = [f"ggprof check: {clean(model.path.name)}"]
+    if note:
+        lines += _wrap(f"device: {clean(note)}", "", "  ")
+    for j in judged:
+        lines += judged_lines(j)
+    severity = worst([j.verdict for j in judged])
+    lines.append(f"verdict: {TAG[severity]} (exit status {int(EXIT[severity])})")
+    return "\n".join(lines)

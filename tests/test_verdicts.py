@@ -1,0 +1,253 @@
+"""Verdicts: `ggprof check` on reported numbers (the seeds' example among them), the rules of
+the backend plugins, and `ggprof profile` end to end on real llama.cpp runs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from ggufs import Shape, write_model
+from test_predict import LLAMA_70B_F16, Q4_8B_TIED
+
+from ggprof.backend import Device
+from ggprof.bench.context import RunContext
+from ggprof.bench.results import ThreadProbe
+from ggprof.figures import Figure
+from ggprof.judge import JudgeCase, judge
+from ggprof.model import load_model
+from ggprof.predict import PredictInputs, predict
+from ggprof.profiles import get_profile
+from ggprof.target import device_from_profile, efficiency_band
+
+DATA = Path(__file__).parent / "data"
+CHECK_KEYS = {"verdict", "findings", "decode_ceiling_tok_s", "expected_tok_s_low", "expected_tok_s_high"}
+
+
+@pytest.fixture(scope="module")
+def q4_8b(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_model(tmp_path_factory.mktemp("m") / "8b-q4.gguf", Q4_8B_TIED)[0]
+
+
+def check(run_cli, *args: str) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
+    r = run_cli("check", *args, "--json")
+    assert r.exit_code in (0, 3, 4), r.stderr
+    return r.exit_code, json.loads(r.stdout)
+
+
+def codes(d: dict) -> dict[str, dict]:
+    return {f["code"]: f for f in d["findings"]}
+
+
+@pytest.mark.parametrize("device", [["--bandwidth", "90", "--backend", "cpu"], ["--device", "ddr5-5600-dual"]])
+def test_seed_example_50_impossible_13_plausible(q4_8b: Path, device: list[str], run_cli) -> None:  # type: ignore[no-untyped-def]
+    code, d = check(run_cli, str(q4_8b), "--tg", "50", *device)
+    assert (code, d["verdict"]) == (4, "impossible")
+    assert set(d) >= CHECK_KEYS
+    f = codes(d)["DECODE_ABOVE_CEILING"]
+    assert "needs 23" in f["title"] and "GB/s" in f["title"]  # 50 tok/s x 4.7 GB = ~235 GB/s
+    assert f["causes"][:3] == [
+        "the GPU did the work: layers were offloaded to a GPU the claim does not mention",
+        "a smaller model ran than the one named (check the file, its size and quantization)",
+        "it ran remotely (an API or another machine), not on this device",
+    ]
+    assert d["decode_ceiling_tok_s"] == pytest.approx(19, abs=0.6)
+    code, d = check(run_cli, str(q4_8b), "--tg", "13", *device)
+    assert (code, d["verdict"]) == (0, "plausible")
+    assert d["expected_tok_s_low"] <= 13 <= d["expected_tok_s_high"]
+    assert "DECODE_PLAUSIBLE" in codes(d)
+
+
+def test_check_text_output(q4_8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli("check", str(q4_8b), "--tg", "50", "--bandwidth", "90")
+    assert r.exit_code == 4
+    assert "[IMPOSSIBLE] DECODE_ABOVE_CEILING" in r.stdout and "verdict: IMPOSSIBLE (exit status 4)" in r.stdout
+    assert all(len(line) <= 80 for line in r.stdout.splitlines())
+
+
+def test_prefill_above_compute_ceiling(q4_8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    code, d = check(run_cli, str(q4_8b), "--pp", "100000", "--device", "rtx-4090")
+    assert (code, d["verdict"]) == (4, "impossible") and "PREFILL_ABOVE_CEILING" in codes(d)
+    code, d = check(run_cli, str(q4_8b), "--pp", "3000", "--device", "rtx-4090")
+    assert code == 0 and "PREFILL_PLAUSIBLE" in codes(d)
+    code, d = check(run_cli, str(q4_8b), "--pp", "300", "--device", "ddr5-5600-dual")
+    assert (code, d["verdict"]) == (0, "unknown") and "PREFILL_NO_PEAK" in codes(d)
+
+
+def test_full_offload_that_cannot_fit_is_impossible(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    model = write_model(tmp_path / "70b.gguf", LLAMA_70B_F16)[0]
+    code, d = check(run_cli, str(model), "--tg", "5", "--device", "rtx-4090")
+    assert code == 4 and "MODEL_DOES_NOT_FIT" in codes(d)
+    code, d = check(run_cli, str(model), "--tg", "5", "--device", "mi300x")
+    assert "MODEL_DOES_NOT_FIT" not in codes(d)
+
+
+def test_missing_figures_are_unknown_never_guessed(q4_8b: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("PATH", "/nonexistent")  # no vendor tools: no GPU on this host
+    code, d = check(run_cli, str(q4_8b), "--tg", "10", "--backend", "cuda")
+    assert (code, d["verdict"]) == (0, "unknown") and "NO_BANDWIDTH" in codes(d)
+    code, d = check(run_cli, str(q4_8b), "--tg", "10", "--backend", "sycl", "--bandwidth", "100")
+    assert (code, d["verdict"]) == (0, "unknown") and "UNKNOWN_BACKEND" in codes(d)
+
+
+def cpu_device(gbs: float, llc: int | None = None) -> Device:
+    return Device(
+        "cpu",
+        "test cpu",
+        "cpu",
+        64 * 10**9,
+        "os",
+        Figure(gbs * 1e9, "measured"),
+        None,
+        llc_bytes=llc,
+        memory_available_bytes=32 * 10**9,
+    )
+
+
+def cpu_case(tmp_path: Path, tg: float, device: Device, **ctx: object) -> JudgeCase:
+    spec = load_model(write_model(tmp_path / "m.gguf", Shape(n_layers=4, n_embd=512, n_ff=1024, vocab=2000))[0])
+    p = predict(spec, device, PredictInputs(), efficiency_band(spec, device))
+    context = RunContext(
+        **{
+            "backends_used": ("cpu",),
+            "n_threads": 8,
+            "physical_cores": 8,
+            "simd_compiled": ("AVX2",),
+            "cpu_load_during_percent": 2.0,
+            "swap_used_before_bytes": 0,
+            "swap_used_after_bytes": 0,
+            "ram_available_before_bytes": 32 * 10**9,
+            **ctx,
+        }
+    )  # type: ignore[arg-type]
+    return JudgeCase(spec, "cpu", p, tg, None, 512, 0, 0.01, None, context)
+
+
+def test_model_in_llc_is_not_called_impossible(tmp_path: Path) -> None:
+    case = cpu_case(tmp_path, 1e6, cpu_device(30, llc=256 * 2**20))
+    v = judge(case)
+    assert v.severity == "unknown" and v.findings[0].code == "DECODE_CEILING_NOT_APPLICABLE"
+    assert judge(replace(case, prediction=replace(case.prediction, device=cpu_device(30)))).severity == "impossible"
+
+
+@pytest.mark.parametrize(
+    ("ctx", "cause"),
+    [
+        ({"n_threads": 16}, "more threads (16) than physical cores (8)"),
+        ({"efficiency_cores": 4}, "threads on efficiency cores: 8 threads, 4 performance cores"),
+        ({"n_threads": 2}, "only 2 thread(s) of 8 performance cores"),
+        ({"swap_used_after_bytes": 2 * 10**9}, "swapping: swap use grew"),
+        ({"ram_available_before_bytes": 1000}, "larger than free RAM"),
+        ({"simd_compiled": ("SSE3",)}, "built without AVX2/NEON"),
+        ({"cpu_load_during_percent": 60.0}, "other load: other processes used 60%"),
+        ({"governor": "powersave"}, "powersave governor"),
+    ],
+)
+def test_slow_cpu_causes_from_the_run_context(tmp_path: Path, ctx: dict, cause: str) -> None:
+    v = judge(cpu_case(tmp_path, 1.0, cpu_device(50), **ctx))
+    assert v.severity == "suspicious"
+    f = v.findings[0]
+    assert f.code == "DECODE_BELOW_BAND" and any(cause in c for c in f.causes), f.causes
+    assert f.expected and f.observed == "1.00 tok/s"
+
+
+def test_noisy_repetitions_are_a_cause(tmp_path: Path) -> None:
+    case = replace(cpu_case(tmp_path, 1.0, cpu_device(50)), tg_cv=0.25)
+    assert any("noisy repetitions" in c for c in judge(case).findings[0].causes)
+
+
+def test_compute_bound_is_named_with_evidence(tmp_path: Path) -> None:
+    case = cpu_case(tmp_path, 40.0, cpu_device(50), n_threads=2, physical_cores=2)
+    case = replace(case, probe=ThreadProbe(1, 16, (int(16 / 22.0 * 1e9),)))
+    v = judge(case)
+    assert v.severity == "plausible", v.findings
+    note = next(f for f in v.findings if f.code == "CPU_COMPUTE_BOUND")
+    assert "still rises with threads: 22.0 on 1, 40.0 on 2" in note.evidence[0]
+    assert v.expected_tok_s[0] <= 40 <= v.expected_tok_s[1]
+    assert "compute roof" in v.expected_basis
+
+
+def test_gpu_partial_offload_is_the_named_cause(tmp_path: Path) -> None:
+    spec = load_model(write_model(tmp_path / "8b.gguf", Q4_8B_TIED)[0])
+    gpu, cpu = device_from_profile(get_profile("rtx-4090")), cpu_device(50)
+    p = predict(spec, gpu, PredictInputs(), efficiency_band(spec, gpu), cpu)  # judged as if fully offloaded
+    ctx = RunContext(backends_used=("cuda", "cpu"), n_gpu_layers_requested=20, n_gpu_layers_offloaded=20, n_layers=36)
+    v = judge(JudgeCase(spec, "cuda", p, 20.0, None, 512, 0, 0.02, None, ctx))
+    assert v.severity == "suspicious"
+    assert v.findings[0].causes[0].startswith("partial offload: 17 of 37 layers ran on the CPU")
+
+
+def test_llama_bench_results(gemma_path: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """Real llama-bench output (recorded on this machine, CPU, 2 threads)."""
+    src = DATA / "llama-bench-gemma3-270m.json"
+    code, d = check(run_cli, str(gemma_path), "--llama-bench", str(src), "--bandwidth", "30")
+    assert [row["label"] for row in d["rows"]] == ["pp64", "tg16"]
+    pp, tg = d["rows"]
+    assert pp["measured_pp_tok_s"] == pytest.approx(602.930606) and "PREFILL_NO_PEAK" in codes(pp)
+    assert tg["measured_tg_tok_s"] == pytest.approx(48.287829)
+    assert tg["verdict"] in ("plausible", "suspicious")  # few cores: often compute-bound (no run context to tell)
+    rows = json.loads(src.read_text())
+    rows[1]["avg_ts"] = 500.0  # a claim 4x over the ceiling
+    fake = tmp_path / "fake.jsonl"
+    fake.write_text("\n".join(json.dumps(r) for r in rows))
+    code, d = check(run_cli, str(gemma_path), "--llama-bench", str(fake), "--bandwidth", "30")
+    assert (code, d["verdict"]) == (4, "impossible")
+
+
+def test_llama_bench_bad_input(tmp_path: Path, gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"nope": 1}')
+    r = run_cli("check", str(gemma_path), "--llama-bench", str(bad))
+    assert r.exit_code == 2 and "no llama-bench rows" in r.stderr and r.stderr.count("\n") == 1
+    r = run_cli("check", str(gemma_path))
+    assert r.exit_code == 2 and "give --tg and/or --pp" in r.stderr
+
+
+PROFILE_KEYS = {
+    "verdict",
+    "findings",
+    "decode_ceiling_tok_s",
+    "expected_tok_s_low",
+    "expected_tok_s_high",
+    "measured_tg_tok_s",
+    "measured_pp_tok_s",
+    "efficiency",
+}
+
+
+@pytest.mark.slow
+def test_profile_gemma_end_to_end(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli("profile", str(gemma_path), "-p", "64", "-n", "16", "-r", "2", "--json")
+    assert r.exit_code in (0, 3), r.stderr
+    d = json.loads(r.stdout)
+    assert set(d) >= PROFILE_KEYS
+    assert d["efficiency"] == pytest.approx(d["measured_tg_tok_s"] / d["decode_ceiling_tok_s"])
+    assert d["device"]["bandwidth_source"] == "measured"
+    assert d["model"]["architecture"] == "gemma3" and d["context"]["n_threads"] >= 1
+    assert d["verdict"] != "impossible"
+    if d["context"]["n_threads"] >= 2:  # the thread probe gives a compute roof
+        assert d["depths"][0]["probe_threads"] >= 1
+        assert d["expected_tok_s_low"] <= d["measured_tg_tok_s"] * 1.1
+    text = run_cli("profile", str(gemma_path), "-p", "32", "-n", "8", "-r", "1").stdout
+    assert "verdict:" in text and "pp32" in text and "tg8" in text
+
+
+@pytest.mark.slow
+def test_profile_oversubscribed_threads_is_suspicious(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """A real run with 4x the physical cores: the run context names it."""
+    import psutil
+
+    from ggprof.synth import SHAPES
+    from ggprof.synth import write_model as synth
+
+    model = synth(SHAPES["tiny"], "q4_0", tmp_path / "tiny.gguf")
+    threads = 4 * (psutil.cpu_count(logical=False) or 1)
+    r = run_cli("profile", str(model), "-p", "16", "-n", "32", "-r", "3", "-t", str(threads), "--json")
+    d = json.loads(r.stdout)
+    if d["verdict"] == "suspicious":
+        causes = [c for f in d["findings"] for c in f["causes"]]
+        assert any(f"more threads ({threads}) than physical cores" in c for c in causes)
+        assert r.exit_code == 3
+    else:  # oversubscription did not slow this tiny model below the band: still judged, never impossible
+        assert d["verdict"] == "plausible" and r.exit_code == 0
