@@ -32,6 +32,7 @@ class Judged:
     verdict: Verdict
     tg_row: BenchRow | None = None
     pp_row: BenchRow | None = None
+    source: str = "measured"  # or "reported" (ggprof check)
 
     @property
     def efficiency(self) -> float | None:
@@ -142,7 +143,7 @@ def check_reported(
     )
     prediction = _predict(spec, target, inputs)
     case = JudgeCase(spec, used, prediction, tg, pp, n_prompt, depth, cv, None, None, None, "reported")
-    return Judged(label, depth, prediction, tg, pp, judge(case))
+    return Judged(label, depth, prediction, tg, pp, judge(case), source="reported")
 
 
 def _is_partial(spec: ModelSpec, n_gpu_layers: int | None) -> bool:

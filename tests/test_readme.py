@@ -1,0 +1,38 @@
+"""README's promises: two quick-start commands, the first runs the main job, the second is
+exactly what CI runs; documented commands exist."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def quick_start_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.+?)\n```", section)
+
+
+def test_two_quick_start_commands() -> None:
+    main, tests = quick_start_commands()
+    assert main == 'CMAKE_ARGS="-DLLAVA_BUILD=OFF" pip install . && ggprof profile'
+    assert tests.startswith("CMAKE_ARGS=") and tests.endswith("python -m pytest") and '".[test]"' in tests
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "grep -m1 -E '^CMAKE_ARGS=.*pytest' README.md" in ci
+    first = next(
+        line for line in (ROOT / "README.md").read_text().splitlines() if re.match(r"^CMAKE_ARGS=.*pytest", line)
+    )
+    assert first == quick_start_commands()[1]
+
+
+def test_documented_commands_exist() -> None:
+    from ggprof.cli import cli
+
+    text = (ROOT / "README.md").read_text()
+    documented = set(re.findall(r"^### `ggprof (\w+)", text, re.MULTILINE))
+    assert documented == set(cli.commands)
