@@ -24,7 +24,8 @@ def judged_dict(j: Judged, model: ModelSpec, note: str = "") -> dict[str, Any]:
     p, v = j.prediction, j.verdict
     low, high = v.expected_tok_s
     out: dict[str, Any] = {
-        "label": j.label, "source": j.source, "depth": j.depth, "verdict": v.severity, "findings": [finding_dict(f) for f in v.findings],
+        "label": j.label, "source": j.source, "depth": j.depth, "verdict": v.severity,
+        "findings": [finding_dict(f) for f in v.findings],
         "decode_ceiling_tok_s": p.decode_ceiling_tok_s if p else None,
         "expected_tok_s_low": low, "expected_tok_s_high": high, "expected_basis": v.expected_basis or None,
         "measured_tg_tok_s": j.tg, "measured_pp_tok_s": j.pp, "efficiency": j.efficiency,
