@@ -226,3 +226,27 @@ def test_host_quick_measures_then_reuses_cache(run_cli, tmp_path: Path, monkeypa
     text = run_cli("host", "--no-measure").stdout
     assert "GB/s" in text and "cached" in text
     assert run_cli("host", "--refresh", "--no-measure").exit_code == 2
+
+
+def smbios_type17(size_mb: int, mem_type: int, speed: int, configured: int) -> bytes:
+    """One SMBIOS 3.x Memory Device record (type 17, 0x28 bytes) as the spec lays it out."""
+    rec = bytearray(0x28)
+    rec[0], rec[1] = 17, 0x28
+    rec[0x0C:0x0E] = size_mb.to_bytes(2, "little")
+    rec[0x12] = mem_type
+    rec[0x15:0x17] = speed.to_bytes(2, "little")
+    rec[0x20:0x22] = configured.to_bytes(2, "little")
+    return bytes(rec) + b"DIMM 0\0\0"
+
+
+def test_smbios_dmi_table() -> None:
+    from ggprof.host.memory import parse_smbios
+
+    empty_slot = smbios_type17(0, 2, 0, 0)
+    bios = bytes([0, 0x18]) + bytes(0x16) + b"\0\0"  # a type 0 record, no strings
+    end = bytes([127, 4, 0, 0]) + b"\0\0"
+    table = bios + smbios_type17(16384, 34, 6000, 5600) + empty_slot + smbios_type17(16384, 34, 6000, 5600) + end
+    mem = parse_smbios(table)
+    assert mem is not None and len(mem.modules) == 2
+    assert (mem.type, mem.speed_mts, mem.modules[0].size_bytes) == ("DDR5", 5600, 16 << 30)
+    assert parse_smbios(b"\x11\x02garbage") is None

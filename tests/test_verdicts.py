@@ -251,3 +251,18 @@ def test_profile_oversubscribed_threads_is_suspicious(tmp_path: Path, run_cli) -
         assert r.exit_code == 3
     else:  # oversubscription did not slow this tiny model below the band: still judged, never impossible
         assert d["verdict"] == "plausible" and r.exit_code == 0
+
+
+def test_first_touch_and_throttling_causes(tmp_path: Path) -> None:
+    case = cpu_case(
+        tmp_path,
+        1.0,
+        cpu_device(50),
+        page_cache_fraction_before=0.0,
+        cpu_freq_max_mhz=4000.0,
+        cpu_freq_after_mhz=1200.0,
+    )
+    case = replace(case, tg_samples_tok_s=(0.4, 1.1, 1.2))
+    causes = judge(case).findings[0].causes
+    assert any(c.startswith("first-touch mmap") for c in causes)
+    assert any(c.startswith("throttling: the clock ran at 1200 of 4000 MHz") for c in causes)

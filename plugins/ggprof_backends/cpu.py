@@ -178,6 +178,19 @@ def cpu_checks(case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
         )
     if ctx.page_cache_fraction_before is not None:
         checks.append(f"{ctx.page_cache_fraction_before:.0%} of the file was in the page cache before loading")
+        samples = case.tg_samples_tok_s
+        if ctx.page_cache_fraction_before < 0.5 and len(samples) >= 2 and samples[0] < 0.75 * min(samples[1:]):
+            causes.append(
+                f"first-touch mmap: the model was not in the page cache and the first repetition "
+                f"({sig3(samples[0])} tok/s vs {sig3(min(samples[1:]))}) paid for reading it from disk"
+            )
+    if ctx.cpu_freq_max_mhz and ctx.cpu_freq_after_mhz:
+        checks.append(f"clock {ctx.cpu_freq_after_mhz:.0f} MHz after the run, {ctx.cpu_freq_max_mhz:.0f} MHz max")
+        if ctx.cpu_freq_after_mhz < 0.75 * ctx.cpu_freq_max_mhz:
+            causes.append(
+                f"throttling: the clock ran at {ctx.cpu_freq_after_mhz:.0f} of {ctx.cpu_freq_max_mhz:.0f}"
+                " MHz (thermal or power limits)"
+            )
     simd = set(ctx.simd_compiled)
     if simd and not simd & {"AVX2", "NEON", "AVX512", "SVE"}:
         causes.append("llama.cpp was built without AVX2/NEON kernels: " + (" ".join(sorted(simd)) or "none"))

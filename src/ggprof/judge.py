@@ -58,6 +58,7 @@ class JudgeCase:
     pp_cv: float | None = None
     context: RunContext | None = None  # None for a reported number (`ggprof check`)
     probe: ThreadProbe | None = None  # decode with fewer threads, same model and depth
+    tg_samples_tok_s: tuple[float, ...] = ()  # each repetition, in order
     source: Literal["measured", "reported"] = "measured"
 
     @property

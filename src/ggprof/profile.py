@@ -84,7 +84,8 @@ def run_profile(
         case = JudgeCase(spec, backend, prediction, tg_row.avg_ts if tg_row else None,
                          pp_row.avg_ts if pp_row else None, params.n_prompt[0], depth,
                          tg_row.cv if tg_row else None, pp_row.cv if pp_row else None, result.context,
-                         tg_row.probe if tg_row else None)  # fmt: skip
+                         tg_row.probe if tg_row else None,
+                         tuple(tg_row.samples_ts) if tg_row else ())  # fmt: skip
         judged.append(Judged(f"depth {depth:,}", depth, prediction, case.measured_tg_tok_s, case.measured_pp_tok_s,
                              judge(case), tg_row, pp_row))  # fmt: skip
     return ProfileReport(spec, host, target.device if target else None, target.description if target else "",
@@ -142,7 +143,7 @@ def check_reported(
         depth=depth, prompt=n_prompt, gen=1, ctx=max(depth + n_prompt + 1, 1), n_gpu_layers=n_gpu_layers
     )
     prediction = _predict(spec, target, inputs)
-    case = JudgeCase(spec, used, prediction, tg, pp, n_prompt, depth, cv, None, None, None, "reported")
+    case = JudgeCase(spec, used, prediction, tg, pp, n_prompt, depth, cv, source="reported")
     return Judged(label, depth, prediction, tg, pp, judge(case), source="reported")
 
 

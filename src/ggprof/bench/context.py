@@ -29,5 +29,8 @@ class RunContext:
     swap_used_after_bytes: int | None = None
     page_cache_fraction_before: float | None = None  # model file pages already in RAM before load
     governor: str | None = None
+    cpu_freq_max_mhz: float | None = None
+    cpu_freq_before_mhz: float | None = None
+    cpu_freq_after_mhz: float | None = None  # read right after the run: a throttled clock shows here
     repack: bool | None = None  # llama.cpp's extra (repacking) buffer types in use
     notes: tuple[str, ...] = field(default=())

@@ -212,11 +212,20 @@ def _other_load(before: Any, after: Any, child_cpu_s: float, wall_s: float) -> f
 
 def _host_state(params: BenchParams, after: bool = False) -> dict[str, Any]:
     vm, swap = psutil.virtual_memory(), psutil.swap_memory()
-    state: dict[str, Any] = {"ram_available": int(vm.available), "swap_used": int(swap.used)}
+    state: dict[str, Any] = {"ram_available": int(vm.available), "swap_used": int(swap.used), "freq": _cpu_freq_mhz()}
     if not after:
         state["cpu_load"] = psutil.cpu_percent(interval=0.2)
         state["page_cache"] = page_cache_resident_fraction(params.model)
     return state
+
+
+def _cpu_freq_mhz() -> tuple[float | None, float | None]:
+    """(current, max) clock in MHz where the OS tells."""
+    try:
+        f = psutil.cpu_freq()
+    except (OSError, NotImplementedError, RuntimeError):
+        return None, None
+    return (f.current or None, f.max or None) if f else (None, None)
 
 
 def _context(
@@ -253,5 +262,7 @@ def _context(
         ram_available_before_bytes=before["ram_available"], ram_available_after_bytes=after["ram_available"],
         swap_used_before_bytes=before["swap_used"], swap_used_after_bytes=after["swap_used"],
         page_cache_fraction_before=before["page_cache"], governor=facts.governor,
+        cpu_freq_max_mhz=before["freq"][1], cpu_freq_before_mhz=before["freq"][0],
+        cpu_freq_after_mhz=after["freq"][0],
         repack=bool(system.get("repack", True)), notes=tuple(notes),
     )  # fmt: skip

@@ -10,6 +10,7 @@ import json
 import platform
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from ggprof.host.facts import run_tool
 
@@ -116,11 +117,49 @@ def parse_system_profiler(text: str) -> MemoryConfig | None:
     return MemoryConfig(tuple(modules), "system_profiler") if modules else None
 
 
+def parse_smbios(blob: bytes) -> MemoryConfig | None:
+    """SMBIOS type 17 (Memory Device) records of a raw DMI table (/sys/firmware/dmi/tables/DMI)."""
+    modules, pos = [], 0
+    while pos + 4 <= len(blob):
+        stype, length = blob[pos], blob[pos + 1]
+        strings_end = blob.find(b"\0\0", pos + length)
+        if length < 4 or strings_end < 0:
+            break
+        if stype == 17 and length >= 0x17:
+            module = _smbios_module(blob[pos : pos + length])
+            if module is not None:
+                modules.append(module)
+        if stype == 127:  # end of table
+            break
+        pos = strings_end + 2
+    return MemoryConfig(tuple(modules), "SMBIOS (/sys/firmware/dmi)") if modules else None
+
+
+def _smbios_module(rec: bytes) -> MemoryModule | None:
+    size = int.from_bytes(rec[0x0C:0x0E], "little")
+    if size in (0, 0xFFFF):
+        return None  # an empty slot, or unknown size
+    if size == 0x7FFF and len(rec) >= 0x20:
+        size_bytes = (int.from_bytes(rec[0x1C:0x20], "little") & 0x7FFFFFFF) << 20
+    else:
+        size_bytes = (size & 0x7FFF) << (10 if size & 0x8000 else 20)
+    speed = int.from_bytes(rec[0x15:0x17], "little")
+    configured = int.from_bytes(rec[0x20:0x22], "little") if len(rec) >= 0x22 else 0
+    mts = next((v for v in (configured, speed) if v not in (0, 0xFFFF)), None)
+    return MemoryModule(size_bytes, _SMBIOS_TYPES.get(rec[0x12]), mts)
+
+
 def detect_memory() -> MemoryConfig | None:
     system = platform.system()
     if system == "Linux":
         out = run_tool(["udevadm", "info", "-q", "property", "-p", "/devices/virtual/dmi/id"])
-        return parse_udevadm(out) if out else None
+        found = parse_udevadm(out) if out else None
+        if found is None:  # where permitted (usually root only)
+            try:
+                found = parse_smbios(Path("/sys/firmware/dmi/tables/DMI").read_bytes())
+            except OSError:
+                found = None
+        return found
     if system == "Windows":
         out = run_tool(
             [
