@@ -89,26 +89,18 @@ def system_has_amx() -> bool:
     return "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode()
 
 
-def run_llama_bench(exe: Path, model: Path, args: argparse.Namespace, repack: bool) -> dict[str, float]:
-    cmd = [
-        str(exe),
-        "-m",
-        str(model),
-        "-p",
-        str(args.p),
-        "-n",
-        str(args.n),
-        "-r",
-        str(args.r),
-        "-t",
-        str(args.t),
-        "--repack",
-        "1" if repack else "0",
-        "-o",
-        "json",
-    ]
-    rows = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+def sizes(args: argparse.Namespace) -> list[str]:
+    """The flags both tools spell the same way."""
+    return ["-p", str(args.p), "-n", str(args.n), "-r", str(args.r), "-t", str(args.t)]
+
+
+def by_test(rows: list[dict[str, float]]) -> dict[str, float]:
     return {("pp" if r["n_prompt"] else "tg"): r["avg_ts"] for r in rows}
+
+
+def run_llama_bench(exe: Path, model: Path, args: argparse.Namespace, repack: bool) -> dict[str, float]:
+    cmd = [str(exe), "-m", str(model), *sizes(args), "--repack", "1" if repack else "0", "-o", "json"]
+    return by_test(json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout))
 
 
 def run_ggprof(model: Path, args: argparse.Namespace, repack: bool) -> dict[str, float]:
@@ -119,20 +111,12 @@ def run_ggprof(model: Path, args: argparse.Namespace, repack: bool) -> dict[str,
         code,
         "bench",
         str(model),
-        "-p",
-        str(args.p),
-        "-n",
-        str(args.n),
-        "-r",
-        str(args.r),
-        "-t",
-        str(args.t),
+        *sizes(args),
         "--repack",
         "on" if repack else "off",
         "--json",
     ]
-    rows = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
-    return {("pp" if r["n_prompt"] else "tg"): r["avg_ts"] for r in rows}
+    return by_test(json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout))
 
 
 def main() -> None:

@@ -269,3 +269,13 @@ def test_default_device_is_this_host_with_cached_measurement(
     d = json.loads(run_cli("predict", str(path), "--json").stdout)
     assert d["device_id"] == "cpu" and d["bandwidth_source"] == "measured"
     assert "(cached)" in d["device_description"]
+
+
+@pytest.mark.parametrize(
+    ("prompt", "depth", "window"), [(10, 0, 4), (10, 3, 4), (10, 10, 4), (5, 0, 100), (1000, 200, 512)]
+)
+def test_keys_attended_closed_form(prompt: int, depth: int, window: int) -> None:
+    from ggprof.predict import _keys_attended
+
+    assert _keys_attended(prompt, depth, window) == sum(min(depth + i, window) for i in range(1, prompt + 1))
+    assert _keys_attended(prompt, depth, None) == sum(depth + i for i in range(1, prompt + 1))

@@ -9,6 +9,7 @@ peak / bandwidth. Formulas and worked figures: ../shared/REFERENCE.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ggprof.backend import Device, EfficiencyBand
@@ -177,15 +178,21 @@ def placement(spec: ModelSpec, n_gpu_layers: int | None, has_gpu: bool) -> Place
 
 def attention_flops(spec: ModelSpec, prompt: int, depth: int = 0) -> float:
     """QK^T and softmax(QK^T)V for a causal prompt after `depth` cached tokens, all layers."""
-    full = prompt * depth + prompt * (prompt + 1) // 2
+    full = _keys_attended(prompt, depth, None)
+    windowed = _keys_attended(prompt, depth, spec.sliding_window)
     total = 0.0
     for swa in spec.swa_layers or (False,) * spec.n_layers:
-        keys = full
-        if swa and spec.sliding_window:
-            w = spec.sliding_window
-            keys = sum(min(depth + i, w) for i in range(1, prompt + 1)) if prompt <= 65536 else prompt * w
+        keys = windowed if swa and spec.sliding_window else full
         total += 2.0 * spec.n_heads * (spec.head_dim_k + spec.head_dim_v) * keys
     return total
+
+
+def _keys_attended(prompt: int, depth: int, window: int | None) -> int:
+    """sum over prompt tokens i = 1..P of the keys token i attends: min(depth + i, window)."""
+    if window is None:
+        return prompt * depth + prompt * (prompt + 1) // 2
+    growing = max(0, min(prompt, window - depth))  # tokens whose key count is still below the window
+    return growing * depth + growing * (growing + 1) // 2 + (prompt - growing) * window
 
 
 def prefill_flops(
@@ -287,10 +294,10 @@ def depth_points(spec: ModelSpec) -> list[int]:
     return sorted({d for d in DEPTH_TABLE if d < top} | {top})
 
 
-def _kv_at(spec: ModelSpec, kv_layers: list[int], depth: int, include: object) -> int:
+def _kv_at(spec: ModelSpec, kv_layers: list[int], depth: int, include: Callable[[int], bool]) -> int:
     total = 0
     for il, (per_token, swa) in enumerate(zip(kv_layers, spec.swa_layers, strict=True)):
-        if include(il):  # type: ignore[operator]
+        if include(il):
             tokens = min(depth, spec.sliding_window) if swa and spec.sliding_window else depth
             total += per_token * tokens
     return total

@@ -6,7 +6,9 @@ reported, running nothing. Both build a JudgeCase per measurement and ask the pl
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from ggprof.backend import Device
@@ -190,3 +192,24 @@ def check_llama_bench_row(
     return check_reported(spec, avg if n_gen and not n_prompt else None, avg if n_prompt and not n_gen else None,
                           int(row.get("n_depth", 0)), n_prompt or 512, device_id, bandwidth, flops, used,
                           None if used == "cpu" or ngl is None else int(ngl), cv, label)  # fmt: skip
+
+
+def read_llama_bench_rows(path: str) -> list[dict[str, Any]]:
+    """Rows of llama-bench's -o json (a list) or -o jsonl (one object a line)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise BadInputError(f"{path}: not llama-bench JSON (not UTF-8 text)") from None
+    except OSError as e:
+        raise BadInputError(f"{path}: {e.strerror or e}") from None
+    try:
+        data = json.loads(text)
+        rows = data if isinstance(data, list) else [data]
+    except ValueError:
+        try:
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError as e:
+            raise BadInputError(f"{path}: not llama-bench JSON or JSONL output ({e})") from None
+    if not rows or not all(isinstance(r, dict) and "avg_ts" in r for r in rows):
+        raise BadInputError(f"{path}: no llama-bench rows (objects with avg_ts) found")
+    return rows

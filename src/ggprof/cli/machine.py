@@ -1,0 +1,42 @@
+"""Commands about this machine and others: host, profiles."""
+
+from __future__ import annotations
+
+import click
+
+from ggprof.cli.base import cli, emit_json
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--quick", is_flag=True, help="A ~2 s measurement (smaller arrays, fewer repetitions).")
+@click.option("--refresh", is_flag=True, help="Measure again even if a cached measurement exists.")
+@click.option("--no-measure", is_flag=True, help="Measure nothing; show a cached measurement if any.")
+def host(as_json: bool, quick: bool, refresh: bool, no_measure: bool) -> None:
+    """Detect this machine's devices and measure its memory bandwidth and FLOP/s."""
+    from ggprof.host import describe_host
+    from ggprof.report.host import host_dict, host_text
+
+    if refresh and no_measure:
+        raise click.UsageError("--refresh and --no-measure contradict each other")
+    if not no_measure and not as_json:
+        click.echo("measuring memory bandwidth...", err=True)
+    report = describe_host(measure=not no_measure, quick=quick, refresh=refresh)
+    if as_json:
+        emit_json(host_dict(report))
+    else:
+        click.echo(host_text(report))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+def profiles(as_json: bool) -> None:
+    """List the hardware profiles (built-in, from plugins, and your own)."""
+    from ggprof.profiles import load_profiles
+    from ggprof.report.host import profile_dict, profiles_text
+
+    found = sorted(load_profiles().values(), key=lambda p: (p.kind, p.id))
+    if as_json:
+        emit_json([profile_dict(p) for p in found])
+    else:
+        click.echo(profiles_text(found))

@@ -1,0 +1,142 @@
+"""Commands about models and plugins: inspect, predict, synth, plugins."""
+
+from __future__ import annotations
+
+import click
+
+from ggprof.cli.base import CACHE_TYPES, cli, context_tokens, device_options, emit_json, load_model_arg
+from ggprof.errors import BadInputError
+
+
+@cli.command()
+@click.argument("model", metavar="MODEL.gguf")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def inspect(model: str, as_json: bool) -> None:
+    """Read a GGUF model's header: size, architecture, bytes a token reads."""
+    from ggprof.report.inspect import inspect_dict, inspect_text
+
+    spec = load_model_arg(model)
+    if as_json:
+        emit_json(inspect_dict(spec))
+    else:
+        click.echo(inspect_text(spec))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+def plugins(as_json: bool) -> None:
+    """List loaded plugins and the hooks each implements."""
+    from dataclasses import asdict
+
+    from ggprof.plugins import backends, plugin_infos
+
+    infos = plugin_infos()
+    if as_json:
+        emit_json([asdict(i) | {"hooks": list(i.hooks)} for i in infos])
+        return
+    names = sorted(backends())
+    for info in infos:
+        origin = "built-in" if info.builtin else f"{info.distribution} {info.version or ''}".strip()
+        status = f"FAILED: {info.error}" if info.error else ", ".join(info.hooks)
+        click.echo(f"{info.name:<14} {origin:<22} {status}")
+    click.echo(f"backends: {', '.join(names) or 'none'}")
+
+
+@cli.command()
+@click.argument("model", metavar="MODEL.gguf")
+@device_options
+@click.option(
+    "--depth", type=click.IntRange(min=0), default=0, show_default=True, help="Tokens already in the KV cache."
+)
+@click.option("--prompt", type=click.IntRange(min=0), default=512, show_default=True, help="Prompt tokens (prefill).")
+@click.option("--gen", type=click.IntRange(min=0), default=128, show_default=True, help="Generated tokens.")
+@click.option(
+    "--ctx",
+    type=click.IntRange(min=1),
+    help="Context to allocate [default: 4096, or the model's, or depth+prompt+gen if larger].",
+)
+@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Sequences decoded together.")
+@click.option("--cache-type-k", type=CACHE_TYPES, default="f16", show_default=True)
+@click.option("--cache-type-v", type=CACHE_TYPES, default="f16", show_default=True)
+@click.option(
+    "--n-gpu-layers", "-ngl", type=click.IntRange(min=-1), help="Layers offloaded (-1 or more than the model has: all)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def predict(
+    model: str,
+    device_id: str | None,
+    bandwidth: str | None,
+    flops: str | None,
+    depth: int,
+    prompt: int,
+    gen: int,
+    ctx: int | None,
+    batch: int,
+    cache_type_k: str,
+    cache_type_v: str,
+    n_gpu_layers: int | None,
+    as_json: bool,
+) -> None:
+    """Predict decode and prefill ceilings, latency and memory fit for a model on a device."""
+    from ggprof.predict import PredictInputs
+    from ggprof.predict import predict as run_predict
+    from ggprof.report.predict import predict_dict, predict_text
+    from ggprof.target import efficiency_band, resolve_target
+
+    spec = load_model_arg(model)
+    ctx = context_tokens(spec, ctx, depth, prompt, gen)
+    partial = n_gpu_layers is not None and 0 <= n_gpu_layers <= spec.n_layers
+    target = resolve_target(device_id, bandwidth, flops, need_host_cpu=partial)
+    inputs = PredictInputs(depth, prompt, gen, ctx, batch, cache_type_k.lower(), cache_type_v.lower(), n_gpu_layers)
+    if partial and target.device.backend != "cpu" and target.cpu is None:
+        raise BadInputError(
+            "--n-gpu-layers splits the model, but this host's CPU bandwidth is unknown: run `ggprof host` first"
+        )
+    result = run_predict(spec, target.device, inputs, efficiency_band(spec, target.device), target.cpu)
+    if as_json:
+        emit_json(predict_dict(spec, result, target.description))
+    else:
+        click.echo(predict_text(spec, result, target.description))
+
+
+@cli.command()
+@click.option("--shape", default="small", show_default=True, help="A shape from --list.")
+@click.option("--quant", type=click.Choice(["q4_0", "q8_0", "f16"]), default="q4_0", show_default=True)
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), help="Write here instead of the cache.")
+@click.option("--list", "list_shapes", is_flag=True, help="List the shapes with their sizes.")
+@click.option("--json", "as_json", is_flag=True, help="With --list: a JSON list; else the written file as JSON.")
+def synth(shape: str, quant: str, output: str | None, list_shapes: bool, as_json: bool) -> None:
+    """Write a synthetic GGUF model (random weights, a real shape llama.cpp runs)."""
+    from pathlib import Path
+
+    from ggprof import synth as synth_mod
+    from ggprof.units import fmt_bytes
+
+    if list_shapes:
+        rows = [
+            {
+                "shape": s.name,
+                "description": s.description,
+                "n_params": s.n_params,
+                **{f"size_bytes_{q}": s.size_bytes(q) for q in synth_mod.QUANTS},
+            }
+            for s in synth_mod.SHAPES.values()
+        ]
+        if as_json:
+            emit_json(rows)
+            return
+        click.echo(f"{'shape':<11} {'params':>7} {'q4_0':>9} {'q8_0':>9} {'f16':>9}  description")
+        for s in synth_mod.SHAPES.values():
+            sizes = " ".join(f"{fmt_bytes(s.size_bytes(q), binary=False):>9}" for q in synth_mod.QUANTS)
+            click.echo(f"{s.name:<11} {s.n_params / 1e6:6.0f}M {sizes}  {s.description}")
+        click.echo("sizes in GB/MB (1e9/1e6 bytes)")
+        return
+    spec_shape = synth_mod.get_shape(shape)
+    if output is None:
+        path = synth_mod.ensure_model(shape, quant)
+    else:
+        path = synth_mod.write_model(spec_shape, quant, Path(output))
+    if as_json:
+        emit_json({"path": str(path), "shape": shape, "quant": quant, "file_size_bytes": path.stat().st_size})
+    else:
+        click.echo(f"{path}  ({shape}, {quant}, {fmt_bytes(path.stat().st_size)})")

@@ -1,0 +1,157 @@
+"""Commands that run or judge: bench, profile, check."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from ggprof.cli.base import (
+    bench_options,
+    cli,
+    device_options,
+    emit_json,
+    load_model_arg,
+    make_bench_params,
+    resolve_model,
+)
+
+
+@cli.command()
+@click.argument("model", metavar="[MODEL.gguf]", required=False)
+@bench_options
+@click.option(
+    "-o",
+    "--output",
+    "fmt",
+    type=click.Choice(["table", "md", "csv", "json", "jsonl"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Same as -o json.")
+def bench(model: str | None, fmt: str, as_json: bool, prompt: str, gen: str, depth: str, **kw: Any) -> None:
+    """Measure prefill (pp) and decode (tg) through llama.cpp, like llama-bench, in a child process.
+
+    Without MODEL, runs the default synthetic model (see `ggprof synth --list`).
+    """
+    from ggprof.bench.output import render
+    from ggprof.bench.progress import ProgressBar
+    from ggprof.bench.runner import run_bench
+
+    spec, path = resolve_model(model)
+    params = make_bench_params(spec, path, prompt, gen, depth, **kw)
+    bar = ProgressBar(len(params.tests()) * params.reps)
+    try:
+        result = run_bench(params, progress=bar)
+    finally:
+        bar.close()
+    click.echo(render(result, "json" if as_json else fmt))
+
+
+@cli.command()
+@click.argument("model", metavar="[MODEL.gguf]", required=False)
+@bench_options
+@device_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def profile(
+    model: str | None,
+    device_id: str | None,
+    bandwidth: str | None,
+    flops: str | None,
+    as_json: bool,
+    prompt: str,
+    gen: str,
+    depth: str,
+    **kw: Any,
+) -> int:
+    """The main job: inspect, measure the host, predict, run llama.cpp, and judge the result.
+
+    Without MODEL, profiles the default synthetic model. Exit status from the worst finding:
+    0 plausible (or unknown), 3 suspicious, 4 impossible.
+    """
+    from ggprof.bench.progress import ProgressBar
+    from ggprof.judge import EXIT
+    from ggprof.profile import run_profile
+    from ggprof.report.verdict import profile_dict, profile_text
+
+    spec, path = resolve_model(model)
+    params = make_bench_params(spec, path, prompt, gen, depth, **kw)
+    if not as_json:
+        click.echo("measuring the host (or reusing its cached measurement) and running llama.cpp...", err=True)
+    bar = ProgressBar(len(params.tests()) * params.reps)
+    try:
+        report = run_profile(spec, params, device_id, bandwidth, flops, progress=bar)
+    finally:
+        bar.close()
+    click.echo(json.dumps(profile_dict(report), indent=2, allow_nan=False) if as_json else profile_text(report))
+    return int(EXIT[report.severity])
+
+
+@cli.command()
+@click.argument("model", metavar="[MODEL.gguf]", required=False)
+@click.option("--tg", "tg", type=click.FloatRange(min=0, min_open=True), help="Reported decode speed, tok/s.")
+@click.option("--pp", "pp", type=click.FloatRange(min=0, min_open=True), help="Reported prefill speed, tok/s.")
+@click.option("--depth", type=click.IntRange(min=0), default=0, show_default=True, help="KV depth of the report.")
+@click.option(
+    "--prompt",
+    "n_prompt",
+    type=click.IntRange(min=1),
+    default=512,
+    show_default=True,
+    help="Prompt length behind --pp.",
+)
+@device_options
+@click.option("--backend", help="The backend that ran it: cpu, cuda, metal, vulkan, rocm.")
+@click.option("--n-gpu-layers", "-ngl", type=click.IntRange(min=-1), help="Layers offloaded in the report.")
+@click.option(
+    "--llama-bench",
+    "llama_bench",
+    type=click.Path(dir_okay=False),
+    help="Judge each row of llama-bench's JSON (-o json or jsonl) output.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def check(
+    model: str | None,
+    tg: float | None,
+    pp: float | None,
+    depth: int,
+    n_prompt: int,
+    device_id: str | None,
+    bandwidth: str | None,
+    flops: str | None,
+    backend: str | None,
+    n_gpu_layers: int | None,
+    llama_bench: str | None,
+    as_json: bool,
+) -> int:
+    """Judge a reported number (a bug report, a README, a forum post) without running anything."""
+    from ggprof.judge import EXIT, worst
+    from ggprof.profile import check_llama_bench_row, check_reported, read_llama_bench_rows
+    from ggprof.report.verdict import check_dict, check_text
+
+    if llama_bench is None and tg is None and pp is None:
+        raise click.UsageError("give --tg and/or --pp, or --llama-bench RESULTS.json")
+    if llama_bench is not None:
+        rows = read_llama_bench_rows(llama_bench)
+        spec = load_model_arg(model or _row_model(rows))
+        judged = [check_llama_bench_row(spec, row, device_id, bandwidth, flops, backend) for row in rows]
+    else:
+        if model is None:
+            raise click.UsageError("Missing argument 'MODEL.gguf'.")
+        spec = load_model_arg(model)
+        judged = [check_reported(spec, tg, pp, depth, n_prompt, device_id, bandwidth, flops, backend, n_gpu_layers)]
+    note = device_id or (f"--bandwidth {bandwidth}" if bandwidth else "this host")
+    if as_json:
+        emit_json(check_dict(spec, judged, note))
+    else:
+        click.echo(check_text(spec, judged, note))
+    return int(EXIT[worst([j.verdict for j in judged])])
+
+
+def _row_model(rows: list[dict[str, Any]]) -> str:
+    names = {str(r.get("model_filename", "")) for r in rows}
+    if len(names) != 1 or not next(iter(names)):
+        raise click.UsageError("the llama-bench rows name several models (or none): pass MODEL.gguf")
+    return names.pop()
