@@ -123,6 +123,10 @@ CASES: dict[str, tuple[bytes, str]] = {
     "truncated data": (Raw(tensors=[tensor(b"a", [1024], 0, 0)], data_bytes=100).build(), "truncated data"),
     "tensor table truncated": (Raw().build()[:-140], "ends at byte"),
     "no architecture": (Raw(kvs=[kv_u32(b"x", 1)]).build(), "no general.architecture"),
+    "layer count beyond the tensors": (
+        Raw(kvs=[kv_str(b"general.architecture", b"llama"), kv_u32(b"llama.block_count", 1 << 31)]).build(),
+        "llama.block_count 2147483648 is more than the 1 tensors could hold",
+    ),
 }
 
 

@@ -266,3 +266,11 @@ def test_first_touch_and_throttling_causes(tmp_path: Path) -> None:
     causes = judge(case).findings[0].causes
     assert any(c.startswith("first-touch mmap") for c in causes)
     assert any(c.startswith("throttling: the clock ran at 1200 of 4000 MHz") for c in causes)
+
+
+def test_backend_of_a_run_asks_the_plugins() -> None:
+    from ggprof.profile import backend_of
+
+    assert backend_of(RunContext(backends_used=("cpu",))) == "cpu"
+    assert backend_of(RunContext(backends_used=("cuda", "cpu"))) == "cuda"
+    assert backend_of(RunContext(backends_used=("sycl",))) == "sycl"  # no plugin knows it: judged unknown later

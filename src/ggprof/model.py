@@ -214,6 +214,8 @@ def model_from_headers(headers: list[GGUFHeader], swa_default: SwaDefault | None
         raise GGUFError(h.path, "no general.architecture key")
     tensors = tuple(_tensor_spec(t) for hh in headers for t in hh.tensors)
     n_layers = meta.uint(f"{arch}.block_count") or 0
+    if n_layers > max(len(tensors), 1):  # every layer has tensors: this bounds per-layer lists by the file
+        raise GGUFError(h.path, f"{arch}.block_count {n_layers} is more than the {len(tensors)} tensors could hold")
     n_embd = meta.uint(f"{arch}.embedding_length") or 0
     n_heads = meta.per_layer(f"{arch}.attention.head_count", n_layers)
     head_max = max(n_heads, default=0)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ggprof.backend import Device
+from ggprof.bench.context import RunContext
 from ggprof.bench.results import BenchParams, BenchResult, BenchRow
 from ggprof.bench.runner import ProgressFn, run_bench
 from ggprof.errors import BadInputError
@@ -74,7 +75,7 @@ def run_profile(
     host = describe_host(measure=True, quick=True)
     params = replace(params, probe_threads=probe_threads(params.n_threads))
     result = run_bench(params, progress=progress)
-    backend = result.context.backends_used[0]
+    backend = backend_of(result.context)
     target = _device_for(backend, host, device_id, bandwidth, flops)
     judged = []
     for depth in params.n_depth:
@@ -92,6 +93,15 @@ def run_profile(
                              judge(case), tg_row, pp_row))  # fmt: skip
     return ProfileReport(spec, host, target.device if target else None, target.description if target else "",
                          result, tuple(judged))  # fmt: skip
+
+
+def backend_of(context: RunContext) -> str:
+    """The backend that did the work: the plugins say whether a run used them (an accelerator
+    before the CPU, which always holds the input embedding)."""
+    from ggprof.plugins import backends
+
+    used = [name for name, b in backends().items() if b.used_by(context)]
+    return next((n for n in used if n != "cpu"), used[0] if used else context.backends_used[0])
 
 
 def _device_for(

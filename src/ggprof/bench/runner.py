@@ -48,7 +48,7 @@ class _Child:
     """The running child: its protocol lines in a queue, the tail of its log in a deque."""
 
     def __init__(self, params: BenchParams) -> None:
-        self.proc = subprocess.Popen(
+        self.proc = subprocess.Popen(  # in a process group of its own (POSIX), so a kill takes it all
             [sys.executable, "-m", "ggprof.bench.child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
         )  # fmt: skip
@@ -86,7 +86,10 @@ class _Child:
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            if hasattr(os, "killpg"):
+                os.killpg(self.proc.pid, signal.SIGKILL)  # the child and anything it started
+            else:  # Windows: no process groups
+                self.proc.kill()
         self.proc.wait()
 
     def last_words(self) -> str:
@@ -186,7 +189,8 @@ def _raise_failure(params: BenchParams, events: dict[str, Any], child: _Child, r
         raise BadInputError(f"{params.model}: llama.cpp cannot load this model: {words}")
     if rc < 0:
         name = signal.Signals(-rc).name if -rc in {s.value for s in signal.Signals} else f"signal {-rc}"
-        hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if rc == -signal.SIGKILL else ""
+        oom = rc == -getattr(signal, "SIGKILL", 9)
+        hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if oom else ""
         raise RunError(f"{_what(params, events)}: killed by {name}{hint}; llama.cpp last said: {words}")
     detail = f": {error['message']}" if error else ""
     raise RunError(f"{_what(params, events)}: exited with status {rc}{detail}; llama.cpp last said: {words}")

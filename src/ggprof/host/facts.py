@@ -247,5 +247,5 @@ def page_cache_resident_fraction(path: str | os.PathLike[str]) -> float | None:
         if rc != 0:
             return None
         return sum(b & 1 for b in vec) / n_pages
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, TypeError):  # no libc mmap/mincore (Windows)
         return None
