@@ -17,8 +17,10 @@ from ggufs import Shape, write_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ggprof.archs import swa_pattern
 from ggprof.errors import GGUFError
 from ggprof.model import load_model
+from ggprof.report.inspect import inspect_dict
 
 U32, U64, STR, ARR, BOOL = 4, 10, 8, 9, 7
 
@@ -195,17 +197,23 @@ def test_control_characters_never_reach_the_terminal(tmp_path: Path, run_cli) ->
 
 
 # -- fuzzing: mutations of a valid file never raise anything but GGUFError ----------------------
-_VALID: dict[str, bytes] = {}
+_VALID: list[bytes] = []
+_BASES = [
+    Shape(n_layers=1, n_embd=64, n_heads=2, n_ff=64, vocab=40, extra={"llama.attention.sliding_window": 16}),
+    Shape(arch="gemma3", n_layers=3, n_embd=64, n_heads=2, n_kv_heads=[1, 2, 1], n_ff=64, vocab=30, n_experts=4,
+          n_experts_used=2, extra={"gemma3.attention.sliding_window": 8,
+                                   "gemma3.attention.sliding_window_pattern": [True, False, True]}),
+    Shape(arch="deepseek2", n_layers=2, n_embd=64, n_heads=2, n_ff=64, vocab=30,
+          extra={"deepseek2.attention.kv_lora_rank": 32, "deepseek2.rope.dimension_count": 16}),
+]  # fmt: skip
 
 
-def _valid_bytes(tmp: Path) -> bytes:
-    if "m" not in _VALID:
-        files = write_model(
-            tmp / "fuzz-base.gguf",
-            Shape(n_layers=1, n_embd=64, n_heads=2, n_ff=64, vocab=40, extra={"llama.attention.sliding_window": 16}),
-        )
-        _VALID["m"] = files[0].read_bytes()
-    return _VALID["m"]
+def _valid_bytes(tmp: Path, which: int) -> bytes:
+    """Small valid files: dense with a window, per-layer heads + MoE + SWA pattern, MLA."""
+    if not _VALID:
+        _VALID.extend(write_model(tmp / f"fuzz-base-{i}.gguf", shape)[0].read_bytes() for i, shape in
+                      enumerate(_BASES))  # fmt: skip
+    return _VALID[which % len(_VALID)]
 
 
 mutation = st.one_of(
@@ -218,9 +226,9 @@ mutation = st.one_of(
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(mutation, min_size=1, max_size=4))
-def test_fuzz_only_gguf_errors_escape(tmp_path: Path, muts: list[tuple[str, int, int]]) -> None:
-    data = bytearray(_valid_bytes(tmp_path))
+@given(st.integers(0, 2), st.lists(mutation, min_size=1, max_size=4))
+def test_fuzz_only_gguf_errors_escape(tmp_path: Path, base: int, muts: list[tuple[str, int, int]]) -> None:
+    data = bytearray(_valid_bytes(tmp_path, base))
     header_end = 2000  # mutate mostly where the header lives
     for kind, pos, value in muts:
         if not data:
@@ -240,7 +248,7 @@ def test_fuzz_only_gguf_errors_escape(tmp_path: Path, muts: list[tuple[str, int,
     path.write_bytes(bytes(data))
     tracemalloc.start()
     try:
-        load_model(path)
+        inspect_dict(load_model(path, swa_default=swa_pattern))  # everything `ggprof inspect` derives
     except GGUFError:
         pass
     finally:

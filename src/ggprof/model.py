@@ -95,7 +95,9 @@ class ModelSpec:
     def n_kv_heads(self) -> int | list[int]:
         """A scalar when every layer has the same KV head count, else the per-layer list."""
         heads = set(self.n_kv_heads_per_layer)
-        return heads.pop() if len(heads) == 1 else list(self.n_kv_heads_per_layer)
+        if len(heads) <= 1:
+            return heads.pop() if heads else 0
+        return list(self.n_kv_heads_per_layer)
 
     @property
     def tensor_bytes(self) -> int:
@@ -219,7 +221,7 @@ def model_from_headers(headers: list[GGUFHeader], swa_default: SwaDefault | None
     n_embd = meta.uint(f"{arch}.embedding_length") or 0
     n_heads = meta.per_layer(f"{arch}.attention.head_count", n_layers)
     head_max = max(n_heads, default=0)
-    kv_heads = meta.per_layer(f"{arch}.attention.head_count_kv", n_layers) or n_heads
+    kv_heads = meta.per_layer(f"{arch}.attention.head_count_kv", n_layers) or n_heads or [0] * n_layers
     head_dim_k = meta.uint(f"{arch}.attention.key_length") or (n_embd // head_max if head_max else 0)
     head_dim_v = meta.uint(f"{arch}.attention.value_length") or (n_embd // head_max if head_max else 0)
     kv_layout = "gqa"
