@@ -10,6 +10,7 @@ class RunContext:
     """What was true while a run was measured (or what a report says about it)."""
 
     backends_used: tuple[str, ...]  # llama.cpp backends that held layers: ("cpu",), ("cuda", "cpu")
+    cpu_model: str | None = None
     n_threads: int | None = None
     physical_cores: int | None = None
     efficiency_cores: int | None = None

@@ -20,7 +20,7 @@ def row_dict(result: BenchResult, row: BenchRow) -> dict[str, Any]:
     return {
         "build_commit": None, "build_number": None,
         "llama_cpp_python_version": ctx.llama_cpp_python_version,
-        "cpu_info": _cpu_model(), "gpu_info": "", "backends": ",".join(b.upper() for b in ctx.backends_used),
+        "cpu_info": ctx.cpu_model or "", "gpu_info": "", "backends": ",".join(b.upper() for b in ctx.backends_used),
         "model_filename": m.model_filename, "model_type": m.model_type, "model_size": m.model_size,
         "model_n_params": m.model_n_params, "n_batch": p.n_batch, "n_ubatch": p.n_ubatch,
         "n_threads": p.n_threads, "type_k": p.type_k, "type_v": p.type_v, "n_gpu_layers": p.n_gpu_layers,
@@ -89,9 +89,3 @@ def table(result: BenchResult) -> str:
         )
         lines.append(f"| {r.name} | {ttft} | {itl} | {r.cv:.1%} |")
     return "\n".join(lines)
-
-
-def _cpu_model() -> str:
-    from ggprof.host.facts import gather_facts
-
-    return gather_facts().cpu_model

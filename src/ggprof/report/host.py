@@ -72,7 +72,9 @@ def host_dict(r: HostReport) -> dict[str, Any]:
         "measured_at": r.measured_at,
         "measurement_from_cache": r.from_cache,
         "theoretical_bandwidth_bytes_per_s": theo.value if theo else None,
-        "theoretical_bandwidth_source": theo.detail if theo else None,
+        "theoretical_bandwidth_source": theo.detail
+        if theo
+        else "unknown: no memory module speeds readable without root (udevadm, SMBIOS, system_profiler or CIM)",
         "profile_id": cpu.profile_id if cpu else None,
         "devices": [device_dict(d) for d in r.devices],
         "backends": [
