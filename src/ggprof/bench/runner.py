@@ -258,7 +258,8 @@ def _context(
         notes.append("repacking buffers off (llama.cpp's AMX path segfaults on some machines: llama.cpp#20824)")
     return RunContext(
         backends_used=used, cpu_model=facts.cpu_model, n_threads=params.n_threads,
-        physical_cores=facts.physical_cores, efficiency_cores=facts.efficiency_cores, n_gpu_layers_requested=params.n_gpu_layers,
+        physical_cores=facts.physical_cores, efficiency_cores=facts.efficiency_cores,
+        n_gpu_layers_requested=params.n_gpu_layers,
         n_gpu_layers_offloaded=offloaded, n_layers=events["model"]["n_layer"], system_info=info,
         simd_compiled=tuple(_SIMD.findall(info)), backends_compiled=backends or ("cpu",),
         gpu_offload_supported=system.get("gpu_offload"), llama_cpp_python_version=system.get("llama_cpp_python"),
