@@ -59,10 +59,6 @@ class EfficiencyBand:
     high: float
     source: str
 
-    @property
-    def mid(self) -> float:
-        return (self.low + self.high) / 2
-
 
 class Backend(ABC):
     """One llama.cpp backend as a plugin sees it."""

@@ -23,9 +23,6 @@ class GGMLType:
     def bytes_per_element(self) -> float:
         return self.type_size / self.block_size
 
-    def row_bytes(self, n_elements: int) -> int:
-        return (n_elements // self.block_size) * self.type_size
-
 
 _QK_K = 256
 _TYPES = [

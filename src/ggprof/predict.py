@@ -255,9 +255,7 @@ def predict(
     place = placement(spec, inputs.n_gpu_layers, has_gpu)
     ck, cv = inputs.cache_type_k, inputs.cache_type_v
     kv_layers = spec.kv_layer_bytes_per_token(ck, cv)
-    gpu_set = set(place.gpu_layers)
-    kv_gpu = _kv_at(spec, kv_layers, inputs.depth, lambda il: il in gpu_set)
-    kv_cpu = _kv_at(spec, kv_layers, inputs.depth, lambda il: il not in gpu_set)
+    kv_gpu, kv_cpu = _kv_split(spec, kv_layers, place, inputs.depth)
     seconds, rules = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu, has_gpu)
     table = tuple(_depth_row(spec, device, cpu, place, kv_layers, d, has_gpu) for d in depth_points(spec))
     peak = device.peak_flops.value if device.peak_flops else None
@@ -303,6 +301,13 @@ def _kv_at(spec: ModelSpec, kv_layers: list[int], depth: int, include: Callable[
     return total
 
 
+def _kv_split(spec: ModelSpec, kv_layers: list[int], place: Placement, tokens: int) -> tuple[int, int]:
+    """KV bytes at `tokens` of context held by the offloaded layers, and by the rest."""
+    on_gpu = set(place.gpu_layers)
+    return (_kv_at(spec, kv_layers, tokens, lambda il: il in on_gpu),
+            _kv_at(spec, kv_layers, tokens, lambda il: il not in on_gpu))  # fmt: skip
+
+
 def _decode_seconds(
     device: Device, cpu: Device | None, place: Placement, kv_gpu: int, kv_cpu: int, has_gpu: bool
 ) -> tuple[float, list[str]]:
@@ -334,9 +339,7 @@ def _depth_row(
     depth: int,
     has_gpu: bool,
 ) -> DepthRow:
-    gpu_set = set(place.gpu_layers)
-    kv_gpu = _kv_at(spec, kv_layers, depth, lambda il: il in gpu_set)
-    kv_cpu = _kv_at(spec, kv_layers, depth, lambda il: il not in gpu_set)
+    kv_gpu, kv_cpu = _kv_split(spec, kv_layers, place, depth)
     seconds, _ = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu, has_gpu)
     return DepthRow(depth, kv_gpu + kv_cpu, 1 / seconds, seconds * 1e3)
 
@@ -360,10 +363,8 @@ def _memory(
     kv_layers: list[int],
     has_gpu: bool,
 ) -> tuple[MemoryFit, ...]:
-    gpu_set = set(place.gpu_layers)
     batch = max(inputs.batch, 1)
-    kv_gpu = _kv_at(spec, kv_layers, inputs.ctx, lambda il: il in gpu_set) * batch
-    kv_cpu = _kv_at(spec, kv_layers, inputs.ctx, lambda il: il not in gpu_set) * batch
+    kv_gpu, kv_cpu = (b * batch for b in _kv_split(spec, kv_layers, place, inputs.ctx))
     compute = compute_buffer_bytes(spec, inputs.ctx)
     if not has_gpu:
         avail, total = device_memory(device)

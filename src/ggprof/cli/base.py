@@ -6,6 +6,7 @@ Only the ggprof.cli package imports click; commands parse options, call the core
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,14 @@ from ggprof import __version__
 
 def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, allow_nan=False))
+
+
+def show(as_json: bool, as_dict: Callable[..., Any], as_text: Callable[..., str], *args: Any) -> None:
+    """A result on stdout: `as_dict(*args)` as JSON, or `as_text(*args)`."""
+    if as_json:
+        emit_json(as_dict(*args))
+    else:
+        click.echo(as_text(*args))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ggprof.cli.base import cli, emit_json
+from ggprof.cli.base import cli, show
 
 
 @cli.command()
@@ -22,10 +22,7 @@ def host(as_json: bool, quick: bool, refresh: bool, no_measure: bool) -> None:
     if not no_measure and not as_json:
         click.echo("measuring memory bandwidth...", err=True)
     report = describe_host(measure=not no_measure, quick=quick, refresh=refresh)
-    if as_json:
-        emit_json(host_dict(report))
-    else:
-        click.echo(host_text(report))
+    show(as_json, host_dict, host_text, report)
 
 
 @cli.command()
@@ -36,7 +33,4 @@ def profiles(as_json: bool) -> None:
     from ggprof.report.host import profile_dict, profiles_text
 
     found = sorted(load_profiles().values(), key=lambda p: (p.kind, p.id))
-    if as_json:
-        emit_json([profile_dict(p) for p in found])
-    else:
-        click.echo(profiles_text(found))
+    show(as_json, lambda ps: [profile_dict(p) for p in ps], profiles_text, found)

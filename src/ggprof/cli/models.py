@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ggprof.cli.base import CACHE_TYPES, cli, context_tokens, device_options, emit_json, load_model_arg
+from ggprof.cli.base import CACHE_TYPES, cli, context_tokens, device_options, emit_json, load_model_arg, show
 from ggprof.errors import BadInputError
 
 
@@ -16,10 +16,7 @@ def inspect(model: str, as_json: bool) -> None:
     from ggprof.report.inspect import inspect_dict, inspect_text
 
     spec = load_model_arg(model)
-    if as_json:
-        emit_json(inspect_dict(spec))
-    else:
-        click.echo(inspect_text(spec))
+    show(as_json, inspect_dict, inspect_text, spec)
 
 
 @cli.command()
@@ -93,10 +90,7 @@ def predict(
             "--n-gpu-layers splits the model, but this host's CPU bandwidth is unknown: run `ggprof host` first"
         )
     result = run_predict(spec, target.device, inputs, efficiency_band(spec, target.device), target.cpu)
-    if as_json:
-        emit_json(predict_dict(spec, result, target.description))
-    else:
-        click.echo(predict_text(spec, result, target.description))
+    show(as_json, predict_dict, predict_text, spec, result, target.description)
 
 
 @cli.command()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -11,10 +10,10 @@ from ggprof.cli.base import (
     bench_options,
     cli,
     device_options,
-    emit_json,
     load_model_arg,
     make_bench_params,
     resolve_model,
+    show,
 )
 
 
@@ -85,7 +84,7 @@ def profile(
         report = run_profile(spec, params, device_id, bandwidth, flops, progress=bar)
     finally:
         bar.close()
-    click.echo(json.dumps(profile_dict(report), indent=2, allow_nan=False) if as_json else profile_text(report))
+    show(as_json, profile_dict, profile_text, report)
     return int(EXIT[report.severity])
 
 
@@ -143,10 +142,7 @@ def check(
         spec = load_model_arg(model)
         judged = [check_reported(spec, tg, pp, depth, n_prompt, device_id, bandwidth, flops, backend, n_gpu_layers)]
     note = device_id or (f"--bandwidth {bandwidth}" if bandwidth else "this host")
-    if as_json:
-        emit_json(check_dict(spec, judged, note))
-    else:
-        click.echo(check_text(spec, judged, note))
+    show(as_json, check_dict, check_text, spec, judged, note)
     return int(EXIT[worst([j.verdict for j in judged])])
 
 

@@ -215,11 +215,6 @@ def _numa_nodes() -> int | None:
     return len(nodes) or None
 
 
-def cpu_load_percent(interval_s: float = 0.2) -> float:
-    """Whole-machine CPU use over a short interval (0-100)."""
-    return float(psutil.cpu_percent(interval=interval_s))
-
-
 def page_cache_resident_fraction(path: str | os.PathLike[str]) -> float | None:
     """The fraction of a file's pages already in the page cache (mincore), or None if unknown."""
     import ctypes
