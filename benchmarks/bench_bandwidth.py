@@ -18,8 +18,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from ggprof.host.facts import gather_facts
-from ggprof.host.stream import array_bytes_for, measure_bandwidth
+from ggprof.machine.facts import gather_facts
+from ggprof.machine.stream import array_bytes_for, measure_bandwidth
 
 HERE = Path(__file__).resolve().parent
 

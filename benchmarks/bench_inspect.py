@@ -23,7 +23,7 @@ import json, resource, sys, time
 which, path, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
 times = []
 if which == "ggprof":
-    from ggprof.model import load_model
+    from ggprof.model.spec import load_model
     load_model(path)  # imports and first-touch page faults stay out of the timing
     for _ in range(repeats):
         t = time.perf_counter(); load_model(path); times.append(time.perf_counter() - t)
@@ -43,7 +43,7 @@ def run(which: str, path: Path, repeats: int) -> dict[str, object]:
 
 
 def baseline_rss() -> int:
-    code = "import resource, ggprof.model; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
+    code = "import resource, ggprof.model.spec; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
     return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
@@ -51,7 +51,7 @@ def scaling() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from ggufs import Shape, write_model
 
-    from ggprof.model import load_model
+    from ggprof.model.spec import load_model
 
     print("\ninspect time vs data size (same header, sparse data section):")
     with tempfile.TemporaryDirectory() as tmp:

@@ -28,12 +28,25 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     base = tmp_path_factory.getbasetemp()
     monkeypatch.setenv("GGPROF_CONFIG_DIR", str(base / "config"))
     monkeypatch.setenv("GGPROF_CACHE_DIR", os.environ.get("GGPROF_TEST_CACHE_DIR", str(base / "cache")))
-    from ggprof import plugins, profiles
+    from ggprof import plugins
 
-    profiles.load_profiles.cache_clear()
     yield
     plugins.reset()
-    profiles.load_profiles.cache_clear()
+
+
+@pytest.fixture
+def ext():  # type: ignore[no-untyped-def]
+    """What the installed plugins add, resolved as the CLI resolves it."""
+    from ggprof.plugins import extensions
+
+    return extensions()
+
+
+def profiles():  # type: ignore[no-untyped-def]
+    """The built-in and user profiles (as the CLI sees them with no plugin folders)."""
+    from ggprof.machine.profiles import ProfileDB
+
+    return ProfileDB.default()
 
 
 @dataclass

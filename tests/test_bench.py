@@ -17,8 +17,8 @@ import psutil
 import pytest
 from ggufs import Shape, write_model
 
-from ggprof.synth import SHAPES
-from ggprof.synth import write_model as write_synth
+from ggprof.model.synth import SHAPES
+from ggprof.model.synth import write_model as write_synth
 
 pytestmark = pytest.mark.slow
 
@@ -53,8 +53,9 @@ def test_gemma_pp_tg_consistent(gemma_path: Path, run_cli) -> None:  # type: ign
 def test_step_times_add_up_to_the_sample(tiny: Path) -> None:
     from ggprof.bench.results import BenchParams
     from ggprof.bench.runner import run_bench
+    from ggprof.machine.facts import gather_facts
 
-    result = run_bench(BenchParams(tiny, (16,), (6,), reps=3, n_threads=1))
+    result = run_bench(BenchParams(model=tiny, n_prompt=(16,), n_gen=(6,), reps=3, n_threads=1), gather_facts())
     tg = result.row("tg")
     assert tg is not None and len(tg.itl_ns) == 6 * 3
     for rep, sample in enumerate(tg.samples_ns):
@@ -83,8 +84,11 @@ def test_depths_and_output_formats(tiny: Path, run_cli) -> None:  # type: ignore
 def test_run_context_is_recorded(tiny: Path) -> None:
     from ggprof.bench.results import BenchParams
     from ggprof.bench.runner import default_threads, run_bench
+    from ggprof.machine.facts import gather_facts
 
-    result = run_bench(BenchParams(tiny, (8,), (2,), reps=1, n_threads=default_threads()))
+    facts = gather_facts()
+    params = BenchParams(model=tiny, n_prompt=(8,), n_gen=(2,), reps=1, n_threads=default_threads(facts))
+    result = run_bench(params, facts)
     ctx = result.context
     assert ctx.n_threads == ctx.physical_cores - (ctx.efficiency_cores or 0)
     assert ctx.backends_used == ("cpu",) and ctx.n_gpu_layers_offloaded == 0
@@ -161,7 +165,7 @@ def test_bad_flags(args: list[str], error: str, tiny: Path, run_cli) -> None:  #
 
 def test_progress_on_stderr_json_on_stdout(tiny: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("GGPROF_PROGRESS", "1")
-    from ggprof.bench import progress
+    from ggprof.cli import progress
 
     monkeypatch.setattr(progress.ProgressBar.__init__, "__defaults__", (None, 0.0))
     r = run_cli("bench", str(tiny), "-p", "8", "-n", "2", "-r", "2", "--json")

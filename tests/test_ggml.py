@@ -2,7 +2,7 @@
 
 import gguf
 
-from ggprof.ggml import FILE_TYPES, GGML_TYPES, KV_CACHE_TYPES, kv_cache_type
+from ggprof.model.ggml import FILE_TYPES, GGML_TYPES, KV_CACHE_TYPES, kv_cache_type
 
 
 def test_block_and_type_sizes_match_gguf_package() -> None:

@@ -17,9 +17,9 @@ from ggufs import Shape, write_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ggprof.archs import swa_pattern
 from ggprof.errors import GGUFError
-from ggprof.model import load_model
+from ggprof.model.archs import SWA_DEFAULTS
+from ggprof.model.spec import load_model
 from ggprof.report.inspect import inspect_dict
 
 U32, U64, STR, ARR, BOOL = 4, 10, 8, 9, 7
@@ -200,19 +200,34 @@ def test_control_characters_never_reach_the_terminal(tmp_path: Path, run_cli) ->
 _VALID: list[bytes] = []
 _BASES = [
     Shape(n_layers=1, n_embd=64, n_heads=2, n_ff=64, vocab=40, extra={"llama.attention.sliding_window": 16}),
-    Shape(arch="gemma3", n_layers=3, n_embd=64, n_heads=2, n_kv_heads=[1, 2, 1], n_ff=64, vocab=30, n_experts=4,
-          n_experts_used=2, extra={"gemma3.attention.sliding_window": 8,
-                                   "gemma3.attention.sliding_window_pattern": [True, False, True]}),
-    Shape(arch="deepseek2", n_layers=2, n_embd=64, n_heads=2, n_ff=64, vocab=30,
-          extra={"deepseek2.attention.kv_lora_rank": 32, "deepseek2.rope.dimension_count": 16}),
-]  # fmt: skip
+    Shape(
+        arch="gemma3",
+        n_layers=3,
+        n_embd=64,
+        n_heads=2,
+        n_kv_heads=[1, 2, 1],
+        n_ff=64,
+        vocab=30,
+        n_experts=4,
+        n_experts_used=2,
+        extra={"gemma3.attention.sliding_window": 8, "gemma3.attention.sliding_window_pattern": [True, False, True]},
+    ),
+    Shape(
+        arch="deepseek2",
+        n_layers=2,
+        n_embd=64,
+        n_heads=2,
+        n_ff=64,
+        vocab=30,
+        extra={"deepseek2.attention.kv_lora_rank": 32, "deepseek2.rope.dimension_count": 16},
+    ),
+]
 
 
 def _valid_bytes(tmp: Path, which: int) -> bytes:
     """Small valid files: dense with a window, per-layer heads + MoE + SWA pattern, MLA."""
     if not _VALID:
-        _VALID.extend(write_model(tmp / f"fuzz-base-{i}.gguf", shape)[0].read_bytes() for i, shape in
-                      enumerate(_BASES))  # fmt: skip
+        _VALID.extend(write_model(tmp / f"fuzz-base-{i}.gguf", shape)[0].read_bytes() for i, shape in enumerate(_BASES))
     return _VALID[which % len(_VALID)]
 
 
@@ -248,7 +263,7 @@ def test_fuzz_only_gguf_errors_escape(tmp_path: Path, base: int, muts: list[tupl
     path.write_bytes(bytes(data))
     tracemalloc.start()
     try:
-        inspect_dict(load_model(path, swa_default=swa_pattern))  # everything `ggprof inspect` derives
+        inspect_dict(load_model(path, swa_default=SWA_DEFAULTS.get))  # everything `ggprof inspect` derives
     except GGUFError:
         pass
     finally:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ggprof.host.memory import parse_system_profiler, parse_udevadm, parse_windows_cim
+from ggprof.machine.memory import parse_system_profiler, parse_udevadm, parse_windows_cim
 
 # `nvidia-smi --query-gpu=index,name,memory.total,memory.free,clocks.max.memory
 #  --format=csv,noheader,nounits` (format per `nvidia-smi --help-query-gpu`)
@@ -65,9 +65,12 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def detect(backend: str):  # type: ignore[no-untyped-def]
-    from ggprof.host import describe_host
+    from ggprof.machine.host import describe_host
+    from ggprof.plugins import extensions
 
-    report = describe_host(measure=False)
+    ext = extensions()
+
+    report = describe_host(ext.backends.values(), ext.profiles, measure=False)
     return next(d for d in report.detections if d.backend == backend)
 
 
@@ -118,12 +121,26 @@ def test_rocm_smi_fallback(tools: Path) -> None:
     assert (dev.profile_id, dev.memory_bytes) == ("mi300x", 206141652992)
 
 
-def test_metal_elsewhere_is_not_detected_with_reason() -> None:
+def test_metal_elsewhere_is_not_detected_with_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     import platform
 
+    monkeypatch.setattr(platform, "system", lambda: "Linux")  # as on CI, and pinned where it is not
     det = detect("metal")
-    if platform.system() != "Darwin":
-        assert det.devices == [] and det.reason == "not an Apple silicon Mac"
+    assert det.devices == [] and det.reason == "not an Apple silicon Mac"
+
+
+def test_metal_on_apple_silicon_from_recorded_tools(tools: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sysctl and system_profiler as they answer on an M3 Max (40-core GPU): the 40-core profile."""
+    import platform
+
+    monkeypatch.setattr(platform, "system", lambda: "Darwin")
+    monkeypatch.setattr(platform, "machine", lambda: "arm64")
+    fake_tool(tools, "sysctl", "Apple M3 Max\n")
+    profiler = {"SPDisplaysDataType": [{"_name": "Apple M3 Max", "sppci_cores": "40"}]}
+    fake_tool(tools, "system_profiler", json.dumps(profiler))
+    (dev,) = detect("metal").devices
+    assert (dev.id, dev.profile_id, dev.unified_memory) == ("metal:0", "apple-m3-max", True)
+    assert dev.bandwidth is not None and dev.bandwidth.value == 400e9
 
 
 def test_gpu_cores_from_system_profiler() -> None:
@@ -164,10 +181,14 @@ def test_memory_modules_and_theoretical_peak() -> None:
 def test_cpu_profile_from_modules() -> None:
     from ggprof_backends.cpu import CPUBackend
 
-    from ggprof.host import HostContext
-    from ggprof.host.facts import gather_facts
+    from ggprof.machine.facts import gather_facts
+    from ggprof.machine.host import HostContext
 
-    ctx = HostContext(gather_facts(), parse_udevadm(UDEVADM), None, None)
+    from ggprof.machine.profiles import ProfileDB
+
+    ctx = HostContext(
+        facts=gather_facts(), memory=parse_udevadm(UDEVADM), bandwidth=None, sgemm=None, profiles=ProfileDB.default()
+    )
     (cpu,) = CPUBackend().detect(ctx).devices
     assert cpu.profile_id == "ddr5-5600-dual"
     assert cpu.bandwidth is not None and cpu.bandwidth.source == "os" and cpu.bandwidth.value == 89.6e9
@@ -240,7 +261,7 @@ def smbios_type17(size_mb: int, mem_type: int, speed: int, configured: int) -> b
 
 
 def test_smbios_dmi_table() -> None:
-    from ggprof.host.memory import parse_smbios
+    from ggprof.machine.memory import parse_smbios
 
     empty_slot = smbios_type17(0, 2, 0, 0)
     bios = bytes([0, 0x18]) + bytes(0x16) + b"\0\0"  # a type 0 record, no strings

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from ggufs import Shape, write_model
 
-from ggprof.model import ModelSpec, load_model
+from ggprof.model.spec import ModelSpec, load_model
 
 # Q8_0 stores 32 weights in 34 bytes; F32 norms 4 bytes a weight.
 E, FF, V, HD = 256, 512, 1000, 32  # the default Shape: n_embd, n_ff, vocab, head dim (256 / 8 heads)
@@ -113,10 +113,10 @@ def test_split_model_is_one_model(tmp_path: Path) -> None:
 
 
 def test_sliding_window_default_pattern_and_explicit_array(tmp_path: Path) -> None:
-    from ggprof.archs import swa_pattern
+    from ggprof.model.archs import SWA_DEFAULTS
 
     gemma = Shape(arch="gemma3", n_layers=12, extra={"gemma3.attention.sliding_window": 512})
-    spec = load_model(write_model(tmp_path / "g.gguf", gemma)[0], swa_default=lambda a: swa_pattern(a))
+    spec = load_model(write_model(tmp_path / "g.gguf", gemma)[0], swa_default=SWA_DEFAULTS.get)
     # llama.cpp gemma3: every 6th layer (5, 11) is global, the rest use the window
     assert [i for i, swa in enumerate(spec.swa_layers) if not swa] == [5, 11]
     assert spec.sliding_window == 512
@@ -158,9 +158,9 @@ def test_per_layer_array_must_match_layers(tmp_path: Path, bad: int) -> None:
 
 
 def test_real_gemma3_270m(gemma_path: Path) -> None:
-    from ggprof.archs import swa_pattern
+    from ggprof.model.archs import SWA_DEFAULTS
 
-    spec = load_model(gemma_path, swa_default=lambda a: swa_pattern(a))
+    spec = load_model(gemma_path, swa_default=SWA_DEFAULTS.get)
     assert spec.architecture == "gemma3"
     assert (spec.n_layers, spec.n_heads, spec.n_kv_heads) == (18, 4, 1)
     assert (spec.head_dim_k, spec.head_dim_v) == (256, 256)

@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 from ggprof.errors import BadInputError, ProfileError
-from ggprof.profiles import get_profile, load_profiles, match_profile
+from ggprof.machine.profiles import ProfileDB
+
+
+def get_profile(profile_id: str):  # type: ignore[no-untyped-def]
+    return ProfileDB.default().get(profile_id)
+
+
+def match_profile(name: str, cores: int | None):  # type: ignore[no-untyped-def]
+    return ProfileDB.default().match(name, cores)
+
 
 REQUIRED = [
     *("ddr4-2666-dual", "ddr4-3200-dual", "ddr5-4800-dual", "ddr5-5600-dual", "ddr5-6400-dual"),
@@ -20,7 +29,7 @@ REQUIRED = [
 
 
 def test_required_profiles_exist_with_sources() -> None:
-    profiles = load_profiles()
+    profiles = ProfileDB.default().all()
     assert set(REQUIRED) <= set(profiles)
     for p in profiles.values():
         assert p.source and p.memory_bandwidth_gbs > 0 and p.backends
@@ -95,9 +104,8 @@ def test_user_profile_overrides_and_adds(tmp_path: Path, monkeypatch: pytest.Mon
         'memory_bandwidth_gbs = 61.5\nsource = "measured by me with STREAM"\n'
     )
     monkeypatch.setenv("GGPROF_CONFIG_DIR", str(cfg))
-    load_profiles.cache_clear()
     assert get_profile("my-box").memory_bandwidth_gbs == 61.5
-    assert "ddr4-3200-dual" in load_profiles()
+    assert "ddr4-3200-dual" in ProfileDB.default().all()
 
 
 _GPU = 'id = "x"\nname = "X"\nkind = "gpu"\nbackends = ["cuda"]\nmemory_bandwidth_gbs = 5\nsource = "s"\n'
@@ -121,10 +129,8 @@ def test_malformed_profile_one_line_naming_file_and_field(
     bad = tmp_path / "profiles" / "bad.toml"
     bad.write_text(text)
     monkeypatch.setenv("GGPROF_CONFIG_DIR", str(tmp_path))
-    load_profiles.cache_clear()
     with pytest.raises(ProfileError, match=str(bad)):
-        load_profiles()
-    load_profiles.cache_clear()
+        ProfileDB.default().all()
     r = run_cli("profiles")
     assert r.exit_code == 2
     assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"Error: {bad}: ") and problem in r.stderr

@@ -9,8 +9,8 @@ import gguf
 import numpy as np
 import pytest
 
-from ggprof.model import load_model
-from ggprof.synth import SHAPES, default_path, ensure_model, write_model
+from ggprof.model.spec import load_model
+from ggprof.model.synth import SHAPES, default_path, ensure_model, write_model
 
 
 def test_list_shapes(run_cli) -> None:  # type: ignore[no-untyped-def]

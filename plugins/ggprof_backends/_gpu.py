@@ -1,18 +1,33 @@
-"""Shared by the GPU plugins: turn a detected name into a Device, filled from its profile."""
+"""Shared by the GPU plugins: turn a detected name into a Device, filled from its profile,
+and what a run context says about a slow GPU result."""
 
 from __future__ import annotations
 
-from ggprof.backend import Backend, Device
-from ggprof.figures import Figure
-from ggprof.judge import JudgeCase
-from ggprof.profiles import match_profile
+from ggprof import Backend, Causes, Device, Diagnosis, Figure, JudgeCase, ProfileDB
+
+GPU_CAUSES = Causes(
+    impossible=(
+        "a smaller or more quantized model ran than the one named",
+        "the device is not the one assumed (another GPU, or a profile with too little bandwidth)",
+        "it ran remotely (an API or another machine)",
+        "several GPUs split the model (their bandwidths add up; pass the combined --bandwidth)",
+    ),
+    slow=(
+        "partial offload: some layers ran on the CPU (-ngl lower than the layer count)",
+        "the KV cache or the output layer stayed in host memory",
+        "power or thermal limits, or another program on the GPU",
+        "a backend not tuned for this GPU (Vulkan vs CUDA/ROCm/Metal)",
+    ),
+)
 
 
 def gpu_device(
+    profiles: ProfileDB,
     backend: str,
     index: int,
     name: str,
     memory_bytes: int | None,
+    *,
     bandwidth: Figure | None = None,
     gpu_cores: int | None = None,
     unified_memory: bool = False,
@@ -20,7 +35,7 @@ def gpu_device(
     notes: tuple[str, ...] = (),
 ) -> Device:
     """A device with its own figures first, profile figures (labelled) where it has none."""
-    profile, ambiguity = match_profile(name, gpu_cores, kinds=("gpu", "soc"))
+    profile, ambiguity = profiles.match(name, gpu_cores, kinds=("gpu", "soc"))
     all_notes = notes + ((ambiguity,) if ambiguity else ())
     if bandwidth is None and profile is not None:
         bandwidth = Figure(profile.bandwidth_bytes_per_s, "profile", profile.id)
@@ -44,20 +59,14 @@ def gpu_device(
 
 
 class GPUBackend(Backend):
-    """What the GPU backends share when judging: offload checks and their impossible causes."""
+    """What the GPU backends share: their causes, and the offload checks of a slow run."""
 
-    def impossible_causes(self, case: JudgeCase) -> tuple[str, ...]:
-        return (
-            "a smaller or more quantized model ran than the one named",
-            "the device is not the one assumed (another GPU, or a profile with too little bandwidth)",
-            "it ran remotely (an API or another machine)",
-            "several GPUs split the model (their bandwidths add up; pass the combined --bandwidth)",
-        )
+    causes = GPU_CAUSES
 
-    def suspect_causes(self, case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    def diagnose(self, case: JudgeCase) -> Diagnosis:
         ctx = case.context
         if ctx is None:
-            return (), ()
+            return Diagnosis()
         causes: list[str] = []
         checks: list[str] = []
         if ctx.n_gpu_layers_offloaded is not None and ctx.n_layers is not None:
@@ -77,12 +86,4 @@ class GPUBackend(Backend):
                 f"the host CPU was busy ({ctx.cpu_load_during_percent:.0f}% by other processes): "
                 "kernel launches wait for it"
             )
-        return tuple(causes), tuple(checks)
-
-    def generic_slow_causes(self, case: JudgeCase) -> tuple[str, ...]:
-        return (
-            "partial offload: some layers ran on the CPU (-ngl lower than the layer count)",
-            "the KV cache or the output layer stayed in host memory",
-            "power or thermal limits, or another program on the GPU",
-            "a backend not tuned for this GPU (Vulkan vs CUDA/ROCm/Metal)",
-        )
+        return Diagnosis(causes=tuple(causes), checks=tuple(checks))

@@ -10,12 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ggprof import hookimpl
-from ggprof.backend import Backend, Detection, Device, EfficiencyBand
-from ggprof.figures import Figure
-from ggprof.host import HostContext
-from ggprof.judge import Finding, JudgeCase
-from ggprof.profiles import load_profiles
+from ggprof import (
+    Backend,
+    Causes,
+    Detection,
+    Device,
+    Diagnosis,
+    EfficiencyBand,
+    ExpectedSpeed,
+    Figure,
+    Finding,
+    HostContext,
+    JudgeCase,
+    hookimpl,
+)
 from ggprof.units import fmt_bytes, fmt_rate, sig3
 
 # int8 multiply-add operations per cycle per core (2 ops per MAC), widest unit first.
@@ -45,40 +53,28 @@ OTHER_LOAD_PERCENT = 20.0
 
 class CPUBackend(Backend):
     name = "cpu"
-    # The seeds: llama.cpp decode lands near 70% of the bandwidth ceiling on a desktop.
-    band = EfficiencyBand(0.55, 0.85, "the seeds: ~70% of the bandwidth ceiling is typical (docs/calibration.md)")
-
-    def expected_tok_s(self, case: JudgeCase) -> tuple[float | None, float | None, str]:
-        """The bandwidth band, capped by the compute roof the thread probe measured, if any."""
-        low, high, basis = super().expected_tok_s(case)
-        roof = compute_roof(case)
-        if roof is None or low is None or high is None:
-            return low, high, basis
-        c_low, c_high, how = roof
-        if c_high >= high and c_low >= low:
-            return low, high, basis
-        return min(low, c_low), min(high, c_high), f"compute roof: {how}"
-
-    def fits_in_cache(self, case: JudgeCase) -> bool:
-        p = case.prediction
-        llc = p.device.llc_bytes if p else None
-        return bool(p and llc and p.decode_bytes_per_token + p.kv_bytes_at_depth <= llc)
-
-    def suspect_causes(self, case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        return cpu_checks(case)
-
-    def generic_slow_causes(self, case: JudgeCase) -> tuple[str, ...]:
-        return (
+    # llama.cpp CPU decode typically lands near 70% of the bandwidth ceiling (docs/physics.md).
+    band = EfficiencyBand(
+        low=0.55,
+        high=0.85,
+        source="~70% of the bandwidth ceiling is typical for llama.cpp CPU decode (docs/physics.md)",
+    )
+    causes = Causes(
+        slow=(
             "compute-bound: on few cores llama.cpp's quantized kernels cannot use all the bandwidth "
             "(`ggprof profile` measures how tok/s scales with threads)",
             "threads: more than the physical cores, on efficiency cores, or fewer than the cores",
             "paging: the model larger than free RAM, or swap in use",
             "a llama.cpp build without AVX2/NEON, or another program competing for the CPU",
         )
+    )
 
-    def notes(self, case: JudgeCase) -> list[Finding]:
-        note = compute_bound_note(case, super().expected_tok_s(case)[0])
-        return [note] if note else []
+    def compute_roof(self, case: JudgeCase) -> ExpectedSpeed | None:
+        return compute_roof(case)
+
+    def diagnose(self, case: JudgeCase) -> Diagnosis:
+        causes, checks = cpu_checks(case)
+        return Diagnosis(causes=causes, checks=checks)
 
     def detect(self, host: HostContext) -> Detection:
         facts = host.facts
@@ -95,13 +91,13 @@ class CPUBackend(Backend):
             llc_bytes=facts.llc_bytes,
             memory_available_bytes=facts.ram_available_bytes,
         )
-        return Detection(self.name, [device])
+        return Detection(backend=self.name, devices=[device])
 
 
 BACKEND = CPUBackend()
 
 
-def compute_roof(case: JudgeCase) -> tuple[float, float, str] | None:
+def compute_roof(case: JudgeCase) -> ExpectedSpeed | None:
     """The probe's decode rate scaled to the run's threads by the calibrated parallel efficiency."""
     probe, ctx = case.probe, case.context
     if probe is None or ctx is None or not ctx.n_threads or probe.n_threads >= ctx.n_threads:
@@ -113,33 +109,40 @@ def compute_roof(case: JudgeCase) -> tuple[float, float, str] | None:
         f"{sig3(probe.tok_s)} tok/s on {probe.n_threads} thread(s) x {sig3(scale)} x {lo:.0%}-{hi:.0%} "
         f"parallel efficiency ({kind})"
     )
-    return probe.tok_s * scale * lo, probe.tok_s * scale * hi, how
+    return ExpectedSpeed(low_tok_s=probe.tok_s * scale * lo, high_tok_s=probe.tok_s * scale * hi, basis=how)
 
 
-def compute_bound_note(case: JudgeCase, bandwidth_low: float | None) -> Finding | None:
+def compute_bound_note(case: JudgeCase) -> Finding | None:
     """Name compute-bound decode with its evidence: tok/s still rising with threads, and the
     weights consumed per second below what memory supplies."""
     probe, ctx, p, tg = case.probe, case.context, case.prediction, case.measured_tg_tok_s
-    if probe is None or ctx is None or p is None or tg is None or bandwidth_low is None or not ctx.n_threads:
+    if probe is None or ctx is None or p is None or tg is None or p.band is None or not ctx.n_threads:
         return None
+    bandwidth_low = p.band.low * p.decode_ceiling_tok_s
     scale = ctx.n_threads / probe.n_threads
     gain = tg / probe.tok_s if probe.tok_s else 0.0
     if tg >= bandwidth_low or gain < 1 + 0.6 * (scale - 1):
         return None
     consumed = tg * (p.decode_bytes_per_token + p.kv_bytes_at_depth)
     types = ", ".join(f"{name} {share:.0%}" for name, share in _type_shares(case)[:3])
+    share = consumed / p.bandwidth_bytes_per_s
     return Finding(
-        "plausible", "CPU_COMPUTE_BOUND",
-        f"decode is compute-bound on {ctx.n_threads} threads, not bandwidth-bound",
-        f"memory alone would allow {sig3(p.decode_ceiling_tok_s)} tok/s", f"{sig3(tg)} tok/s",
-        (f"tok/s still rises with threads: {sig3(probe.tok_s)} on {probe.n_threads}, {sig3(tg)} on "
-         f"{ctx.n_threads} (x{gain:.2f} for x{sig3(scale)} threads)",
-         f"the kernels consume {fmt_rate(consumed)} of weights and KV, {consumed / p.bandwidth_bytes_per_s:.0%} of the "
-         f"{fmt_rate(p.bandwidth_bytes_per_s)} memory supplies",
-         f"weights by type: {types}"),
-        ("few cores for this model's quantized matrix-vector kernels",),
-        "more cores (or a GPU) would help; more memory bandwidth would not", "cpu",
-    )  # fmt: skip
+        severity="plausible",
+        code="CPU_COMPUTE_BOUND",
+        title=f"decode is compute-bound on {ctx.n_threads} threads, not bandwidth-bound",
+        expected=f"memory alone would allow {sig3(p.decode_ceiling_tok_s)} tok/s",
+        observed=f"{sig3(tg)} tok/s",
+        evidence=(
+            f"tok/s still rises with threads: {sig3(probe.tok_s)} on {probe.n_threads}, {sig3(tg)} on "
+            f"{ctx.n_threads} (x{gain:.2f} for x{sig3(scale)} threads)",
+            f"the kernels consume {fmt_rate(consumed)} of weights and KV, {share:.0%} of the "
+            f"{fmt_rate(p.bandwidth_bytes_per_s)} memory supplies",
+            f"weights by type: {types}",
+        ),
+        causes=("few cores for this model's quantized matrix-vector kernels",),
+        next_step="more cores (or a GPU) would help; more memory bandwidth would not",
+        plugin="cpu",
+    )
 
 
 def _type_shares(case: JudgeCase) -> list[tuple[str, float]]:
@@ -223,7 +226,7 @@ def _bandwidth(host: HostContext) -> tuple[Figure | None, str | None]:
     profile_id = None
     if mem and mem.type and mem.speed_mts and mem.channels_inferred == 2:
         candidate = f"{mem.type.lower()}-{mem.speed_mts}-dual"
-        profile_id = candidate if candidate in load_profiles() else None
+        profile_id = candidate if candidate in host.profiles else None
     if host.bandwidth is not None:
         read = host.bandwidth.read
         detail = (
@@ -234,7 +237,7 @@ def _bandwidth(host: HostContext) -> tuple[Figure | None, str | None]:
     if mem and mem.theoretical_bandwidth_bytes_per_s:
         return Figure(mem.theoretical_bandwidth_bytes_per_s, "os", f"theoretical: {mem.describe()}"), profile_id
     if profile_id:
-        p = load_profiles()[profile_id]
+        p = host.profiles.get(profile_id)
         return Figure(p.bandwidth_bytes_per_s, "profile", profile_id), profile_id
     return None, None
 
@@ -259,6 +262,30 @@ def register_backends(register: Callable[[Backend], None]) -> None:
     register(BACKEND)
 
 
+def oversubscribed_note(case: JudgeCase) -> Finding | None:
+    """More threads than physical cores: named whatever the speed (llama.cpp's own advice is
+    one thread per physical core), so a user sees the fix even when the run was not slowed."""
+    ctx = case.context
+    if ctx is None or not ctx.n_threads or not ctx.physical_cores or ctx.n_threads <= ctx.physical_cores:
+        return None
+    best = ctx.physical_cores - (ctx.efficiency_cores or 0)
+    return Finding(
+        severity="plausible",
+        code="CPU_THREADS_OVERSUBSCRIBED",
+        title=f"{ctx.n_threads} threads on {ctx.physical_cores} physical cores: threads contend for cores",
+        expected=f"-t {best}",
+        observed=f"-t {ctx.n_threads}",
+        evidence=(f"threads {ctx.n_threads} of {ctx.physical_cores} physical cores",),
+        causes=("-t / --threads above the physical core count",),
+        next_step=f"run with -t {best}",
+        plugin="cpu",
+    )
+
+
 @hookimpl
 def judge(case: JudgeCase) -> list[Finding]:
-    return BACKEND.judge(case) if case.backend == BACKEND.name else []
+    """Extra findings on CPU runs: compute-bound decode and oversubscribed threads, with evidence."""
+    if case.backend != BACKEND.name:
+        return []
+    notes = (compute_bound_note(case), oversubscribed_note(case))
+    return [n for n in notes if n is not None]

@@ -10,12 +10,7 @@ import ctypes
 import ctypes.util
 from collections.abc import Callable
 
-from ggprof import hookimpl
-from ggprof.backend import Backend, Detection, Device, EfficiencyBand
-from ggprof.figures import Figure
-from ggprof.host import HostContext
-from ggprof.host.facts import run_tool
-from ggprof.judge import Finding, JudgeCase
+from ggprof import Backend, Detection, Device, EfficiencyBand, Figure, HostContext, ProfileDB, hookimpl, run_tool
 from ggprof_backends._gpu import GPUBackend, gpu_device
 
 NVIDIA_SMI_QUERY = [
@@ -28,21 +23,21 @@ _NVML_CLOCK_MEM = 2
 
 class CUDABackend(GPUBackend):
     name = "cuda"
-    band = EfficiencyBand(0.6, 0.9, "assumption: llama.cpp CUDA decode reaches 60-90% of HBM/GDDR peak")
+    band = EfficiencyBand(low=0.6, high=0.9, source="assumption: llama.cpp CUDA decode reaches 60-90% of HBM/GDDR peak")
 
     def detect(self, host: HostContext) -> Detection:
-        devices = detect_nvml()
+        devices = detect_nvml(host.profiles)
         if devices is None:
             out = run_tool(NVIDIA_SMI_QUERY)
             if out is None:
-                return Detection(self.name, [], "no NVML library and no working nvidia-smi")
-            devices = parse_nvidia_smi(out)
+                return Detection(backend=self.name, reason="no NVML library and no working nvidia-smi")
+            devices = parse_nvidia_smi(out, host.profiles)
         if not devices:
-            return Detection(self.name, [], "NVIDIA tools found no GPU")
-        return Detection(self.name, devices)
+            return Detection(backend=self.name, reason="NVIDIA tools found no GPU")
+        return Detection(backend=self.name, devices=devices)
 
 
-def parse_nvidia_smi(text: str) -> list[Device]:
+def parse_nvidia_smi(text: str, profiles: ProfileDB) -> list[Device]:
     """Rows of `index, name, memory.total [MiB], memory.free [MiB], clocks.max.memory [MHz]`."""
     devices = []
     for line in text.splitlines():
@@ -50,7 +45,7 @@ def parse_nvidia_smi(text: str) -> list[Device]:
         if len(parts) != 5 or not parts[0].isdigit():
             continue
         total, free = _mib(parts[2]), _mib(parts[3])
-        devices.append(gpu_device("cuda", int(parts[0]), parts[1], total, memory_available_bytes=free))
+        devices.append(gpu_device(profiles, "cuda", int(parts[0]), parts[1], total, memory_available_bytes=free))
     return devices
 
 
@@ -61,7 +56,7 @@ def _mib(text: str) -> int | None:
         return None
 
 
-def detect_nvml() -> list[Device] | None:
+def detect_nvml(profiles: ProfileDB) -> list[Device] | None:
     """Devices from libnvidia-ml via ctypes; None when NVML is absent or fails to start."""
     lib = _load_nvml()
     if lib is None or lib.nvmlInit_v2() != 0:
@@ -70,7 +65,7 @@ def detect_nvml() -> list[Device] | None:
         count = ctypes.c_uint(0)
         if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
             return None
-        return [d for i in range(count.value) if (d := _nvml_device(lib, i)) is not None]
+        return [d for i in range(count.value) if (d := _nvml_device(lib, i, profiles)) is not None]
     finally:
         lib.nvmlShutdown()
 
@@ -90,7 +85,7 @@ class _Memory(ctypes.Structure):
     _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
 
 
-def _nvml_device(lib: ctypes.CDLL, index: int) -> Device | None:
+def _nvml_device(lib: ctypes.CDLL, index: int, profiles: ProfileDB) -> Device | None:
     handle = ctypes.c_void_p()
     if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != 0:
         return None
@@ -104,11 +99,12 @@ def _nvml_device(lib: ctypes.CDLL, index: int) -> Device | None:
     if has_clock and has_bus and clock.value and bus.value:
         bandwidth = nvml_bandwidth(clock.value, bus.value)
     return gpu_device(
+        profiles,
         "cuda",
         index,
         name.value.decode(errors="replace"),
         mem.total if has_mem else None,
-        bandwidth,
+        bandwidth=bandwidth,
         memory_available_bytes=mem.free if has_mem else None,
     )
 
@@ -124,8 +120,3 @@ BACKEND = CUDABackend()
 @hookimpl
 def register_backends(register: Callable[[Backend], None]) -> None:
     register(BACKEND)
-
-
-@hookimpl
-def judge(case: JudgeCase) -> list[Finding]:
-    return BACKEND.judge(case) if case.backend == BACKEND.name else []

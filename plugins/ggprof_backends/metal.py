@@ -7,26 +7,25 @@ import json
 import platform
 from collections.abc import Callable
 
-from ggprof import hookimpl
-from ggprof.backend import Backend, Detection, EfficiencyBand
-from ggprof.host import HostContext
-from ggprof.host.facts import run_tool
-from ggprof.judge import Finding, JudgeCase
+from ggprof import Backend, Detection, EfficiencyBand, HostContext, hookimpl, run_tool
 from ggprof_backends._gpu import GPUBackend, gpu_device
 
 
 class MetalBackend(GPUBackend):
     name = "metal"
-    band = EfficiencyBand(0.55, 0.85, "assumption: llama.cpp Metal decode reaches 55-85% of unified-memory peak")
+    band = EfficiencyBand(
+        low=0.55, high=0.85, source="assumption: llama.cpp Metal decode reaches 55-85% of unified-memory peak"
+    )
 
     def detect(self, host: HostContext) -> Detection:
         if platform.system() != "Darwin" or platform.machine() != "arm64":
-            return Detection(self.name, [], "not an Apple silicon Mac")
+            return Detection(backend=self.name, reason="not an Apple silicon Mac")
         chip = (run_tool(["sysctl", "-n", "machdep.cpu.brand_string"]) or "").strip()
         if not chip.startswith("Apple"):
-            return Detection(self.name, [], f"sysctl did not report an Apple chip ({chip!r})")
+            return Detection(backend=self.name, reason=f"sysctl did not report an Apple chip ({chip!r})")
         cores = parse_gpu_cores(run_tool(["system_profiler", "SPDisplaysDataType", "-json"], timeout_s=15) or "")
         device = gpu_device(
+            host.profiles,
             "metal",
             0,
             chip,
@@ -35,7 +34,7 @@ class MetalBackend(GPUBackend):
             unified_memory=True,
             memory_available_bytes=host.facts.ram_available_bytes,
         )
-        return Detection(self.name, [device])
+        return Detection(backend=self.name, devices=[device])
 
 
 def parse_gpu_cores(text: str) -> int | None:
@@ -57,8 +56,3 @@ BACKEND = MetalBackend()
 @hookimpl
 def register_backends(register: Callable[[Backend], None]) -> None:
     register(BACKEND)
-
-
-@hookimpl
-def judge(case: JudgeCase) -> list[Finding]:
-    return BACKEND.judge(case) if case.backend == BACKEND.name else []

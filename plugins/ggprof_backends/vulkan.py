@@ -6,11 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ggprof import hookimpl
-from ggprof.backend import Backend, Detection, Device, EfficiencyBand
-from ggprof.host import HostContext
-from ggprof.host.facts import run_tool
-from ggprof.judge import Finding, JudgeCase
+from ggprof import Backend, Detection, Device, EfficiencyBand, HostContext, ProfileDB, hookimpl, run_tool
 from ggprof_backends._gpu import GPUBackend, gpu_device
 
 _CPU_DEVICE_TYPES = ("PHYSICAL_DEVICE_TYPE_CPU",)
@@ -18,17 +14,17 @@ _CPU_DEVICE_TYPES = ("PHYSICAL_DEVICE_TYPE_CPU",)
 
 class VulkanBackend(GPUBackend):
     name = "vulkan"
-    band = EfficiencyBand(0.45, 0.8, "assumption: llama.cpp Vulkan decode reaches 45-80% of peak")
+    band = EfficiencyBand(low=0.45, high=0.8, source="assumption: llama.cpp Vulkan decode reaches 45-80% of peak")
 
     def detect(self, host: HostContext) -> Detection:
         out = run_tool(["vulkaninfo", "--summary"])
         if out is None:
-            return Detection(self.name, [], "vulkaninfo is not installed or failed")
-        devices = parse_vulkaninfo(out)
-        return Detection(self.name, devices) if devices else Detection(self.name, [], "no Vulkan GPU listed")
+            return Detection(backend=self.name, reason="vulkaninfo is not installed or failed")
+        devices = parse_vulkaninfo(out, host.profiles)
+        return Detection(backend=self.name, devices=devices, reason=None if devices else "no Vulkan GPU listed")
 
 
-def parse_vulkaninfo(text: str) -> list[Device]:
+def parse_vulkaninfo(text: str, profiles: ProfileDB) -> list[Device]:
     """GPU<n>: blocks of `vulkaninfo --summary`; software (CPU) devices such as llvmpipe skipped."""
     devices = []
     for block in re.split(r"^GPU(\d+):\s*$", text, flags=re.MULTILINE)[1:]:
@@ -39,7 +35,7 @@ def parse_vulkaninfo(text: str) -> list[Device]:
         dtype = re.search(r"deviceType\s*=\s*(\S+)", block)
         if not name or (dtype and dtype[1] in _CPU_DEVICE_TYPES):
             continue
-        devices.append(gpu_device("vulkan", index, name[1].strip(), None))
+        devices.append(gpu_device(profiles, "vulkan", index, name[1].strip(), None))
     return devices
 
 
@@ -49,8 +45,3 @@ BACKEND = VulkanBackend()
 @hookimpl
 def register_backends(register: Callable[[Backend], None]) -> None:
     register(BACKEND)
-
-
-@hookimpl
-def judge(case: JudgeCase) -> list[Finding]:
-    return BACKEND.judge(case) if case.backend == BACKEND.name else []

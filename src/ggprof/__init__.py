@@ -1,7 +1,77 @@
-"""ggprof: how fast should this GGUF model run here, how fast does it run, and is that believable."""
+"""ggprof: how fast should this GGUF model run here, how fast does it run, and is that believable.
+
+The public plugin API: a plugin imports what it needs from here only, e.g.
+
+    from ggprof import Backend, Detection, Device, EfficiencyBand, Finding, JudgeCase, hookimpl
+
+Names are loaded on first use, so `import ggprof` (and `ggprof --version`) stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 __version__ = "0.1.0"
 
 hookimpl = pluggy.HookimplMarker("ggprof")
+
+# public name -> the module that defines it
+_API = {
+    "Backend": "ggprof.verdict.backend",
+    "Causes": "ggprof.verdict.backend",
+    "Diagnosis": "ggprof.verdict.backend",
+    "Detection": "ggprof.machine.device",
+    "Device": "ggprof.machine.device",
+    "EfficiencyBand": "ggprof.machine.device",
+    "ExpectedSpeed": "ggprof.predict",
+    "Figure": "ggprof.figures",
+    "Finding": "ggprof.verdict.finding",
+    "HostContext": "ggprof.machine.host",
+    "JudgeCase": "ggprof.verdict.finding",
+    "Prediction": "ggprof.predict",
+    "ProfileDB": "ggprof.machine.profiles",
+    "RunContext": "ggprof.bench.context",
+    "SwaPattern": "ggprof.model.spec",
+    "run_tool": "ggprof.machine.facts",
+}
+__all__ = [
+    "Backend",
+    "Causes",
+    "Detection",
+    "Device",
+    "Diagnosis",
+    "EfficiencyBand",
+    "ExpectedSpeed",
+    "Figure",
+    "Finding",
+    "HostContext",
+    "JudgeCase",
+    "Prediction",
+    "ProfileDB",
+    "RunContext",
+    "SwaPattern",
+    "__version__",
+    "hookimpl",
+    "run_tool",
+]
+
+if TYPE_CHECKING:
+    from ggprof.bench.context import RunContext
+    from ggprof.figures import Figure
+    from ggprof.machine.device import Detection, Device, EfficiencyBand
+    from ggprof.machine.facts import run_tool
+    from ggprof.machine.host import HostContext
+    from ggprof.machine.profiles import ProfileDB
+    from ggprof.model.spec import SwaPattern
+    from ggprof.predict import ExpectedSpeed, Prediction
+    from ggprof.verdict.backend import Backend, Causes, Diagnosis
+    from ggprof.verdict.finding import Finding, JudgeCase
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module 'ggprof' has no attribute {name!r}")

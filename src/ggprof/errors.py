@@ -36,6 +36,10 @@ class GGUFError(BadInputError):
         self.problem = problem
 
 
+class NoBandwidthError(BadInputError):
+    """No bandwidth is known for the device a command must reason about."""
+
+
 class ProfileError(BadInputError):
     """A hardware profile TOML file is malformed."""
 

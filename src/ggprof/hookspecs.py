@@ -2,28 +2,26 @@
 
 A plugin is a module with functions named after these hooks and decorated with
 `ggprof.hookimpl`. Built-in backends under plugins/ register through the same entry
-points a third-party package uses.
+points a third-party package uses. docs/plugins.md documents each hook with an example.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pluggy
 
-if TYPE_CHECKING:
-    from ggprof.backend import Backend
-    from ggprof.judge import Finding, JudgeCase
-    from ggprof.model import SwaPattern
+from ggprof.model.spec import SwaPattern
+from ggprof.verdict.backend import Backend
+from ggprof.verdict.finding import Finding, JudgeCase
 
 hookspec = pluggy.HookspecMarker("ggprof")
 
 
 @hookspec
 def register_backends(register: Callable[[Backend], None]) -> None:
-    """Register Backend objects: each detects its devices and knows its efficiency band."""
+    """Register Backend objects: each detects its devices and knows its expected speed."""
 
 
 @hookspec(firstresult=True)
@@ -38,7 +36,7 @@ def profile_dirs() -> list[Path]:
 
 @hookspec
 def judge(case: JudgeCase) -> list[Finding]:
-    """Findings about one measured or reported run: impossible, suspicious, plausible or unknown."""
+    """Extra findings about one measured or reported run (the run's backend judges it first)."""
 
 
 @hookspec

@@ -4,16 +4,16 @@ Decode (batch 1) reads every weight it touches plus the KV cache once per token,
     TPOT_floor = (weight bytes + KV bytes at depth) / bandwidth,  tok/s ceiling = 1 / TPOT_floor.
 Prefill is compute-bound: 2 x active params per token plus attention (grows with the
 square of the prompt). Roofline: attainable = min(peak, bandwidth x intensity), ridge =
-peak / bandwidth. Formulas and worked figures: ../shared/REFERENCE.md.
+peak / bandwidth. The formulas, their sources and worked figures: docs/physics.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ggprof.backend import Device, EfficiencyBand
-from ggprof.model import ROW_LOOKUP_TENSORS, ModelSpec
+from ggprof.errors import NoBandwidthError
+from ggprof.machine.device import Device, EfficiencyBand
+from ggprof.model.spec import ROW_LOOKUP_TENSORS, ModelSpec
 
 DEPTH_TABLE = (0, 4096, 16384, 32768)
 DEFAULT_N_BATCH = 2048  # llama.cpp / llama-bench logical batch: logits once per batch
@@ -22,8 +22,10 @@ GPU_RESERVE_FRACTION = 0.05  # driver, context and fragmentation headroom on a G
 OUTPUT_LAYER_TENSORS = frozenset({"output.weight", "output_norm.weight", "output_norm.bias", "output.bias"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PredictInputs:
+    """What a prediction is for: llama.cpp's parameters as a run (or a report) used them."""
+
     depth: int = 0
     prompt: int = 512
     gen: int = 128
@@ -32,9 +34,43 @@ class PredictInputs:
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     n_gpu_layers: int | None = None  # None: all on the device (llama.cpp's default); 0: CPU only
+    n_batch: int = DEFAULT_N_BATCH  # logical batch: the LM head runs once per batch of a prompt
+    n_ubatch: int = DEFAULT_N_UBATCH  # physical batch: weights are read once per ubatch
+    flash_attn: str = "auto"  # on: no attention-score matrix in the compute buffer
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class ExpectedSpeed:
+    """The decode speed a backend's model expects, and what that rests on."""
+
+    low_tok_s: float
+    high_tok_s: float
+    basis: str
+
+
+def expected_decode(
+    ceiling_tok_s: float, band: EfficiencyBand | None, roof: ExpectedSpeed | None = None
+) -> ExpectedSpeed | None:
+    """The expected decode band: the backend's efficiency band times the bandwidth ceiling,
+    capped by a measured compute roof where that is lower. `predict` and the verdicts both
+    call this, so they cannot disagree."""
+    if band is None:
+        return None
+    low, high = band.low * ceiling_tok_s, band.high * ceiling_tok_s
+    basis = f"{band.low:.0%}-{band.high:.0%} of the bandwidth ceiling"
+    if roof is None or (roof.high_tok_s >= high and roof.low_tok_s >= low):
+        return ExpectedSpeed(low_tok_s=low, high_tok_s=high, basis=basis)
+    return ExpectedSpeed(
+        low_tok_s=min(low, roof.low_tok_s), high_tok_s=min(high, roof.high_tok_s), basis=f"compute roof: {roof.basis}"
+    )
+
+
+def is_partial_offload(n_gpu_layers: int | None, n_layers: int) -> bool:
+    """Whether -ngl leaves some layers (or the output layer) on the CPU: 0 <= ngl <= layers."""
+    return n_gpu_layers is not None and 0 <= n_gpu_layers <= n_layers
+
+
+@dataclass(frozen=True, kw_only=True)
 class Placement:
     """Which bytes live on the accelerator and which on the CPU (partial offload)."""
 
@@ -46,7 +82,7 @@ class Placement:
     cpu_decode_bytes: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MemoryFit:
     pool: str  # "gpu" or "cpu" (unified memory: one pool)
     required_bytes: int
@@ -62,7 +98,7 @@ class MemoryFit:
         return None if self.verdict == "unknown" else self.verdict == "fits"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DepthRow:
     depth: int
     kv_bytes: int
@@ -70,7 +106,7 @@ class DepthRow:
     tpot_floor_ms: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Prediction:
     inputs: PredictInputs
     device: Device
@@ -104,10 +140,9 @@ class Prediction:
         return self.decode_seconds_per_token * 1e3
 
     @property
-    def expected_tok_s(self) -> tuple[float | None, float | None]:
-        if self.band is None:
-            return None, None
-        return self.band.low * self.decode_ceiling_tok_s, self.band.high * self.decode_ceiling_tok_s
+    def expected(self) -> ExpectedSpeed | None:
+        """The expected decode band before any measurement (no compute roof known yet)."""
+        return expected_decode(self.decode_ceiling_tok_s, self.band)
 
     @property
     def prefill_flops_per_token(self) -> float:
@@ -141,7 +176,7 @@ class Prediction:
     @property
     def prefill_intensity_flops_per_byte(self) -> float:
         p = self.inputs.prompt
-        n_ubatch = -(-p // DEFAULT_N_UBATCH) if p else 1
+        n_ubatch = -(-p // self.inputs.n_ubatch) if p else 1
         weight_reads = self.placement.gpu_weight_bytes + self.placement.cpu_weight_bytes
         return self.prefill_flops / (weight_reads * n_ubatch) if weight_reads else 0.0
 
@@ -173,7 +208,14 @@ def placement(spec: ModelSpec, n_gpu_layers: int | None, has_gpu: bool) -> Place
             gw, gd = gw + t.n_bytes, gd + decode
         else:
             cw, cd = cw + t.n_bytes, cd + decode
-    return Placement(gpu_layers, output_on_gpu, gw, cw, gd, cd)
+    return Placement(
+        gpu_layers=gpu_layers,
+        output_on_gpu=output_on_gpu,
+        gpu_weight_bytes=gw,
+        cpu_weight_bytes=cw,
+        gpu_decode_bytes=gd,
+        cpu_decode_bytes=cd,
+    )
 
 
 def attention_flops(spec: ModelSpec, prompt: int, depth: int = 0) -> float:
@@ -209,16 +251,17 @@ def prefill_flops(
     return 2.0 * body * prompt + 2.0 * head * head_runs + attention_flops(spec, prompt, depth)
 
 
-def compute_buffer_bytes(spec: ModelSpec, ctx: int, n_ubatch: int = DEFAULT_N_UBATCH) -> int:
+def compute_buffer_bytes(spec: ModelSpec, ctx: int, n_ubatch: int = DEFAULT_N_UBATCH, flash_attn: str = "auto") -> int:
     """An estimate of llama.cpp's compute buffer: activations of one ubatch, the attention
-    scores of one layer (n_ubatch x ctx x heads, f32) and the logits (vocab x 4 bytes)."""
+    scores of one layer (n_ubatch x ctx x heads, f32; not with flash attention on) and the
+    logits (vocab x 4 bytes)."""
     ub = min(n_ubatch, ctx) or 1
     ff = max(
         (t.shape[1] for t in spec.tensors if t.name.endswith("ffn_up.weight") and len(t.shape) > 1),
         default=4 * spec.n_embd,
     )
     activations = ub * (8 * spec.n_embd + 3 * ff) * 4
-    scores = ub * ctx * spec.n_heads * 4
+    scores = 0 if flash_attn == "on" else ub * ctx * spec.n_heads * 4
     return activations + scores + spec.vocab_size * 4 * ub
 
 
@@ -234,13 +277,22 @@ def fit(
         verdict = "tight"
     else:
         verdict = "does_not_fit"
-    return MemoryFit(pool, required, weight_bytes, kv_bytes, compute_bytes, available, total, verdict)
+    return MemoryFit(
+        pool=pool,
+        required_bytes=required,
+        weight_bytes=weight_bytes,
+        kv_bytes=kv_bytes,
+        compute_buffer_bytes=compute_bytes,
+        available_bytes=available,
+        total_bytes=total,
+        verdict=verdict,
+    )
 
 
 def device_memory(d: Device) -> tuple[int | None, int | None]:
     """(available, total) bytes of a device's pool; a GPU keeps a small reserve."""
     total = d.memory_bytes
-    if d.backend == "cpu" or d.unified_memory:
+    if not d.is_discrete_gpu:
         return d.memory_available_bytes or total, total
     avail = d.memory_available_bytes or (int(total * (1 - GPU_RESERVE_FRACTION)) if total else None)
     return avail, total
@@ -251,19 +303,17 @@ def predict(
     spec: ModelSpec, device: Device, inputs: PredictInputs, band: EfficiencyBand | None, cpu: Device | None = None
 ) -> Prediction:
     """Ceilings and fit for `spec` on `device` (with `cpu` holding layers not offloaded)."""
-    has_gpu = device.backend != "cpu" and not device.unified_memory
+    has_gpu = device.is_discrete_gpu
     place = placement(spec, inputs.n_gpu_layers, has_gpu)
     ck, cv = inputs.cache_type_k, inputs.cache_type_v
-    kv_layers = spec.kv_layer_bytes_per_token(ck, cv)
-    kv_gpu, kv_cpu = _kv_split(spec, kv_layers, place, inputs.depth)
-    seconds, rules = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu, has_gpu)
-    table = tuple(_depth_row(spec, device, cpu, place, kv_layers, d, has_gpu) for d in depth_points(spec))
+    kv_gpu, kv_cpu = _kv_split(spec, inputs, place, inputs.depth)
+    seconds, rules = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu)
+    table = tuple(_depth_row(spec, device, cpu, place, inputs, d) for d in depth_points(spec))
     peak = device.peak_flops.value if device.peak_flops else None
-    flops = prefill_flops(spec, inputs.prompt, inputs.depth)
-    prefill_s = _prefill_seconds(flops, peak, place, device, inputs.prompt)
-    memory = _memory(spec, device, cpu, place, inputs, kv_layers, has_gpu)
-    pool_device = device if has_gpu or device.backend == "cpu" or device.unified_memory else cpu
-    avail = device_memory(pool_device)[0] if pool_device else None
+    flops = prefill_flops(spec, inputs.prompt, inputs.depth, n_batch=inputs.n_batch)
+    prefill_s = _prefill_seconds(flops, peak, place, device, inputs)
+    memory = _memory(spec, device, cpu, place, inputs)
+    avail = device_memory(device)[0]
     weights = place.gpu_weight_bytes if has_gpu else place.cpu_weight_bytes
     return Prediction(
         inputs=inputs,
@@ -280,8 +330,8 @@ def predict(
         peak_flops=peak,
         depth_table=table,
         memory=memory,
-        max_ctx_fits=max_context(spec, kv_layers, weights, avail, inputs.ctx) if avail else None,
-        batch_max=batch_max(spec, kv_layers, weights, avail, inputs.ctx) if avail else None,
+        max_ctx_fits=max_context(spec, inputs, weights, avail) if avail else None,
+        batch_max=batch_max(spec, inputs, weights, avail) if avail else None,
         rules=(*spec.decode_rules(), *rules),
         active_params=spec.active_params,
     )
@@ -292,27 +342,19 @@ def depth_points(spec: ModelSpec) -> list[int]:
     return sorted({d for d in DEPTH_TABLE if d < top} | {top})
 
 
-def _kv_at(spec: ModelSpec, kv_layers: list[int], depth: int, include: Callable[[int], bool]) -> int:
-    total = 0
-    for il, (per_token, swa) in enumerate(zip(kv_layers, spec.swa_layers, strict=True)):
-        if include(il):
-            tokens = min(depth, spec.sliding_window) if swa and spec.sliding_window else depth
-            total += per_token * tokens
-    return total
-
-
-def _kv_split(spec: ModelSpec, kv_layers: list[int], place: Placement, tokens: int) -> tuple[int, int]:
+def _kv_split(spec: ModelSpec, inputs: PredictInputs, place: Placement, tokens: int) -> tuple[int, int]:
     """KV bytes at `tokens` of context held by the offloaded layers, and by the rest."""
     on_gpu = set(place.gpu_layers)
-    return (_kv_at(spec, kv_layers, tokens, lambda il: il in on_gpu),
-            _kv_at(spec, kv_layers, tokens, lambda il: il not in on_gpu))  # fmt: skip
+    per_layer = spec.kv_layer_bytes_at(tokens, inputs.cache_type_k, inputs.cache_type_v)
+    gpu = sum(b for il, b in enumerate(per_layer) if il in on_gpu)
+    return gpu, sum(per_layer) - gpu
 
 
 def _decode_seconds(
-    device: Device, cpu: Device | None, place: Placement, kv_gpu: int, kv_cpu: int, has_gpu: bool
+    device: Device, cpu: Device | None, place: Placement, kv_gpu: int, kv_cpu: int
 ) -> tuple[float, list[str]]:
     bw = device.bandwidth_bytes_per_s or 0.0
-    if not has_gpu:
+    if not device.is_discrete_gpu:
         return (place.cpu_decode_bytes + kv_cpu) / bw, []
     cpu_bytes = place.cpu_decode_bytes + kv_cpu
     seconds = (place.gpu_decode_bytes + kv_gpu) / bw
@@ -320,7 +362,10 @@ def _decode_seconds(
     if cpu_bytes:
         cpu_bw = cpu.bandwidth_bytes_per_s if cpu else None
         if not cpu_bw:
-            raise ValueError("partial offload needs the CPU's bandwidth too")
+            raise NoBandwidthError(
+                "the model is split between the GPU and the CPU, but the CPU's bandwidth is unknown: "
+                "run `ggprof host` first"
+            )
         seconds += cpu_bytes / cpu_bw
         if place.cpu_decode_bytes > 1 << 20 or kv_cpu:
             rules.append(
@@ -331,42 +376,35 @@ def _decode_seconds(
 
 
 def _depth_row(
-    spec: ModelSpec,
-    device: Device,
-    cpu: Device | None,
-    place: Placement,
-    kv_layers: list[int],
-    depth: int,
-    has_gpu: bool,
+    spec: ModelSpec, device: Device, cpu: Device | None, place: Placement, inputs: PredictInputs, depth: int
 ) -> DepthRow:
-    kv_gpu, kv_cpu = _kv_split(spec, kv_layers, place, depth)
-    seconds, _ = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu, has_gpu)
-    return DepthRow(depth, kv_gpu + kv_cpu, 1 / seconds, seconds * 1e3)
+    kv_gpu, kv_cpu = _kv_split(spec, inputs, place, depth)
+    seconds, _ = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu)
+    return DepthRow(
+        depth=depth, kv_bytes=kv_gpu + kv_cpu, decode_ceiling_tok_s=1 / seconds, tpot_floor_ms=seconds * 1e3
+    )
 
 
-def _prefill_seconds(flops: float, peak: float | None, place: Placement, device: Device, prompt: int) -> float | None:
+def _prefill_seconds(
+    flops: float, peak: float | None, place: Placement, device: Device, inputs: PredictInputs
+) -> float | None:
     """The larger of the compute floor and reading the weights once per ubatch."""
+    prompt = inputs.prompt
     if not peak or not prompt:
         return None
-    n_ubatch = -(-prompt // DEFAULT_N_UBATCH)
+    n_ubatch = -(-prompt // inputs.n_ubatch)
     weights = place.gpu_weight_bytes + place.cpu_weight_bytes
     memory_s = weights * n_ubatch / (device.bandwidth_bytes_per_s or float("inf"))
     return max(flops / peak, memory_s)
 
 
 def _memory(
-    spec: ModelSpec,
-    device: Device,
-    cpu: Device | None,
-    place: Placement,
-    inputs: PredictInputs,
-    kv_layers: list[int],
-    has_gpu: bool,
+    spec: ModelSpec, device: Device, cpu: Device | None, place: Placement, inputs: PredictInputs
 ) -> tuple[MemoryFit, ...]:
     batch = max(inputs.batch, 1)
-    kv_gpu, kv_cpu = (b * batch for b in _kv_split(spec, kv_layers, place, inputs.ctx))
-    compute = compute_buffer_bytes(spec, inputs.ctx)
-    if not has_gpu:
+    kv_gpu, kv_cpu = (b * batch for b in _kv_split(spec, inputs, place, inputs.ctx))
+    compute = _compute_buffer(spec, inputs, inputs.ctx)
+    if not device.is_discrete_gpu:
         avail, total = device_memory(device)
         return (
             fit("cpu" if device.backend == "cpu" else "unified", place.cpu_weight_bytes, kv_cpu, compute, avail, total),
@@ -378,12 +416,17 @@ def _memory(
     return tuple(fits)
 
 
-def max_context(spec: ModelSpec, kv_layers: list[int], weight_bytes: int, available: int, cap: int) -> int:
-    """The largest context (<= the model's, or `cap` if larger) whose weights + KV + buffers fit."""
-    hi = max(spec.context_length, cap)
+def _compute_buffer(spec: ModelSpec, inputs: PredictInputs, ctx: int) -> int:
+    return compute_buffer_bytes(spec, ctx, inputs.n_ubatch, inputs.flash_attn)
+
+
+def max_context(spec: ModelSpec, inputs: PredictInputs, weight_bytes: int, available: int) -> int:
+    """The largest context (<= the model's, or inputs.ctx if larger) whose weights + KV + buffers fit."""
+    hi = max(spec.context_length, inputs.ctx)
 
     def need(ctx: int) -> int:
-        return weight_bytes + _kv_at(spec, kv_layers, ctx, lambda il: True) + compute_buffer_bytes(spec, ctx)
+        kv = spec.kv_bytes_at(ctx, inputs.cache_type_k, inputs.cache_type_v)
+        return weight_bytes + kv + _compute_buffer(spec, inputs, ctx)
 
     if need(1) > available:
         return 0
@@ -394,8 +437,8 @@ def max_context(spec: ModelSpec, kv_layers: list[int], weight_bytes: int, availa
     return lo
 
 
-def batch_max(spec: ModelSpec, kv_layers: list[int], weight_bytes: int, available: int, ctx: int) -> int:
-    """B_max = (memory - weights - reserve) / (KV per token x L): sequences of `ctx` tokens that fit."""
-    per_sequence = _kv_at(spec, kv_layers, ctx, lambda il: True)
-    free = available - weight_bytes - compute_buffer_bytes(spec, ctx)
+def batch_max(spec: ModelSpec, inputs: PredictInputs, weight_bytes: int, available: int) -> int:
+    """B_max = (memory - weights - reserve) / (KV per token x L): sequences of inputs.ctx tokens that fit."""
+    per_sequence = spec.kv_bytes_at(inputs.ctx, inputs.cache_type_k, inputs.cache_type_v)
+    free = available - weight_bytes - _compute_buffer(spec, inputs, inputs.ctx)
     return max(free // per_sequence, 0) if per_sequence else 0

@@ -1,4 +1,7 @@
-"""An outside package's ggprof plugin, used by the tests (installed via a .dist-info folder)."""
+"""An outside package's ggprof plugin, used by the tests (installed via a .dist-info folder).
+
+It imports only from ggprof's public API (the package root), as any third-party plugin should.
+"""
 
 from __future__ import annotations
 
@@ -8,28 +11,34 @@ from pathlib import Path
 
 import click
 
-from ggprof import hookimpl
-from ggprof.backend import Backend, Detection, Device, EfficiencyBand
-from ggprof.figures import Figure
-from ggprof.judge import Finding, JudgeCase
-from ggprof.model import SwaPattern
+from ggprof import (
+    Backend,
+    Detection,
+    Device,
+    EfficiencyBand,
+    Figure,
+    Finding,
+    HostContext,
+    JudgeCase,
+    SwaPattern,
+    hookimpl,
+)
 
 
 class ExampleAccelerator(Backend):
     name = "example"
-    band = EfficiencyBand(0.4, 0.6, "example plugin")
+    band = EfficiencyBand(low=0.4, high=0.6, source="example plugin")
 
-    def detect(self, host: object) -> Detection:
+    def detect(self, host: HostContext) -> Detection:
         device = Device(
-            "example:0",
-            "Example Accelerator 9000",
-            "example",
-            8 * 10**9,
-            "os",
-            Figure(123e9, "os", "example tool"),
-            None,
+            id="example:0",
+            name="Example Accelerator 9000",
+            backend="example",
+            memory_bytes=8 * 10**9,
+            memory_source="os",
+            bandwidth=Figure(123e9, "os", "example tool"),
         )
-        return Detection(self.name, [device])
+        return Detection(backend=self.name, devices=[device])
 
 
 @hookimpl
@@ -63,9 +72,9 @@ def judge(case: JudgeCase) -> list[Finding]:
     if case.measured_tg_tok_s % 1_000_000 == 0:
         return [
             Finding(
-                "suspicious",
-                "EXAMPLE_SUSPICIOUS_ROUND_NUMBER",
-                "a suspiciously round number",
+                severity="suspicious",
+                code="EXAMPLE_SUSPICIOUS_ROUND_NUMBER",
+                title="a suspiciously round number",
                 observed=f"{case.measured_tg_tok_s:g} tok/s",
                 plugin="example",
             )

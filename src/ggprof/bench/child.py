@@ -25,11 +25,12 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from ggprof.bench.results import FLASH_ATTN_TYPES
+from ggprof.model.ggml import kv_cache_type
+
 EXIT_LOAD_FAILED = 3
 EXIT_RUN_FAILED = 4
 GGML_MAX_N_THREADS = 512
-KV_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
-FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}
 
 
 class ThreadpoolParams(ctypes.Structure):
@@ -146,9 +147,9 @@ class Child:
         cp.n_ctx = n_prompt + n_gen + n_depth + (1 if n_prompt else 0)  # +1: the TTFT token after the prompt
         cp.n_batch = self.req["n_batch"]
         cp.n_ubatch = self.req["n_ubatch"]
-        cp.type_k = KV_TYPES[self.req["type_k"]]
-        cp.type_v = KV_TYPES[self.req["type_v"]]
-        cp.flash_attn_type = FLASH_ATTN[self.req["flash_attn"]]
+        cp.type_k = kv_cache_type(self.req["type_k"]).id
+        cp.type_v = kv_cache_type(self.req["type_v"]).id
+        cp.flash_attn_type = FLASH_ATTN_TYPES[self.req["flash_attn"]]
         cp.n_threads = cp.n_threads_batch = self.req["n_threads"]
         cp.swa_full = False
         cp.no_perf = True

@@ -9,8 +9,11 @@ from pathlib import Path
 
 from ggprof.bench.context import RunContext
 
+# llama.cpp's llama_flash_attn_type (and llama-bench's -fa values): the one map of the names.
+FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, kw_only=True)
 class BenchParams:
     """What to run; defaults are llama-bench's (-p 512 -n 128 -r 5 -b 2048 -ub 512 -ngl -1)."""
 
@@ -42,14 +45,23 @@ class BenchParams:
 
     def request(self) -> dict[str, object]:
         return {
-            "model": str(self.model), "n_gpu_layers": self.n_gpu_layers, "n_threads": self.n_threads,
-            "n_batch": self.n_batch, "n_ubatch": self.n_ubatch, "type_k": self.type_k, "type_v": self.type_v,
-            "flash_attn": self.flash_attn, "reps": self.reps, "repack": self.repack, "seed": self.seed,
-            "tests": self.tests(), "probe_threads": self.probe_threads,
-        }  # fmt: skip
+            "model": str(self.model),
+            "n_gpu_layers": self.n_gpu_layers,
+            "n_threads": self.n_threads,
+            "n_batch": self.n_batch,
+            "n_ubatch": self.n_ubatch,
+            "type_k": self.type_k,
+            "type_v": self.type_v,
+            "flash_attn": self.flash_attn,
+            "reps": self.reps,
+            "repack": self.repack,
+            "seed": self.seed,
+            "tests": self.tests(),
+            "probe_threads": self.probe_threads,
+        }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ThreadProbe:
     """The same decode with fewer threads (after the main repetitions, same context and depth)."""
 
@@ -62,7 +74,7 @@ class ThreadProbe:
         return statistics.fmean(self.n_gen / (ns / 1e9) for ns in self.samples_ns)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BenchRow:
     """One test (pp or tg at a depth): its repetitions and, for tg, every step's time."""
 
@@ -127,7 +139,7 @@ def percentile(values: tuple[int, ...] | list[int], q: float) -> float:
     return data[lo] + (data[hi] - data[lo]) * (pos - lo)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelInfo:
     model_filename: str
     model_type: str
@@ -137,7 +149,7 @@ class ModelInfo:
     n_vocab: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BenchResult:
     params: BenchParams
     model: ModelInfo

@@ -24,23 +24,20 @@ from typing import IO, Any
 
 import psutil
 
+from ggprof.bench.child import EXIT_LOAD_FAILED
 from ggprof.bench.context import RunContext
 from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo, ThreadProbe
 from ggprof.errors import BadInputError, RunError
-from ggprof.host.facts import page_cache_resident_fraction
+from ggprof.machine.facts import HostFacts, cpu_clock, page_cache_resident_fraction
 from ggprof.units import clean
 
-EXIT_LOAD_FAILED = 3
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _SIMD = re.compile(r"(\w+) = 1")
 ProgressFn = Callable[[str, int, int], None]
 
 
-def default_threads() -> int:
+def default_threads(facts: HostFacts) -> int:
     """Physical cores, not logical and not efficiency cores (what llama-bench uses)."""
-    from ggprof.host.facts import gather_facts
-
-    facts = gather_facts()
     return max(facts.physical_cores - (facts.efficiency_cores or 0), 1)
 
 
@@ -49,9 +46,14 @@ class _Child:
 
     def __init__(self, params: BenchParams) -> None:
         self.proc = subprocess.Popen(  # in a process group of its own (POSIX), so a kill takes it all
-            [sys.executable, "-m", "ggprof.bench.child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
-        )  # fmt: skip
+            [sys.executable, "-m", "ggprof.bench.child"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.log: collections.deque[str] = collections.deque(maxlen=60)
         self.offloaded: tuple[int, int] | None = None
@@ -100,9 +102,10 @@ class _Child:
         return clean((errors or lines or ["(nothing)"])[-1])[:300]
 
 
-def run_bench(params: BenchParams, progress: ProgressFn | None = None) -> BenchResult:
+def run_bench(params: BenchParams, facts: HostFacts, progress: ProgressFn | None = None) -> BenchResult:
     """Run the tests in a child process; BadInputError if llama.cpp refuses the model, RunError if
-    the child crashes, is killed, or runs past `params.timeout_s`."""
+    the child crashes, is killed, or runs past `params.timeout_s`. `facts`: this host's, gathered
+    once by the caller, for the run context."""
     before = _host_state(params)
     t_start = time.time()
     wall0, sys0 = time.monotonic(), psutil.cpu_times()
@@ -134,15 +137,15 @@ def run_bench(params: BenchParams, progress: ProgressFn | None = None) -> BenchR
         _raise_failure(params, events, child, rc)
     wall = time.monotonic() - wall0
     during = _other_load(sys0, psutil.cpu_times(), child_cpu, wall)
-    context = _context(params, events, child, before, _host_state(params, after=True), during)
+    context = _context(params, facts, events, child, before, _host_state(params, after=True), during)
     return BenchResult(
-        params,
-        ModelInfo(**events["model"]),
-        tuple(events["rows"]),
-        context,
-        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
-        wall,
-        tuple(events["notes"]),
+        params=params,
+        model=ModelInfo(**events["model"]),
+        rows=tuple(events["rows"]),
+        context=context,
+        test_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
+        elapsed_s=wall,
+        notes=tuple(events["notes"]),
     )
 
 
@@ -162,11 +165,19 @@ def _handle(event: dict[str, Any], events: dict[str, Any], progress: ProgressFn 
             progress(event["test"], event["rep"], event["reps"])
     elif kind == "row":
         probe = event.get("probe")
-        events["rows"].append(BenchRow(
-            event["name"], event["n_prompt"], event["n_gen"], event["n_depth"], tuple(event["samples_ns"]),
-            tuple(event["ttft_ns"]), tuple(event["itl_ns"]),
-            ThreadProbe(probe["n_threads"], probe["n_gen"], tuple(probe["samples_ns"])) if probe else None,
-        ))  # fmt: skip
+        row = BenchRow(
+            name=event["name"],
+            n_prompt=event["n_prompt"],
+            n_gen=event["n_gen"],
+            n_depth=event["n_depth"],
+            samples_ns=tuple(event["samples_ns"]),
+            ttft_ns=tuple(event["ttft_ns"]),
+            itl_ns=tuple(event["itl_ns"]),
+            probe=ThreadProbe(n_threads=probe["n_threads"], n_gen=probe["n_gen"], samples_ns=tuple(probe["samples_ns"]))
+            if probe
+            else None,
+        )
+        events["rows"].append(row)
     elif kind == "note":
         events["notes"].append(event["message"])
     elif kind == "error":
@@ -216,35 +227,24 @@ def _other_load(before: Any, after: Any, child_cpu_s: float, wall_s: float) -> f
 
 def _host_state(params: BenchParams, after: bool = False) -> dict[str, Any]:
     vm, swap = psutil.virtual_memory(), psutil.swap_memory()
-    state: dict[str, Any] = {"ram_available": int(vm.available), "swap_used": int(swap.used), "freq": _cpu_freq_mhz()}
+    state: dict[str, Any] = {"ram_available": int(vm.available), "swap_used": int(swap.used), "clock": cpu_clock()}
     if not after:
         state["cpu_load"] = psutil.cpu_percent(interval=0.2)
         state["page_cache"] = page_cache_resident_fraction(params.model)
     return state
 
 
-def _cpu_freq_mhz() -> tuple[float | None, float | None]:
-    """(current, max) clock in MHz where the OS tells."""
-    try:
-        f = psutil.cpu_freq()
-    except (OSError, NotImplementedError, RuntimeError):
-        return None, None
-    return (f.current or None, f.max or None) if f else (None, None)
-
-
 def _context(
     params: BenchParams,
+    facts: HostFacts,
     events: dict[str, Any],
     child: _Child,
     before: dict[str, Any],
     after: dict[str, Any],
     during: float | None,
 ) -> RunContext:
-    from ggprof.host.facts import gather_facts
-
     system = events.get("system", {})
     info = system.get("system_info", "")
-    facts = gather_facts()
     backends = tuple(sorted({part.split(":")[0].strip().lower() for part in info.split("|") if ":" in part}))
     offloaded = child.offloaded[0] if child.offloaded else 0
     used = (
@@ -257,17 +257,30 @@ def _context(
     if not system.get("repack", True):
         notes.append("repacking buffers off (llama.cpp's AMX path segfaults on some machines: llama.cpp#20824)")
     return RunContext(
-        backends_used=used, cpu_model=facts.cpu_model, n_threads=params.n_threads,
-        physical_cores=facts.physical_cores, efficiency_cores=facts.efficiency_cores,
+        backends_used=used,
+        cpu_model=facts.cpu_model,
+        n_threads=params.n_threads,
+        physical_cores=facts.physical_cores,
+        efficiency_cores=facts.efficiency_cores,
         n_gpu_layers_requested=params.n_gpu_layers,
-        n_gpu_layers_offloaded=offloaded, n_layers=events["model"]["n_layer"], system_info=info,
-        simd_compiled=tuple(_SIMD.findall(info)), backends_compiled=backends or ("cpu",),
-        gpu_offload_supported=system.get("gpu_offload"), llama_cpp_python_version=system.get("llama_cpp_python"),
-        cpu_load_before_percent=before["cpu_load"], cpu_load_during_percent=during,
-        ram_available_before_bytes=before["ram_available"], ram_available_after_bytes=after["ram_available"],
-        swap_used_before_bytes=before["swap_used"], swap_used_after_bytes=after["swap_used"],
-        page_cache_fraction_before=before["page_cache"], governor=facts.governor,
-        cpu_freq_max_mhz=before["freq"][1], cpu_freq_before_mhz=before["freq"][0],
-        cpu_freq_after_mhz=after["freq"][0],
-        repack=bool(system.get("repack", True)), notes=tuple(notes),
-    )  # fmt: skip
+        n_gpu_layers_offloaded=offloaded,
+        n_layers=events["model"]["n_layer"],
+        system_info=info,
+        simd_compiled=tuple(_SIMD.findall(info)),
+        backends_compiled=backends or ("cpu",),
+        gpu_offload_supported=system.get("gpu_offload"),
+        llama_cpp_python_version=system.get("llama_cpp_python"),
+        cpu_load_before_percent=before["cpu_load"],
+        cpu_load_during_percent=during,
+        ram_available_before_bytes=before["ram_available"],
+        ram_available_after_bytes=after["ram_available"],
+        swap_used_before_bytes=before["swap_used"],
+        swap_used_after_bytes=after["swap_used"],
+        page_cache_fraction_before=before["page_cache"],
+        governor=facts.governor,
+        cpu_freq_max_mhz=before["clock"].max_mhz,
+        cpu_freq_before_mhz=before["clock"].current_mhz,
+        cpu_freq_after_mhz=after["clock"].current_mhz,
+        repack=bool(system.get("repack", True)),
+        notes=tuple(notes),
+    )

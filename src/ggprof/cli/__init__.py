@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import click
 
 from ggprof.cli import machine, models, runs  # noqa: F401  (registers the commands)
-from ggprof.cli.base import cli
+from ggprof.cli.base import cli, extensions
 from ggprof.errors import ExitStatus, GGProfError
 
 
@@ -23,6 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from ggprof.plugins import plugin_manager
 
+        extensions.cache_clear()  # resolved afresh for each invocation (tests run many in one process)
         plugin_manager().hook.register_commands(cli=cli)
         rv = cli.main(args=list(argv) if argv is not None else None, prog_name="ggprof", standalone_mode=False)
     except click.exceptions.Exit as e:

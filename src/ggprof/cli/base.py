@@ -7,12 +7,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ggprof import __version__
+from ggprof.model.ggml import KV_CACHE_TYPES
+
+if TYPE_CHECKING:
+    from ggprof.bench.results import BenchParams
+    from ggprof.figures import Figure
+    from ggprof.machine.facts import HostFacts
+    from ggprof.machine.target import DeviceChoice
+    from ggprof.model.spec import ModelSpec
+    from ggprof.pipelines.extensions import Extensions
+
+
+@cache
+def extensions() -> Extensions:
+    """What the plugins add, resolved once per command and passed down to the core."""
+    from ggprof.plugins import extensions as resolve
+
+    return resolve()
 
 
 def emit_json(obj: Any) -> None:
@@ -38,22 +56,57 @@ def cli() -> None:
     """
 
 
-CACHE_TYPES = click.Choice(
-    ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"], case_sensitive=False
-)
+CACHE_TYPES = click.Choice(KV_CACHE_TYPES, case_sensitive=False)
+
+
+def _bandwidth(ctx: click.Context, param: click.Parameter, value: str | None) -> Figure | None:
+    """--bandwidth: '90' (GB/s), '850GB/s', '1.2TB/s' -> a user-given Figure in bytes/s."""
+    from ggprof.errors import BadInputError
+    from ggprof.figures import Figure
+    from ggprof.units import parse_bandwidth
+
+    if value is None:
+        return None
+    try:
+        return Figure(parse_bandwidth(value), "user", f"--bandwidth {value}")
+    except ValueError as e:
+        raise BadInputError(str(e)) from None
+
+
+def _tflops(ctx: click.Context, param: click.Parameter, value: str | None) -> Figure | None:
+    """--flops: TFLOP/s as a number -> a user-given Figure in FLOP/s."""
+    from ggprof.machine.target import parse_tflops
+
+    return None if value is None else parse_tflops(value)
+
+
+def _device_choice(kwargs: dict[str, Any]) -> DeviceChoice:
+    from ggprof.machine.target import DeviceChoice
+
+    return DeviceChoice(device_id=kwargs.pop("device_id"), bandwidth=kwargs.pop("bandwidth"), flops=kwargs.pop("flops"))
 
 
 def device_options(f: Any) -> Any:
-    """--device / --bandwidth / --flops, shared by every command that reasons about a device."""
-    f = click.option("--flops", metavar="TFLOPS", help="Peak FLOP/s override, in TFLOP/s.")(f)
-    f = click.option("--bandwidth", metavar="BW", help="Bandwidth override: 90 (GB/s), 850GB/s, 1.2TB/s.")(f)
-    f = click.option("--device", "device_id", metavar="ID", help="Reason about a profile's device (ggprof profiles).")(
-        f
+    """--device / --bandwidth / --flops, parsed into one DeviceChoice passed as `choice`."""
+    import functools
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["choice"] = _device_choice(kwargs)
+        return f(*args, **kwargs)
+
+    wrapper = click.option("--flops", metavar="TFLOPS", callback=_tflops, help="Peak FLOP/s override, in TFLOP/s.")(
+        wrapper
     )
-    return f
+    wrapper = click.option(
+        "--bandwidth", metavar="BW", callback=_bandwidth, help="Bandwidth override: 90 (GB/s), 850GB/s, 1.2TB/s."
+    )(wrapper)
+    return click.option(
+        "--device", "device_id", metavar="ID", help="Reason about a profile's device (ggprof profiles)."
+    )(wrapper)
 
 
-def context_tokens(spec: Any, ctx: int | None, depth: int, prompt: int, gen: int) -> int:
+def context_tokens(spec: ModelSpec, ctx: int | None, depth: int, prompt: int, gen: int) -> int:
     needed = depth + prompt + gen
     if ctx is None:
         return max(min(4096, spec.context_length or 4096), needed)
@@ -124,7 +177,9 @@ def bench_options(f: Any) -> Any:
     return f
 
 
-def make_bench_params(spec: Any, path: Any, prompt: str, gen: str, depth: str, **kw: Any) -> Any:
+def make_bench_params(
+    spec: ModelSpec, path: Path, facts: HostFacts, prompt: str, gen: str, depth: str, **kw: Any
+) -> BenchParams:
     from ggprof.bench.results import BenchParams
     from ggprof.bench.runner import default_threads
 
@@ -136,15 +191,15 @@ def make_bench_params(spec: Any, path: Any, prompt: str, gen: str, depth: str, *
         raise click.UsageError(
             f"depth + prompt + gen = {longest - 1} is over the model's context length {spec.context_length}"
         )
-    kw["n_threads"] = kw.get("n_threads") or default_threads()
+    kw["n_threads"] = kw.get("n_threads") or default_threads(facts)
     kw["type_k"], kw["type_v"] = kw.pop("cache_type_k").lower(), kw.pop("cache_type_v").lower()
     return BenchParams(model=path, n_prompt=p, n_gen=n, n_depth=d, **kw)
 
 
-def resolve_model(model: str | None) -> tuple[Any, Any]:
+def resolve_model(model: str | None) -> tuple[ModelSpec, Path]:
     """The model to run: the given file (inspected first), or the default synthetic model."""
     if model is None:
-        from ggprof.synth import DEFAULT_QUANT, DEFAULT_SHAPE, default_path, ensure_model
+        from ggprof.model.synth import DEFAULT_QUANT, DEFAULT_SHAPE, default_path, ensure_model
 
         if not default_path(DEFAULT_SHAPE, DEFAULT_QUANT).exists():
             click.echo(f"writing the default synthetic model ({DEFAULT_SHAPE}, {DEFAULT_QUANT})...", err=True)
@@ -153,10 +208,8 @@ def resolve_model(model: str | None) -> tuple[Any, Any]:
     return load_model_arg(model), Path(model)
 
 
-def load_model_arg(path: str) -> Any:
+def load_model_arg(path: str) -> ModelSpec:
     """Inspect a model file (with the plugins' architecture rules)."""
-    from ggprof.model import load_model
-    from ggprof.plugins import plugin_manager
+    from ggprof.model.spec import load_model
 
-    hook = plugin_manager().hook.swa_pattern
-    return load_model(path, swa_default=lambda arch: hook(architecture=arch))
+    return load_model(path, swa_default=extensions().swa_default)

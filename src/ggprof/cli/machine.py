@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ggprof.cli.base import cli, show
+from ggprof.cli.base import cli, extensions, show
 
 
 @cli.command()
@@ -14,14 +14,15 @@ from ggprof.cli.base import cli, show
 @click.option("--no-measure", is_flag=True, help="Measure nothing; show a cached measurement if any.")
 def host(as_json: bool, quick: bool, refresh: bool, no_measure: bool) -> None:
     """Detect this machine's devices and measure its memory bandwidth and FLOP/s."""
-    from ggprof.host import describe_host
+    from ggprof.machine.host import describe_host
     from ggprof.report.host import host_dict, host_text
 
     if refresh and no_measure:
         raise click.UsageError("--refresh and --no-measure contradict each other")
     if not no_measure and not as_json:
         click.echo("measuring memory bandwidth...", err=True)
-    report = describe_host(measure=not no_measure, quick=quick, refresh=refresh)
+    ext = extensions()
+    report = describe_host(ext.backends.values(), ext.profiles, measure=not no_measure, quick=quick, refresh=refresh)
     show(as_json, host_dict, host_text, report)
 
 
@@ -29,8 +30,7 @@ def host(as_json: bool, quick: bool, refresh: bool, no_measure: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 def profiles(as_json: bool) -> None:
     """List the hardware profiles (built-in, from plugins, and your own)."""
-    from ggprof.profiles import load_profiles
     from ggprof.report.host import profile_dict, profiles_text
 
-    found = sorted(load_profiles().values(), key=lambda p: (p.kind, p.id))
+    found = sorted(extensions().profiles.all().values(), key=lambda p: (p.kind, p.id))
     show(as_json, lambda ps: [profile_dict(p) for p in ps], profiles_text, found)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ggprof.cli.base import CACHE_TYPES, cli, context_tokens, device_options, emit_json, load_model_arg, show
-from ggprof.errors import BadInputError
+
+if TYPE_CHECKING:
+    from ggprof.machine.target import DeviceChoice
 
 
 @cli.command()
@@ -61,9 +65,7 @@ def plugins(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def predict(
     model: str,
-    device_id: str | None,
-    bandwidth: str | None,
-    flops: str | None,
+    choice: DeviceChoice,
     depth: int,
     prompt: int,
     gen: int,
@@ -75,21 +77,23 @@ def predict(
     as_json: bool,
 ) -> None:
     """Predict decode and prefill ceilings, latency and memory fit for a model on a device."""
+    from ggprof.cli.base import extensions
+    from ggprof.pipelines.predict import predict_on
     from ggprof.predict import PredictInputs
-    from ggprof.predict import predict as run_predict
     from ggprof.report.predict import predict_dict, predict_text
-    from ggprof.target import efficiency_band, resolve_target
 
     spec = load_model_arg(model)
-    ctx = context_tokens(spec, ctx, depth, prompt, gen)
-    partial = n_gpu_layers is not None and 0 <= n_gpu_layers <= spec.n_layers
-    target = resolve_target(device_id, bandwidth, flops, need_host_cpu=partial)
-    inputs = PredictInputs(depth, prompt, gen, ctx, batch, cache_type_k.lower(), cache_type_v.lower(), n_gpu_layers)
-    if partial and target.device.backend != "cpu" and target.cpu is None:
-        raise BadInputError(
-            "--n-gpu-layers splits the model, but this host's CPU bandwidth is unknown: run `ggprof host` first"
-        )
-    result = run_predict(spec, target.device, inputs, efficiency_band(spec, target.device), target.cpu)
+    inputs = PredictInputs(
+        depth=depth,
+        prompt=prompt,
+        gen=gen,
+        ctx=context_tokens(spec, ctx, depth, prompt, gen),
+        batch=batch,
+        cache_type_k=cache_type_k.lower(),
+        cache_type_v=cache_type_v.lower(),
+        n_gpu_layers=n_gpu_layers,
+    )
+    result, target = predict_on(spec, inputs, choice, extensions())
     show(as_json, predict_dict, predict_text, spec, result, target.description)
 
 
@@ -103,7 +107,7 @@ def synth(shape: str, quant: str, output: str | None, list_shapes: bool, as_json
     """Write a synthetic GGUF model (random weights, a real shape llama.cpp runs)."""
     from pathlib import Path
 
-    from ggprof import synth as synth_mod
+    from ggprof.model import synth as synth_mod
     from ggprof.units import fmt_bytes
 
     if list_shapes:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -10,11 +10,15 @@ from ggprof.cli.base import (
     bench_options,
     cli,
     device_options,
+    extensions,
     load_model_arg,
     make_bench_params,
     resolve_model,
     show,
 )
+
+if TYPE_CHECKING:
+    from ggprof.machine.target import DeviceChoice
 
 
 @cli.command()
@@ -35,15 +39,17 @@ def bench(model: str | None, fmt: str, as_json: bool, prompt: str, gen: str, dep
 
     Without MODEL, runs the default synthetic model (see `ggprof synth --list`).
     """
-    from ggprof.bench.output import render
-    from ggprof.bench.progress import ProgressBar
+    from ggprof.bench.llamabench import render
     from ggprof.bench.runner import run_bench
+    from ggprof.cli.progress import ProgressBar
+    from ggprof.machine.facts import gather_facts
 
     spec, path = resolve_model(model)
-    params = make_bench_params(spec, path, prompt, gen, depth, **kw)
+    facts = gather_facts()
+    params = make_bench_params(spec, path, facts, prompt, gen, depth, **kw)
     bar = ProgressBar(len(params.tests()) * params.reps)
     try:
-        result = run_bench(params, progress=bar)
+        result = run_bench(params, facts, progress=bar)
     finally:
         bar.close()
     click.echo(render(result, "json" if as_json else fmt))
@@ -56,9 +62,7 @@ def bench(model: str | None, fmt: str, as_json: bool, prompt: str, gen: str, dep
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def profile(
     model: str | None,
-    device_id: str | None,
-    bandwidth: str | None,
-    flops: str | None,
+    choice: DeviceChoice,
     as_json: bool,
     prompt: str,
     gen: str,
@@ -70,18 +74,21 @@ def profile(
     Without MODEL, profiles the default synthetic model. Exit status from the worst finding:
     0 plausible (or unknown), 3 suspicious, 4 impossible.
     """
-    from ggprof.bench.progress import ProgressBar
-    from ggprof.judge import EXIT
-    from ggprof.profile import run_profile
+    from ggprof.cli.progress import ProgressBar
+    from ggprof.machine.host import describe_host
+    from ggprof.pipelines.profile import run_profile
     from ggprof.report.verdict import profile_dict, profile_text
+    from ggprof.verdict.finding import EXIT
 
+    ext = extensions()
     spec, path = resolve_model(model)
-    params = make_bench_params(spec, path, prompt, gen, depth, **kw)
     if not as_json:
         click.echo("measuring the host (or reusing its cached measurement) and running llama.cpp...", err=True)
+    host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True)
+    params = make_bench_params(spec, path, host.facts, prompt, gen, depth, **kw)
     bar = ProgressBar(len(params.tests()) * params.reps)
     try:
-        report = run_profile(spec, params, device_id, bandwidth, flops, progress=bar)
+        report = run_profile(spec, params, choice, ext, host=host, progress=bar)
     finally:
         bar.close()
     show(as_json, profile_dict, profile_text, report)
@@ -117,32 +124,36 @@ def check(
     pp: float | None,
     depth: int,
     n_prompt: int,
-    device_id: str | None,
-    bandwidth: str | None,
-    flops: str | None,
+    choice: DeviceChoice,
     backend: str | None,
     n_gpu_layers: int | None,
     llama_bench: str | None,
     as_json: bool,
 ) -> int:
     """Judge a reported number (a bug report, a README, a forum post) without running anything."""
-    from ggprof.judge import EXIT, worst
-    from ggprof.profile import check_llama_bench_row, check_reported, read_llama_bench_rows
+    from ggprof.bench.llamabench import read_rows
+    from ggprof.pipelines.check import Checker, Reported, reported_from_row
     from ggprof.report.verdict import check_dict, check_text
+    from ggprof.verdict.finding import EXIT, worst
 
     if llama_bench is None and tg is None and pp is None:
         raise click.UsageError("give --tg and/or --pp, or --llama-bench RESULTS.json")
     if llama_bench is not None:
-        rows = read_llama_bench_rows(llama_bench)
+        rows = read_rows(llama_bench)
         spec = load_model_arg(model or _row_model(rows))
-        judged = [check_llama_bench_row(spec, row, device_id, bandwidth, flops, backend) for row in rows]
+        reports = [reported_from_row(row, backend) for row in rows]
     else:
         if model is None:
             raise click.UsageError("Missing argument 'MODEL.gguf'.")
         spec = load_model_arg(model)
-        judged = [check_reported(spec, tg, pp, depth, n_prompt, device_id, bandwidth, flops, backend, n_gpu_layers)]
-    note = device_id or (f"--bandwidth {bandwidth}" if bandwidth else "this host")
-    show(as_json, check_dict, check_text, spec, judged, note)
+        reports = [
+            Reported(
+                tg_tok_s=tg, pp_tok_s=pp, depth=depth, n_prompt=n_prompt, backend=backend, n_gpu_layers=n_gpu_layers
+            )
+        ]
+    checker = Checker(spec, choice, extensions())
+    judged = [checker.check(r) for r in reports]
+    show(as_json, check_dict, check_text, spec, judged, choice.describe())
     return int(EXIT[worst([j.verdict for j in judged])])
 
 

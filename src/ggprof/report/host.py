@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ggprof.backend import Device
 from ggprof.figures import Figure
-from ggprof.host import HostReport
-from ggprof.host.stream import KernelResult
+from ggprof.machine.device import Device
+from ggprof.machine.host import HostReport
+from ggprof.machine.profiles import Profile
+from ggprof.machine.stream import KernelResult
 from ggprof.paths import cache_dir, config_dir
-from ggprof.profiles import Profile
 from ggprof.units import clean, fmt_bytes, fmt_rate, sig3
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ggprof.model import ModelSpec
+from ggprof.model.spec import ModelSpec
 from ggprof.units import clean, fmt_bytes, fmt_count
 
 

@@ -4,52 +4,75 @@ from __future__ import annotations
 
 from typing import Any
 
-from ggprof.model import ModelSpec
+from ggprof.model.spec import ModelSpec
 from ggprof.predict import MemoryFit, Prediction
 from ggprof.units import clean, fmt_bytes, fmt_flops, sig3
 
 
 def predict_dict(spec: ModelSpec, p: Prediction, device_note: str) -> dict[str, Any]:
-    d = p.device
-    low, high = p.expected_tok_s
+    d, e = p.device, p.expected
     mem = p.memory[0]
     return {
-        "model": str(spec.path), "device_id": d.id, "device_name": d.name, "backend": d.backend,
+        "model": str(spec.path),
+        "device_id": d.id,
+        "device_name": d.name,
+        "backend": d.backend,
         "device_description": device_note,
         "bandwidth_bytes_per_s": p.bandwidth_bytes_per_s,
         "bandwidth_source": d.bandwidth.source if d.bandwidth else None,
         "bandwidth_detail": d.bandwidth.detail if d.bandwidth else None,
         "peak_flops_per_s": p.peak_flops,
         "peak_flops_source": d.peak_flops.describe() if d.peak_flops else None,
-        "depth": p.inputs.depth, "prompt_tokens": p.inputs.prompt, "gen_tokens": p.inputs.gen,
-        "ctx": p.inputs.ctx, "batch": p.inputs.batch,
-        "cache_type_k": p.inputs.cache_type_k, "cache_type_v": p.inputs.cache_type_v,
+        "depth": p.inputs.depth,
+        "prompt_tokens": p.inputs.prompt,
+        "gen_tokens": p.inputs.gen,
+        "ctx": p.inputs.ctx,
+        "batch": p.inputs.batch,
+        "cache_type_k": p.inputs.cache_type_k,
+        "cache_type_v": p.inputs.cache_type_v,
         "n_gpu_layers": p.inputs.n_gpu_layers,
         "decode_bytes_per_token": p.decode_bytes_per_token,
         "kv_bytes_per_token": p.kv_bytes_per_token,
         "kv_bytes_at_depth": p.kv_bytes_at_depth,
         "bytes_per_token_at_depth": p.decode_bytes_per_token + p.kv_bytes_at_depth,
-        "decode_ceiling_tok_s": p.decode_ceiling_tok_s, "tpot_floor_ms": p.tpot_floor_ms,
-        "expected_tok_s_low": low, "expected_tok_s_high": high,
+        "decode_ceiling_tok_s": p.decode_ceiling_tok_s,
+        "tpot_floor_ms": p.tpot_floor_ms,
+        "expected_tok_s_low": e.low_tok_s if e else None,
+        "expected_tok_s_high": e.high_tok_s if e else None,
         "efficiency_band": [p.band.low, p.band.high] if p.band else None,
         "efficiency_band_source": p.band.source if p.band else None,
-        "depth_table": [{"depth": r.depth, "kv_bytes": r.kv_bytes, "decode_ceiling_tok_s": r.decode_ceiling_tok_s,
-                         "tpot_floor_ms": r.tpot_floor_ms} for r in p.depth_table],
-        "prefill_flops": p.prefill_flops, "prefill_flops_per_token": p.prefill_flops_per_token,
-        "prefill_ceiling_tok_s": p.prefill_ceiling_tok_s, "ttft_floor_ms": p.ttft_floor_ms,
+        "depth_table": [
+            {
+                "depth": r.depth,
+                "kv_bytes": r.kv_bytes,
+                "decode_ceiling_tok_s": r.decode_ceiling_tok_s,
+                "tpot_floor_ms": r.tpot_floor_ms,
+            }
+            for r in p.depth_table
+        ],
+        "prefill_flops": p.prefill_flops,
+        "prefill_flops_per_token": p.prefill_flops_per_token,
+        "prefill_ceiling_tok_s": p.prefill_ceiling_tok_s,
+        "ttft_floor_ms": p.ttft_floor_ms,
         "e2e_floor_ms": p.e2e_floor_ms,
         "ridge_flops_per_byte": p.ridge_flops_per_byte,
         "prefill_intensity_flops_per_byte": p.prefill_intensity_flops_per_byte,
         "decode_intensity_flops_per_byte": p.decode_intensity_flops_per_byte,
-        "memory_required_bytes": mem.required_bytes, "memory_available_bytes": mem.available_bytes,
-        "fits": mem.fits, "fit": mem.verdict,
+        "memory_required_bytes": mem.required_bytes,
+        "memory_available_bytes": mem.available_bytes,
+        "fits": mem.fits,
+        "fit": mem.verdict,
         "memory_pools": [_fit_dict(f) for f in p.memory],
-        "max_ctx_fits": p.max_ctx_fits, "batch_max": p.batch_max,
-        "offload": {"gpu_layers": len(p.placement.gpu_layers), "output_on_gpu": p.placement.output_on_gpu,
-                    "gpu_weight_bytes": p.placement.gpu_weight_bytes,
-                    "cpu_weight_bytes": p.placement.cpu_weight_bytes},
+        "max_ctx_fits": p.max_ctx_fits,
+        "batch_max": p.batch_max,
+        "offload": {
+            "gpu_layers": len(p.placement.gpu_layers),
+            "output_on_gpu": p.placement.output_on_gpu,
+            "gpu_weight_bytes": p.placement.gpu_weight_bytes,
+            "cpu_weight_bytes": p.placement.cpu_weight_bytes,
+        },
         "rules": list(p.rules),
-    }  # fmt: skip
+    }
 
 
 def _fit_dict(f: MemoryFit) -> dict[str, Any]:
@@ -71,8 +94,7 @@ def _tps(x: float | None) -> str:
 
 def predict_text(spec: ModelSpec, p: Prediction, device_note: str) -> str:
     d, i = p.device, p.inputs
-    bw = d.bandwidth
-    low, high = p.expected_tok_s
+    bw, e = d.bandwidth, p.expected
     lines = [
         f"{clean(spec.path.name)} on {clean(d.name)} [{d.backend}]"[:80],
         _row("device", clean(device_note)),
@@ -84,11 +106,11 @@ def predict_text(spec: ModelSpec, p: Prediction, device_note: str) -> str:
         ),
         _row("", f"ceiling {_tps(p.decode_ceiling_tok_s)}, TPOT floor {sig3(p.tpot_floor_ms)} ms"),
     ]
-    if p.band:
+    if p.band and e:
         lines.append(
             _row(
                 "",
-                f"expected {sig3(low or 0)}-{_tps(high)} ({p.band.low:.0%}-{p.band.high:.0%} of "
+                f"expected {sig3(e.low_tok_s)}-{_tps(e.high_tok_s)} ({p.band.low:.0%}-{p.band.high:.0%} of "
                 f"the ceiling: {clean(p.band.source)})",
             )
         )

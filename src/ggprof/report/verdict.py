@@ -6,12 +6,14 @@ import textwrap
 from dataclasses import asdict
 from typing import Any
 
-from ggprof.judge import EXIT, Finding, worst
-from ggprof.model import ModelSpec
-from ggprof.profile import Judged, ProfileReport
+from ggprof.bench.llamabench import context_dict, markdown, row_dict
+from ggprof.model.spec import ModelSpec
+from ggprof.pipelines.judged import Judged
+from ggprof.pipelines.profile import ProfileReport
 from ggprof.report.host import device_dict
 from ggprof.report.predict import predict_dict
 from ggprof.units import clean, fmt_bytes, fmt_rate, sig3
+from ggprof.verdict.finding import EXIT, Finding, worst
 
 TAG = {"impossible": "IMPOSSIBLE", "suspicious": "SUSPICIOUS", "plausible": "plausible", "unknown": "unknown"}
 
@@ -22,15 +24,22 @@ def finding_dict(f: Finding) -> dict[str, Any]:
 
 def judged_dict(j: Judged, model: ModelSpec, note: str = "") -> dict[str, Any]:
     p, v = j.prediction, j.verdict
-    low, high = v.expected_tok_s
+    e = v.expected
     out: dict[str, Any] = {
-        "label": j.label, "source": j.source, "depth": j.depth, "verdict": v.severity,
+        "label": j.label,
+        "source": j.source,
+        "depth": j.depth,
+        "verdict": v.severity,
         "findings": [finding_dict(f) for f in v.findings],
         "decode_ceiling_tok_s": p.decode_ceiling_tok_s if p else None,
-        "expected_tok_s_low": low, "expected_tok_s_high": high, "expected_basis": v.expected_basis or None,
-        "measured_tg_tok_s": j.tg, "measured_pp_tok_s": j.pp, "efficiency": j.efficiency,
+        "expected_tok_s_low": e.low_tok_s if e else None,
+        "expected_tok_s_high": e.high_tok_s if e else None,
+        "expected_basis": e.basis if e else None,
+        "measured_tg_tok_s": j.tg,
+        "measured_pp_tok_s": j.pp,
+        "efficiency": j.efficiency,
         "prefill_ceiling_tok_s": p.prefill_ceiling_tok_s if p else None,
-    }  # fmt: skip
+    }
     if j.tg_row is not None:
         r = j.tg_row
         out |= {
@@ -53,36 +62,68 @@ def judged_dict(j: Judged, model: ModelSpec, note: str = "") -> dict[str, Any]:
 
 
 def profile_dict(r: ProfileReport) -> dict[str, Any]:
-    from ggprof.bench.output import context_dict, row_dict
-
     depths = [judged_dict(j, r.model, r.device_note) for j in r.judged]
     first = depths[0] if depths else {}
     m = r.model
     return {
-        "verdict": r.severity, "exit_status": int(EXIT[r.severity]),
+        "verdict": r.severity,
+        "exit_status": int(EXIT[r.severity]),
         "findings": [f for d in depths for f in d["findings"]],
-        **{k: first.get(k) for k in ("decode_ceiling_tok_s", "expected_tok_s_low", "expected_tok_s_high",
-                                     "expected_basis", "measured_tg_tok_s", "measured_pp_tok_s", "efficiency",
-                                     "ttft_ms", "itl_p50_ms", "itl_p95_ms", "itl_p99_ms")},
-        "model": {"path": str(m.path), "architecture": m.architecture, "quant_label": m.quant_label,
-                  "n_params": m.n_params, "file_size_bytes": m.file_size_bytes,
-                  "decode_bytes_per_token": m.decode_bytes_per_token, "kv_bytes_per_token": m.kv_bytes_per_token()},
-        "device": device_dict(r.device) if r.device else None, "device_description": r.device_note,
+        **{
+            k: first.get(k)
+            for k in (
+                "decode_ceiling_tok_s",
+                "expected_tok_s_low",
+                "expected_tok_s_high",
+                "expected_basis",
+                "measured_tg_tok_s",
+                "measured_pp_tok_s",
+                "efficiency",
+                "ttft_ms",
+                "itl_p50_ms",
+                "itl_p95_ms",
+                "itl_p99_ms",
+            )
+        },
+        "model": {
+            "path": str(m.path),
+            "architecture": m.architecture,
+            "quant_label": m.quant_label,
+            "n_params": m.n_params,
+            "file_size_bytes": m.file_size_bytes,
+            "decode_bytes_per_token": m.decode_bytes_per_token,
+            "kv_bytes_per_token": m.kv_bytes_per_token(),
+        },
+        "device": device_dict(r.device) if r.device else None,
+        "device_description": r.device_note,
         "depths": depths,
         "bench": [row_dict(r.bench, row) for row in r.bench.rows] if r.bench else [],
         "context": context_dict(r.bench) if r.bench else None,
-    }  # fmt: skip
+    }
 
 
 def check_dict(model: ModelSpec, judged: list[Judged], note: str = "") -> dict[str, Any]:
     rows = [judged_dict(j, model, note) for j in judged]
     severity = worst([j.verdict for j in judged])
     first = rows[0] if rows else {}
-    return {"verdict": severity, "exit_status": int(EXIT[severity]),
-            "findings": [f for row in rows for f in row["findings"]],
-            **{k: first.get(k) for k in ("decode_ceiling_tok_s", "expected_tok_s_low", "expected_tok_s_high",
-                                         "expected_basis", "measured_tg_tok_s", "measured_pp_tok_s", "efficiency")},
-            "rows": rows}  # fmt: skip
+    return {
+        "verdict": severity,
+        "exit_status": int(EXIT[severity]),
+        "findings": [f for row in rows for f in row["findings"]],
+        **{
+            k: first.get(k)
+            for k in (
+                "decode_ceiling_tok_s",
+                "expected_tok_s_low",
+                "expected_tok_s_high",
+                "expected_basis",
+                "measured_tg_tok_s",
+                "measured_pp_tok_s",
+                "efficiency",
+            )
+        },
+        "rows": rows,
+    }
 
 
 # -- text ------------------------------------------------------------------------------------
@@ -107,12 +148,12 @@ def _wrap(text: str, first: str, rest: str) -> list[str]:
 
 def judged_lines(j: Judged) -> list[str]:
     p, v = j.prediction, j.verdict
-    low, high = v.expected_tok_s
+    e = v.expected
     lines = [f"{j.label}: verdict {TAG[v.severity]}"]
     if p is not None:
+        band = f"{sig3(e.low_tok_s)}-{sig3(e.high_tok_s)} tok/s ({clean(e.basis)})" if e else "0-0 tok/s ()"
         lines += _wrap(
-            f"ceiling {sig3(p.decode_ceiling_tok_s)} tok/s (TPOT floor {sig3(p.tpot_floor_ms)} ms), "
-            f"expected {sig3(low or 0)}-{sig3(high or 0)} tok/s ({clean(v.expected_basis)})",
+            f"ceiling {sig3(p.decode_ceiling_tok_s)} tok/s (TPOT floor {sig3(p.tpot_floor_ms)} ms), expected {band}",
             "  ",
             "    ",
         )
@@ -164,8 +205,6 @@ def profile_text(r: ProfileReport) -> str:
             "",
             "  ",
         )
-        from ggprof.bench.output import markdown
-
         lines += ["", markdown(r.bench), ""]
     for j in r.judged:
         lines += judged_lines(j)

@@ -1,9 +1,8 @@
 """Hardware profiles: one TOML file per device with published figures and their sources.
 
 Built-in profiles ship in the package (profiles/ in the repository); users add their own
-in `<user config dir>/profiles` (GGPROF_CONFIG_DIR overrides the config dir), plugins
-add folders through the `profile_dirs` hook. A later folder's profile replaces an
-earlier one with the same id.
+in `<user config dir>/profiles` (GGPROF_CONFIG_DIR overrides the config dir); the CLI adds
+the folders plugins name through the `profile_dirs` hook.
 """
 
 from __future__ import annotations
@@ -13,13 +12,13 @@ import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ggprof.errors import BadInputError, ProfileError
 from ggprof.paths import config_dir
+from ggprof.units import clean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -30,7 +29,7 @@ KINDS = ("cpu-memory", "gpu", "soc")
 _ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Profile:
     id: str
     name: str
@@ -57,9 +56,6 @@ class Profile:
         peaks = [p for p in (self.peak_fp16_tflops, self.peak_fp32_tflops) if p]
         return max(peaks) * 1e12 if peaks else None
 
-    def source_of(self, name: str) -> str:
-        return self.sources.get(name, self.source)
-
     def matches(self, device_name: str) -> int:
         """The length of the longest `match` pattern found in device_name (0: no match)."""
         best = 0
@@ -74,23 +70,61 @@ def builtin_dir() -> Path:
     packaged = Path(str(resources.files("ggprof") / "profiles"))
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parents[2] / "profiles"  # editable install: the repository
+    return Path(__file__).resolve().parents[3] / "profiles"  # editable install: the repository
 
 
 def user_dir() -> Path:
     return config_dir() / "profiles"
 
 
-def profile_dirs() -> list[Path]:
-    from ggprof.plugins import plugin_manager
+class ProfileDB:
+    """The profiles of some folders, read on first use; a later folder's profile replaces an
+    earlier one with the same id. The CLI builds one with the plugins' folders."""
 
-    extra = [Path(p) for paths in plugin_manager().hook.profile_dirs() for p in paths]
-    return [builtin_dir(), *extra, user_dir()]
+    def __init__(self, dirs: Iterable[Path]) -> None:
+        self.dirs = tuple(dirs)
+        self._profiles: dict[str, Profile] | None = None
 
+    @classmethod
+    def default(cls, extra_dirs: Iterable[Path] = ()) -> ProfileDB:
+        """Built-in profiles, then `extra_dirs` (from plugins), then the user's own."""
+        return cls([builtin_dir(), *extra_dirs, user_dir()])
 
-@cache
-def load_profiles() -> dict[str, Profile]:
-    return load_from(profile_dirs())
+    def all(self) -> dict[str, Profile]:
+        if self._profiles is None:
+            self._profiles = load_from(self.dirs)
+        return self._profiles
+
+    def __contains__(self, profile_id: object) -> bool:
+        return profile_id in self.all()
+
+    def get(self, profile_id: str) -> Profile:
+        """The profile with this id; BadInputError listing the closest ids otherwise."""
+        profiles = self.all()
+        if profile_id in profiles:
+            return profiles[profile_id]
+        close = difflib.get_close_matches(profile_id.lower(), list(profiles), n=4, cutoff=0.4)
+        hint = f"; closest: {', '.join(close)}" if close else "; `ggprof profiles` lists them"
+        raise BadInputError(f"unknown device {clean(profile_id)[:80]!r}{hint}")
+
+    def match(
+        self, device_name: str, gpu_cores: int | None = None, kinds: tuple[str, ...] = KINDS
+    ) -> tuple[Profile | None, str | None]:
+        """The profile a detected device name matches, and a note when the match is ambiguous."""
+        scored = [(p.matches(device_name), p) for p in self.all().values() if p.kind in kinds]
+        top = max((s for s, _ in scored), default=0)
+        if top == 0:
+            return None, None
+        candidates = [p for s, p in scored if s == top]
+        if len(candidates) == 1:
+            return candidates[0], None
+        if gpu_cores is not None:
+            by_cores = [p for p in candidates if p.gpu_cores == gpu_cores]
+            if by_cores:
+                return by_cores[0], None
+        base = sorted(candidates, key=lambda p: len(p.id))[0]
+        ids = ", ".join(p.id for p in candidates)
+        return base, f"{device_name!r} matches {ids}; GPU core count unknown, assumed {base.id}"
 
 
 def load_from(dirs: Iterable[Path]) -> dict[str, Profile]:
@@ -102,36 +136,6 @@ def load_from(dirs: Iterable[Path]) -> dict[str, Profile]:
             p = parse_profile(path)
             out[p.id] = p
     return out
-
-
-def get_profile(profile_id: str) -> Profile:
-    """The profile with this id; BadInputError listing the closest ids otherwise."""
-    profiles = load_profiles()
-    if profile_id in profiles:
-        return profiles[profile_id]
-    close = difflib.get_close_matches(profile_id.lower(), list(profiles), n=4, cutoff=0.4)
-    hint = f"; closest: {', '.join(close)}" if close else "; `ggprof profiles` lists them"
-    raise BadInputError(f"unknown device {profile_id!r}{hint}")
-
-
-def match_profile(
-    device_name: str, gpu_cores: int | None = None, kinds: tuple[str, ...] = KINDS
-) -> tuple[Profile | None, str | None]:
-    """The profile a detected device name matches, and a note when the match is ambiguous."""
-    scored = [(p.matches(device_name), p) for p in load_profiles().values() if p.kind in kinds]
-    top = max((s for s, _ in scored), default=0)
-    if top == 0:
-        return None, None
-    candidates = [p for s, p in scored if s == top]
-    if len(candidates) == 1:
-        return candidates[0], None
-    if gpu_cores is not None:
-        by_cores = [p for p in candidates if p.gpu_cores == gpu_cores]
-        if by_cores:
-            return by_cores[0], None
-    base = sorted(candidates, key=lambda p: len(p.id))[0]
-    ids = ", ".join(p.id for p in candidates)
-    return base, f"{device_name!r} matches {ids}; GPU core count unknown, assumed {base.id}"
 
 
 # -- parsing and validation ------------------------------------------------------------------

@@ -28,7 +28,7 @@ SIMD_FLAGS = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HostFacts:
     """OS-reported facts about this host (source: os)."""
 
@@ -92,7 +92,7 @@ def gather_facts() -> HostFacts:
     logical = psutil.cpu_count(logical=True) or 1
     physical = psutil.cpu_count(logical=False) or logical
     p_cores, e_cores = _hybrid_cores(system)
-    freq = _cpu_freq()
+    clock = cpu_clock()
     l2, l3 = _caches(system)
     return HostFacts(
         cpu_model=_cpu_model(system, cpuinfo),
@@ -104,8 +104,8 @@ def gather_facts() -> HostFacts:
         logical_cores=logical,
         performance_cores=p_cores,
         efficiency_cores=e_cores,
-        freq_max_mhz=freq[0],
-        freq_current_mhz=freq[1],
+        freq_max_mhz=clock.max_mhz,
+        freq_current_mhz=clock.current_mhz,
         l2_bytes=l2,
         l3_bytes=l3,
         simd=_simd(system, cpuinfo),
@@ -133,14 +133,22 @@ def _cpu_model(system: str, cpuinfo: str) -> str:
     return platform.processor() or "unknown CPU"
 
 
-def _cpu_freq() -> tuple[float | None, float | None]:
+@dataclass(frozen=True)
+class CpuClock:
+    """The CPU clock the OS reports, MHz (None where it does not tell)."""
+
+    current_mhz: float | None
+    max_mhz: float | None
+
+
+def cpu_clock() -> CpuClock:
     try:
         f = psutil.cpu_freq()
     except (OSError, NotImplementedError, RuntimeError):
-        return None, None
+        return CpuClock(None, None)
     if f is None:
-        return None, None
-    return (f.max or None), (f.current or None)
+        return CpuClock(None, None)
+    return CpuClock(f.current or None, f.max or None)
 
 
 def _hybrid_cores(system: str) -> tuple[int | None, int | None]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ggprof.errors import GGUFError
-from ggprof.ggml import GGML_TYPES, SCALAR_FORMATS, GGMLType, ValueType
+from ggprof.model.ggml import GGML_TYPES, SCALAR_FORMATS, GGMLType, ValueType
 
 MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)

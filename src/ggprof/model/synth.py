@@ -17,10 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from ggprof.errors import BadInputError
+from ggprof.model.ggml import GGML_TYPES_BY_NAME
 from ggprof.paths import cache_dir
 
 SYNTH_VERSION = 1
-QUANTS = {"q4_0": (2, 32, 18, 2), "q8_0": (8, 32, 34, 7), "f16": (1, 1, 2, 1)}  # ggml type, block, bytes, ftype
+# The weight types synth writes, with llama.cpp's file type (general.file_type) for each;
+# block sizes and bytes per block come from ggml's one table (ggprof.model.ggml).
+QUANTS = {"q4_0": 2, "q8_0": 7, "f16": 1}
 _SCALE = np.float16(0.0125)  # every block's scale: small, normal, finite
 _POOL_BYTES = 1 << 24
 VOCAB = 32000
@@ -76,19 +79,14 @@ class SynthShape:
                     (f"blk.{i}.ffn_up.weight", (e, self.n_ff), True),
                     (f"blk.{i}.ffn_down.weight", (self.n_ff, e), True),
                 ]
-        return out  # fmt: skip
+        return out
 
     @property
     def n_params(self) -> int:
         return sum(int(np.prod(shape)) for _, shape, _ in self.tensors())
 
     def size_bytes(self, quant: str) -> int:
-        _, block, nbytes, _ = QUANTS[quant]
-        total = 0
-        for _, shape, q in self.tensors():
-            n = int(np.prod(shape))
-            total += n // block * nbytes if q else n * 4
-        return total
+        return sum(_nbytes(shape, quant, q) for _, shape, q in self.tensors())
 
 
 SHAPES: dict[str, SynthShape] = {
@@ -140,7 +138,7 @@ def write_model(shape: SynthShape, quant: str, path: Path, seed: int = 0) -> Pat
 
     if quant not in QUANTS:
         raise BadInputError(f"unknown quant {quant!r} (one of: {', '.join(QUANTS)})")
-    qtype, _, _, ftype = QUANTS[quant]
+    qtype, ftype = GGML_TYPES_BY_NAME[quant].id, QUANTS[quant]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     rng = np.random.default_rng(seed)
@@ -150,8 +148,8 @@ def write_model(shape: SynthShape, quant: str, path: Path, seed: int = 0) -> Pat
     tensors = shape.tensors()
     for name, ggml_shape, quantized in tensors:
         raw = gguf.GGMLQuantizationType(qtype) if quantized else gguf.GGMLQuantizationType.F32
-        w.add_tensor_info(name, tuple(reversed(ggml_shape)), np.dtype(np.float32), _nbytes(ggml_shape, quant,
-                          quantized), raw_dtype=raw)  # fmt: skip
+        nbytes = _nbytes(ggml_shape, quant, quantized)
+        w.add_tensor_info(name, tuple(reversed(ggml_shape)), np.dtype(np.float32), nbytes, raw_dtype=raw)
     try:
         w.write_header_to_file()
         w.write_kv_data_to_file()
@@ -169,8 +167,8 @@ def _nbytes(shape: tuple[int, ...], quant: str, quantized: bool) -> int:
     n = int(np.prod(shape))
     if not quantized:
         return n * 4
-    _, block, nbytes, _ = QUANTS[quant]
-    return n // block * nbytes
+    t = GGML_TYPES_BY_NAME[quant]
+    return n // t.block_size * t.type_size
 
 
 def _data(shape: tuple[int, ...], quant: str, quantized: bool, pool: np.ndarray, salt: int) -> np.ndarray:
@@ -178,10 +176,10 @@ def _data(shape: tuple[int, ...], quant: str, quantized: bool, pool: np.ndarray,
     n = int(np.prod(shape))
     if not quantized:
         return np.ones(n, dtype=np.float32)  # norms and the MoE router: finite, neutral
-    _, block, nbytes, _ = QUANTS[quant]
     if quant == "f16":
         return _f16(n, pool, salt)
-    blocks = np.empty((n // block, nbytes), dtype=np.uint8)
+    t = GGML_TYPES_BY_NAME[quant]
+    blocks = np.empty((n // t.block_size, t.type_size), dtype=np.uint8)
     flat = blocks.reshape(-1)
     for start, chunk in _pool_chunks(flat.size, pool, salt):
         flat[start : start + chunk.size] = chunk

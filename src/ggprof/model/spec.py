@@ -1,6 +1,6 @@
 """ModelSpec: what a GGUF header means for speed (bytes a token reads, KV cache growth).
 
-The decode rules follow ../shared/REFERENCE.md: a decode step reads every weight it
+The decode rules (docs/physics.md): a decode step reads every weight it
 touches once; `token_embd` is a one-row lookup unless the embeddings are tied (then the
 LM head reads all of it); MoE expert tensors (`*_exps`) are read for the
 `expert_used_count` of `expert_count` experts; the KV cache adds
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ggprof.errors import GGUFError
-from ggprof.ggml import FILE_TYPES, GGMLType, ValueType, kv_cache_type
-from ggprof.gguf import ArrayValue, GGUFHeader, TensorInfo, read_model_files
+from ggprof.model.ggml import FILE_TYPES, GGMLType, ValueType, kv_cache_type
+from ggprof.model.gguf import ArrayValue, GGUFHeader, TensorInfo, read_model_files
 
 UINTS = (ValueType.UINT8, ValueType.UINT16, ValueType.UINT32, ValueType.UINT64)
 INTS = (*UINTS, ValueType.INT8, ValueType.INT16, ValueType.INT32, ValueType.INT64)
@@ -184,14 +184,18 @@ class ModelSpec:
         """KV cache bytes one token adds (all layers, K and V)."""
         return sum(self.kv_layer_bytes_per_token(cache_type_k, cache_type_v))
 
+    def kv_layer_bytes_at(self, depth: int, cache_type_k: str = "f16", cache_type_v: str = "f16") -> list[int]:
+        """KV bytes each layer holds at `depth` tokens (a sliding-window layer at most its window)."""
+        per_layer = self.kv_layer_bytes_per_token(cache_type_k, cache_type_v)
+        window = self.sliding_window
+        return [
+            per_token * (min(depth, window) if swa and window else depth)
+            for per_token, swa in zip(per_layer, self.swa_layers, strict=True)
+        ]
+
     def kv_bytes_at(self, depth: int, cache_type_k: str = "f16", cache_type_v: str = "f16") -> int:
         """KV cache bytes held (and read by one decode step) at `depth` tokens of context."""
-        total = 0
-        per_layer = self.kv_layer_bytes_per_token(cache_type_k, cache_type_v)
-        for per_token, swa in zip(per_layer, self.swa_layers, strict=True):
-            tokens = min(depth, self.sliding_window) if swa and self.sliding_window else depth
-            total += per_token * tokens
-        return total
+        return sum(self.kv_layer_bytes_at(depth, cache_type_k, cache_type_v))
 
 
 def _nbytes(t: GGMLType, n_elements: int) -> int:

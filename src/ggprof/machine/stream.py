@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import mmap
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -37,10 +36,6 @@ class KernelResult:
     @property
     def best_bytes_per_s(self) -> float:
         return max(self.samples_bytes_per_s)
-
-    @property
-    def median_bytes_per_s(self) -> float:
-        return statistics.median(self.samples_bytes_per_s)
 
     @property
     def spread(self) -> float:

@@ -11,8 +11,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ggprof.host.facts import HostFacts
-from ggprof.host.stream import BandwidthMeasurement, KernelResult, SgemmMeasurement
+from ggprof.machine.facts import HostFacts
+from ggprof.machine.stream import BandwidthMeasurement, KernelResult, SgemmMeasurement
 from ggprof.paths import cache_dir
 
 CACHE_VERSION = 1

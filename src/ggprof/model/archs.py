@@ -1,13 +1,12 @@
 """Built-in architecture rules llama.cpp hard-codes rather than reading from the GGUF.
 
-Registered as the plugin `ggprof.archs`; a plugin can answer `swa_pattern` for an
-architecture this table does not know (firstresult: the first answer wins).
+The plugin manager answers the `swa_pattern` hook from this table (as the built-in plugin
+`ggprof.archs`); a plugin can answer for an architecture the table does not know.
 """
 
 from __future__ import annotations
 
-from ggprof import hookimpl
-from ggprof.model import SwaPattern
+from ggprof.model.spec import SwaPattern
 
 # llama.cpp src/models/*.cpp: load_swa_pattern(ml, n_pattern, dense_first) defaults,
 # used when the GGUF has a sliding window but no sliding_window_pattern key.
@@ -27,8 +26,3 @@ SWA_DEFAULTS: dict[str, SwaPattern] = {
     "plamo3": SwaPattern(8),
     "phi3": SwaPattern(1),
 }
-
-
-@hookimpl(trylast=True)
-def swa_pattern(architecture: str) -> SwaPattern | None:
-    return SWA_DEFAULTS.get(architecture)

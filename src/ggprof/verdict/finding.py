@@ -1,20 +1,19 @@
-"""Verdicts: is a measured (or reported) speed impossible, suspicious, plausible, or unknown?
+"""Finding, JudgeCase and Verdict: the values judging works on. Plain data.
 
-Backend plugins answer the `judge` hook for the backend a run used; third-party plugins
-add findings through the same hook. A Verdict is the worst finding; it maps onto the
-exit status (0 plausible or unknown, 3 suspicious, 4 impossible).
+A Verdict is the worst finding; it maps onto the exit status (0 plausible or unknown,
+3 suspicious, 4 impossible).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from ggprof.bench.context import RunContext
 from ggprof.bench.results import ThreadProbe
 from ggprof.errors import ExitStatus
-from ggprof.model import ModelSpec
-from ggprof.predict import Prediction
+from ggprof.model.spec import ModelSpec
+from ggprof.predict import ExpectedSpeed, Prediction
 
 Severity = Literal["impossible", "suspicious", "plausible", "unknown"]
 # How bad: a verdict is the worst judged severity; "unknown" only when nothing could be judged.
@@ -28,7 +27,7 @@ EXIT: dict[str, ExitStatus] = {
 BASE_TOLERANCE = 0.05  # measurement tolerance above a ceiling, before the run's own noise
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Finding:
     """One judgement with its evidence. `code` is stable (scripts may match on it)."""
 
@@ -43,7 +42,7 @@ class Finding:
     plugin: str = "ggprof"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JudgeCase:
     """A measurement (or a reported number) and what is known around it."""
 
@@ -67,12 +66,10 @@ class JudgeCase:
         return BASE_TOLERANCE + 2 * max(self.tg_cv or 0.0, 0.0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Verdict:
     findings: tuple[Finding, ...]
-    expected_tok_s: tuple[float | None, float | None] = (None, None)
-    expected_basis: str = ""
-    notes: tuple[str, ...] = field(default=())
+    expected: ExpectedSpeed | None = None  # the decode band the findings were judged against
 
     @property
     def severity(self) -> Severity:
@@ -83,27 +80,6 @@ class Verdict:
     @property
     def exit_status(self) -> ExitStatus:
         return EXIT[self.severity]
-
-
-def judge(case: JudgeCase) -> Verdict:
-    """Ask every plugin; a backend no plugin knows is an `unknown` finding, never a guess."""
-    from ggprof.plugins import backends, plugin_manager
-
-    findings = [f for group in plugin_manager().hook.judge(case=case) for f in group]
-    backend = backends().get(case.backend)
-    if backend is None:
-        findings.append(
-            Finding(
-                "unknown",
-                "UNKNOWN_BACKEND",
-                f"no plugin knows the backend {case.backend!r}",
-                evidence=(f"known backends: {', '.join(sorted(backends()))}",),
-                next_step="pass --backend with one of the known backends",
-            )
-        )
-        return Verdict(tuple(findings))
-    low, high, basis = backend.expected_tok_s(case)
-    return Verdict(tuple(sorted(findings, key=lambda f: -RANK[f.severity])), (low, high), basis)
 
 
 def worst(verdicts: list[Verdict]) -> Severity:

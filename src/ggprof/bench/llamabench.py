@@ -1,0 +1,175 @@
+"""llama-bench's output format, written and read in one place.
+
+Written: `ggprof bench` rows with llama-bench's field names where the meaning is the same
+(so the two compare row by row), one printer per output format as llama-bench has.
+Read: rows of `llama-bench -o json` or `-o jsonl`, for `ggprof check --llama-bench`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ggprof.bench.results import FLASH_ATTN_TYPES, BenchResult, BenchRow
+from ggprof.errors import BadInputError
+
+
+def row_dict(result: BenchResult, row: BenchRow) -> dict[str, Any]:
+    """One test as llama-bench names it, plus ggprof's latency figures and the run context."""
+    p, m, ctx = result.params, result.model, result.context
+    return {
+        "build_commit": None,
+        "build_number": None,
+        "llama_cpp_python_version": ctx.llama_cpp_python_version,
+        "cpu_info": ctx.cpu_model or "",
+        "gpu_info": "",
+        "backends": ",".join(b.upper() for b in ctx.backends_used),
+        "model_filename": m.model_filename,
+        "model_type": m.model_type,
+        "model_size": m.model_size,
+        "model_n_params": m.model_n_params,
+        "n_batch": p.n_batch,
+        "n_ubatch": p.n_ubatch,
+        "n_threads": p.n_threads,
+        "type_k": p.type_k,
+        "type_v": p.type_v,
+        "n_gpu_layers": p.n_gpu_layers,
+        "flash_attn": FLASH_ATTN_TYPES[p.flash_attn],
+        "repack": ctx.repack,
+        "use_mmap": True,
+        "n_prompt": row.n_prompt,
+        "n_gen": row.n_gen,
+        "n_depth": row.n_depth,
+        "test_time": result.test_time,
+        "avg_ns": row.avg_ns,
+        "stddev_ns": row.stddev_ns,
+        "avg_ts": row.avg_ts,
+        "stddev_ts": row.stddev_ts,
+        "samples_ns": list(row.samples_ns),
+        "samples_ts": row.samples_ts,
+        "itl_p50_ms": row.itl_percentile_ms(50),
+        "itl_p95_ms": row.itl_percentile_ms(95),
+        "itl_p99_ms": row.itl_percentile_ms(99),
+        "ttft_ms": row.ttft_ms,
+        "ttft_p50_ms": row.ttft_percentile_ms(50),
+        "ttft_p95_ms": row.ttft_percentile_ms(95),
+    }
+
+
+def context_dict(result: BenchResult) -> dict[str, Any]:
+    return {**asdict(result.context), "elapsed_s": result.elapsed_s, "notes": list(result.notes)}
+
+
+def render(result: BenchResult, fmt: str) -> str:
+    """The result in one of PRINTERS' formats."""
+    return PRINTERS[fmt](result)
+
+
+def as_json(result: BenchResult) -> str:
+    return json.dumps([row_dict(result, r) for r in result.rows], indent=2, allow_nan=False)
+
+
+def as_jsonl(result: BenchResult) -> str:
+    return "\n".join(json.dumps(row_dict(result, r), allow_nan=False) for r in result.rows)
+
+
+def as_csv(result: BenchResult) -> str:
+    rows = [row_dict(result, r) for r in result.rows]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else [], lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: json.dumps(v) if isinstance(v, list) else v for k, v in r.items()})
+    return buf.getvalue().rstrip("\n")
+
+
+def markdown(result: BenchResult) -> str:
+    """llama-bench's markdown table (model, size, params, backend, threads, test, t/s)."""
+    m, ctx = result.model, result.context
+    head = (
+        "| model | size | params | backend | threads | test | t/s |\n| --- | ---: | ---: | --- | ---: | ---: | ---: |"
+    )
+    lines = [head]
+    for r in result.rows:
+        lines.append(
+            f"| {m.model_type} | {m.model_size / 2**20:.2f} MiB | {m.model_n_params / 1e6:.2f} M | "
+            f"{','.join(b.upper() for b in ctx.backends_used)} | {result.params.n_threads} | {r.name} | "
+            f"{r.avg_ts:.2f} ± {r.stddev_ts:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def table(result: BenchResult) -> str:
+    """llama-bench's table, then latency: TTFT for prompt tests, ITL percentiles for generation."""
+    lines = [
+        markdown(result),
+        "",
+        "| test | TTFT ms (mean, p95) | ITL ms p50 / p95 / p99 | CV |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for r in result.rows:
+        ttft = f"{r.ttft_ms:.1f}, {r.ttft_percentile_ms(95):.1f}" if r.ttft_ms is not None else "-"
+        itl = (
+            f"{r.itl_percentile_ms(50):.2f} / {r.itl_percentile_ms(95):.2f} / {r.itl_percentile_ms(99):.2f}"
+            if r.itl_ns
+            else "-"
+        )
+        lines.append(f"| {r.name} | {ttft} | {itl} | {r.cv:.1%} |")
+    return "\n".join(lines)
+
+
+PRINTERS: dict[str, Callable[[BenchResult], str]] = {
+    "table": table,
+    "md": markdown,
+    "csv": as_csv,
+    "json": as_json,
+    "jsonl": as_jsonl,
+}
+
+
+# -- reading llama-bench's JSON ----------------------------------------------------------------
+# llama-bench's "backends" field -> ggprof backend names
+BACKEND_NAMES = {
+    "cpu": "cpu",
+    "cuda": "cuda",
+    "metal": "metal",
+    "mtl": "metal",
+    "vulkan": "vulkan",
+    "rocm": "rocm",
+    "hip": "rocm",
+}
+
+
+def backend_of_row(field: str) -> str:
+    """The first compute backend of a llama-bench row ("CUDA", "Metal,BLAS", "CPU")."""
+    for part in str(field).replace(";", ",").split(","):
+        name = BACKEND_NAMES.get(part.strip().lower())
+        if name:
+            return name
+    return str(field).split(",")[0].strip().lower() or "cpu"
+
+
+def read_rows(path: str) -> list[dict[str, Any]]:
+    """Rows of llama-bench's -o json (a list) or -o jsonl (one object a line)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise BadInputError(f"{path}: not llama-bench JSON (not UTF-8 text)") from None
+    except OSError as e:
+        raise BadInputError(f"{path}: {e.strerror or e}") from None
+    try:
+        data = json.loads(text)
+        rows = data if isinstance(data, list) else [data]
+    except ValueError:
+        try:
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError as e:
+            raise BadInputError(f"{path}: not llama-bench JSON or JSONL output ({e})") from None
+    if not rows or not all(isinstance(r, dict) and "avg_ts" in r for r in rows):
+        raise BadInputError(f"{path}: no llama-bench rows (objects with avg_ts) found")
+    return rows

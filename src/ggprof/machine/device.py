@@ -1,0 +1,56 @@
+"""Devices: plain data about a memory pool and the compute next to it, with each figure's source.
+
+What a backend's detection returns, what `--device ID` resolves to, and what the roofline
+math in ggprof.predict takes. No behaviour beyond small derived properties.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ggprof.figures import Figure
+
+
+@dataclass(frozen=True, kw_only=True)
+class Device:
+    """A memory pool and the compute next to it: a CPU with its RAM, a GPU with its VRAM."""
+
+    id: str
+    name: str
+    backend: str
+    memory_bytes: int | None = None
+    memory_source: str | None = None
+    bandwidth: Figure | None = None  # bytes/s
+    peak_flops: Figure | None = None  # FLOP/s
+    profile_id: str | None = None
+    unified_memory: bool = False
+    llc_bytes: int | None = None
+    memory_available_bytes: int | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float | None:
+        return self.bandwidth.value if self.bandwidth else None
+
+    @property
+    def is_discrete_gpu(self) -> bool:
+        """An accelerator with its own memory (layers not offloaded stay in host RAM)."""
+        return self.backend != "cpu" and not self.unified_memory
+
+
+@dataclass(frozen=True, kw_only=True)
+class Detection:
+    """What one backend found: devices, or the reason it found none."""
+
+    backend: str
+    devices: list[Device] = field(default_factory=list)
+    reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EfficiencyBand:
+    """The fraction of the decode bandwidth ceiling llama.cpp reaches on a backend, and why."""
+
+    low: float
+    high: float
+    source: str

@@ -1,0 +1,111 @@
+"""This host: facts from the OS, measured bandwidth and FLOP/s, and the devices detectors find.
+
+`describe_host` gathers the facts once; the detectors (backend plugins) are passed in by
+the caller, so nothing here knows about the plugin manager.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ggprof.figures import Figure
+from ggprof.machine import cache
+from ggprof.machine.device import Detection, Device
+from ggprof.machine.facts import HostFacts, gather_facts
+from ggprof.machine.memory import MemoryConfig, detect_memory
+from ggprof.machine.profiles import ProfileDB
+from ggprof.machine.stream import BandwidthMeasurement, SgemmMeasurement, measure_bandwidth, measure_sgemm
+
+__all__ = ["Detector", "HostContext", "HostFacts", "HostReport", "describe_host"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostContext:
+    """What a detector gets: OS facts, memory modules, any measurement, and the profiles."""
+
+    facts: HostFacts
+    memory: MemoryConfig | None
+    bandwidth: BandwidthMeasurement | None
+    sgemm: SgemmMeasurement | None
+    profiles: ProfileDB
+
+
+class Detector(Protocol):
+    """Anything that finds the devices of one backend on a host (every Backend plugin is one)."""
+
+    name: str
+
+    def detect(self, host: HostContext) -> Detection: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostReport:
+    context: HostContext
+    measured_at: float | None  # when the bandwidth was measured (now, or cached)
+    from_cache: bool
+    cache_path: Path
+    detections: list[Detection] = field(default_factory=list)
+
+    @property
+    def facts(self) -> HostFacts:
+        return self.context.facts
+
+    @property
+    def devices(self) -> list[Device]:
+        return [d for det in self.detections for d in det.devices]
+
+    @property
+    def cpu(self) -> Device | None:
+        return next((d for d in self.devices if d.backend == "cpu"), None)
+
+    @property
+    def theoretical_bandwidth(self) -> Figure | None:
+        mem = self.context.memory
+        value = mem.theoretical_bandwidth_bytes_per_s if mem else None
+        return Figure(value, "os", mem.describe()) if mem and value else None
+
+    def device_of(self, backend: str) -> Device | None:
+        return next((d for d in self.devices if d.backend == backend), None)
+
+
+def describe_host(
+    detectors: Iterable[Detector],
+    profiles: ProfileDB,
+    *,
+    measure: bool = True,
+    quick: bool = False,
+    refresh: bool = False,
+) -> HostReport:
+    """Gather facts; reuse the cached measurement unless `refresh`; measure if none (and `measure`)."""
+    facts = gather_facts()
+    cached = None if refresh else cache.load(facts)
+    bandwidth = sgemm = None
+    measured_at: float | None = None
+    if cached:
+        bandwidth, sgemm, measured_at = cached
+    elif measure:
+        bandwidth = measure_bandwidth(facts.physical_cores, facts.llc_bytes, facts.ram_available_bytes, quick)
+        sgemm = measure_sgemm(quick)
+        measured_at = time.time()
+        cache.save(facts, bandwidth, sgemm)
+    context = HostContext(facts=facts, memory=detect_memory(), bandwidth=bandwidth, sgemm=sgemm, profiles=profiles)
+    detections = [_detect(d, context) for d in detectors]
+    return HostReport(
+        context=context,
+        measured_at=measured_at,
+        from_cache=cached is not None,
+        cache_path=cache.cache_path(facts),
+        detections=detections,
+    )
+
+
+def _detect(detector: Detector, context: HostContext) -> Detection:
+    """A detector's answer; an exception in it means 'not detected', with the reason."""
+    try:
+        return detector.detect(context)
+    except Exception as e:  # a plugin's bug must not take `ggprof host` down
+        return Detection(backend=detector.name, reason=f"detection failed: {type(e).__name__}: {e}")

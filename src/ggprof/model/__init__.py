@@ -1,0 +1,1 @@
+"""The model file: the GGUF header reader, ggml tables, ModelSpec, synthetic models."""

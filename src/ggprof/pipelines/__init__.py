@@ -1,0 +1,1 @@
+"""The pipelines behind the commands: inspect -> host -> predict -> bench -> judge, composed."""

@@ -1,0 +1,105 @@
+"""`ggprof check`: judge numbers someone reported (a bug report, a README, llama-bench JSON),
+running nothing. This host is described once per command, whatever the number of rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ggprof.bench.llamabench import backend_of_row
+from ggprof.errors import NoBandwidthError
+from ggprof.machine.host import HostReport, describe_host
+from ggprof.machine.target import DeviceChoice, Target, resolve_target
+from ggprof.model.spec import ModelSpec
+from ggprof.pipelines.extensions import Extensions
+from ggprof.pipelines.judged import Judged
+from ggprof.pipelines.profile import prediction_for
+from ggprof.predict import PredictInputs, is_partial_offload
+from ggprof.verdict.finding import JudgeCase
+from ggprof.verdict.judge import judge
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reported:
+    """A reported result: decode and/or prefill speed and what the report says about the run."""
+
+    tg_tok_s: float | None = None
+    pp_tok_s: float | None = None
+    depth: int = 0
+    n_prompt: int = 512
+    backend: str | None = None
+    n_gpu_layers: int | None = None
+    cv: float | None = None
+    label: str = "reported"
+
+
+class Checker:
+    """Judges reported results against one device choice; this host is described at most once."""
+
+    def __init__(self, spec: ModelSpec, choice: DeviceChoice, ext: Extensions) -> None:
+        self.spec, self.choice, self.ext = spec, choice, ext
+        self._host: HostReport | None = None
+
+    def host(self) -> HostReport:
+        if self._host is None:
+            self._host = describe_host(self.ext.backends.values(), self.ext.profiles, measure=False)
+        return self._host
+
+    def target(self, backend: str | None, partial: bool) -> Target | None:
+        host = self.host() if self.choice.needs_host or partial else None
+        try:
+            return resolve_target(self.choice, profiles=self.ext.profiles, host=host, backend=backend)
+        except NoBandwidthError:
+            return None
+
+    def check(self, r: Reported) -> Judged:
+        target = self.target(r.backend, is_partial_offload(r.n_gpu_layers, self.spec.n_layers))
+        used = r.backend or (target.device.backend if target else "cpu")
+        inputs = PredictInputs(
+            depth=r.depth,
+            prompt=r.n_prompt,
+            gen=1,
+            ctx=max(r.depth + r.n_prompt + 1, 1),
+            n_gpu_layers=r.n_gpu_layers,
+        )
+        prediction = prediction_for(self.spec, target, inputs, self.ext)
+        case = JudgeCase(
+            model=self.spec,
+            backend=used,
+            prediction=prediction,
+            measured_tg_tok_s=r.tg_tok_s,
+            measured_pp_tok_s=r.pp_tok_s,
+            n_prompt=r.n_prompt,
+            depth=r.depth,
+            tg_cv=r.cv,
+            source="reported",
+        )
+        return Judged(
+            label=r.label,
+            depth=r.depth,
+            prediction=prediction,
+            tg=r.tg_tok_s,
+            pp=r.pp_tok_s,
+            verdict=judge(case, self.ext.backends, self.ext.extra_findings),
+            source="reported",
+        )
+
+
+def reported_from_row(row: dict[str, Any], backend: str | None) -> Reported:
+    """One row of `llama-bench -o json`: pp rows report prefill, tg rows decode."""
+    n_prompt, n_gen = int(row.get("n_prompt", 0)), int(row.get("n_gen", 0))
+    avg = float(row["avg_ts"])
+    cv = float(row.get("stddev_ts", 0.0)) / avg if avg else None
+    ngl = row.get("n_gpu_layers")
+    used = backend or backend_of_row(row.get("backends", "CPU"))
+    label = f"{'pp' if n_prompt else 'tg'}{n_prompt or n_gen}" + (f" @ d{row['n_depth']}" if row.get("n_depth") else "")
+    return Reported(
+        tg_tok_s=avg if n_gen and not n_prompt else None,
+        pp_tok_s=avg if n_prompt and not n_gen else None,
+        depth=int(row.get("n_depth", 0)),
+        n_prompt=n_prompt or 512,
+        backend=used,
+        n_gpu_layers=None if used == "cpu" or ngl is None else int(ngl),
+        cv=cv,
+        label=label,
+    )

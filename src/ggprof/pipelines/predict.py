@@ -1,0 +1,31 @@
+"""`ggprof predict`: the ceilings of a model on the device the user chose (or this host)."""
+
+from __future__ import annotations
+
+from ggprof.errors import NoBandwidthError
+from ggprof.machine.host import describe_host
+from ggprof.machine.target import DeviceChoice, Target, resolve_target
+from ggprof.model.spec import ModelSpec
+from ggprof.pipelines.extensions import Extensions
+from ggprof.predict import PredictInputs, Prediction, is_partial_offload, predict
+
+
+def predict_on(
+    spec: ModelSpec, inputs: PredictInputs, choice: DeviceChoice, ext: Extensions
+) -> tuple[Prediction, Target]:
+    """Resolve the device (this host's facts gathered once, only when needed) and predict."""
+    partial = is_partial_offload(inputs.n_gpu_layers, spec.n_layers)
+    host = describe_host(ext.backends.values(), ext.profiles, measure=False) if choice.needs_host or partial else None
+    target = resolve_target(choice, profiles=ext.profiles, host=host)
+    if partial and target.device.is_discrete_gpu and (target.cpu is None or target.cpu.bandwidth is None):
+        raise NoBandwidthError(
+            "--n-gpu-layers splits the model, but this host's CPU bandwidth is unknown: run `ggprof host` first"
+        )
+    return predict_with(spec, target, inputs, ext), target
+
+
+def predict_with(spec: ModelSpec, target: Target, inputs: PredictInputs, ext: Extensions) -> Prediction:
+    """The prediction on a resolved target, with its backend's efficiency band (None: unknown backend)."""
+    backend = ext.backends.get(target.device.backend)
+    band = backend.efficiency_band(spec, target.device) if backend else None
+    return predict(spec, target.device, inputs, band, target.cpu)

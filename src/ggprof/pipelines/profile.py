@@ -1,0 +1,148 @@
+"""`ggprof profile`: inspect -> host -> bench -> predict -> judge, for every depth it ran."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ggprof.bench.context import RunContext
+from ggprof.bench.results import BenchParams, BenchResult
+from ggprof.bench.runner import ProgressFn, run_bench
+from ggprof.machine.device import Device
+from ggprof.machine.host import HostReport, describe_host
+from ggprof.machine.target import DeviceChoice, Target, resolve_target
+from ggprof.model.spec import ModelSpec
+from ggprof.pipelines.extensions import Extensions
+from ggprof.pipelines.judged import Judged
+from ggprof.pipelines.predict import predict_with
+from ggprof.predict import PredictInputs, Prediction, is_partial_offload
+from ggprof.verdict.finding import JudgeCase, worst
+from ggprof.verdict.judge import judge
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileReport:
+    model: ModelSpec
+    host: HostReport | None
+    device: Device | None
+    device_note: str
+    bench: BenchResult | None
+    judged: tuple[Judged, ...]
+
+    @property
+    def severity(self) -> str:
+        return worst([j.verdict for j in self.judged])
+
+
+def probe_threads(n_threads: int) -> int | None:
+    """Half the threads: one doubling, the step the CPU's parallel efficiency was calibrated on."""
+    return max(n_threads // 2, 1) if n_threads >= 2 else None
+
+
+def run_profile(
+    spec: ModelSpec,
+    params: BenchParams,
+    choice: DeviceChoice,
+    ext: Extensions,
+    host: HostReport | None = None,
+    progress: ProgressFn | None = None,
+) -> ProfileReport:
+    """Measure the host (or reuse its cached measurement), run the benchmark, judge every depth.
+    `host`: this host, when the caller already described it (facts are gathered once)."""
+    if host is None:
+        host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True)
+    params = replace(params, probe_threads=probe_threads(params.n_threads))
+    result = run_bench(params, host.facts, progress=progress)
+    backend = backend_of(result.context, ext)
+    target = _device_for(backend, host, choice, ext)
+    judged = [_judge_depth(spec, params, result, target, backend, depth, ext) for depth in params.n_depth]
+    return ProfileReport(
+        model=spec,
+        host=host,
+        device=target.device if target else None,
+        device_note=target.description if target else "",
+        bench=result,
+        judged=tuple(judged),
+    )
+
+
+def inputs_of(params: BenchParams, depth: int) -> PredictInputs:
+    """Every llama.cpp parameter the run used, as the prediction's inputs."""
+    prompt, gen = params.n_prompt[0], params.n_gen[0]
+    return PredictInputs(
+        depth=depth,
+        prompt=prompt,
+        gen=gen,
+        ctx=depth + prompt + gen + 1,
+        cache_type_k=params.type_k,
+        cache_type_v=params.type_v,
+        n_gpu_layers=params.n_gpu_layers,
+        n_batch=params.n_batch,
+        n_ubatch=params.n_ubatch,
+        flash_attn=params.flash_attn,
+    )
+
+
+def _judge_depth(
+    spec: ModelSpec,
+    params: BenchParams,
+    result: BenchResult,
+    target: Target | None,
+    backend: str,
+    depth: int,
+    ext: Extensions,
+) -> Judged:
+    tg_row, pp_row = result.row("tg", depth), result.row("pp", depth)
+    prediction = prediction_for(spec, target, inputs_of(params, depth), ext)
+    case = JudgeCase(
+        model=spec,
+        backend=backend,
+        prediction=prediction,
+        measured_tg_tok_s=tg_row.avg_ts if tg_row else None,
+        measured_pp_tok_s=pp_row.avg_ts if pp_row else None,
+        n_prompt=params.n_prompt[0],
+        depth=depth,
+        tg_cv=tg_row.cv if tg_row else None,
+        pp_cv=pp_row.cv if pp_row else None,
+        context=result.context,
+        probe=tg_row.probe if tg_row else None,
+        tg_samples_tok_s=tuple(tg_row.samples_ts) if tg_row else (),
+    )
+    return Judged(
+        label=f"depth {depth:,}",
+        depth=depth,
+        prediction=prediction,
+        tg=case.measured_tg_tok_s,
+        pp=case.measured_pp_tok_s,
+        verdict=judge(case, ext.backends, ext.extra_findings),
+        tg_row=tg_row,
+        pp_row=pp_row,
+    )
+
+
+def backend_of(context: RunContext, ext: Extensions) -> str:
+    """The backend that did the work: the plugins say whether a run used them (an accelerator
+    before the CPU, which always holds the input embedding)."""
+    used = [name for name, b in ext.backends.items() if b.used_by(context)]
+    return next((n for n in used if n != "cpu"), used[0] if used else context.backends_used[0])
+
+
+def _device_for(backend: str, host: HostReport, choice: DeviceChoice, ext: Extensions) -> Target | None:
+    """The device the run used: a given profile or figures, else this host's device of that backend."""
+    if not choice.needs_host:
+        return resolve_target(choice, profiles=ext.profiles, host=host, backend=backend)
+    device = host.device_of(backend)
+    if device is None or device.bandwidth is None:
+        return None
+    when = "measured now" if not host.from_cache else "cached measurement"
+    note = f"this host ({device.id}), bandwidth {device.bandwidth.describe()} ({when})"
+    return Target(device=device, cpu=host.cpu if device.is_discrete_gpu else None, description=note)
+
+
+def prediction_for(spec: ModelSpec, target: Target | None, inputs: PredictInputs, ext: Extensions) -> Prediction | None:
+    """None when the device has no bandwidth, or a split model's CPU part has none (judged unknown)."""
+    if target is None or target.device.bandwidth is None:
+        return None
+    partial = is_partial_offload(inputs.n_gpu_layers, spec.n_layers)
+    if partial and target.device.is_discrete_gpu and (target.cpu is None or target.cpu.bandwidth is None):
+        return None
+    return predict_with(spec, target, inputs, ext)

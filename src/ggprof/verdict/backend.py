@@ -1,0 +1,82 @@
+"""Backend: what a plugin says about one llama.cpp backend (cpu, cuda, metal, vulkan, rocm).
+
+The hook `register_backends(register)` says "here I am"; this class says what it knows:
+how to detect its devices, whether a run used it, and its expected-speed model (the
+fraction of the bandwidth ceiling llama.cpp reaches, and for a measured run what the
+run context tells about a slow result). The words it uses for causes are data.
+The shared rules in ggprof.verdict.rules do the judging.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from ggprof.bench.context import RunContext
+from ggprof.machine.device import Detection, Device, EfficiencyBand
+from ggprof.machine.host import HostContext
+from ggprof.model.spec import ModelSpec
+from ggprof.predict import ExpectedSpeed
+from ggprof.verdict.finding import JudgeCase
+
+# Why a decode speed lands above the bandwidth ceiling: the work happened elsewhere, on a
+# smaller model, or the bandwidth figure is wrong.
+IMPOSSIBLE_CAUSES = (
+    "the GPU did the work: layers were offloaded to a GPU the claim does not mention",
+    "a smaller model ran than the one named (check the file, its size and quantization)",
+    "it ran remotely (an API or another machine), not on this device",
+    "the bandwidth figure is wrong for this machine (more memory channels, another device)",
+    "-ngl / --n-gpu-layers put more layers on the accelerator than assumed",
+)
+SLOW_CAUSES = (
+    "another program was using the device or its memory",
+    "power or thermal limits lowered the clock",
+    "part of the model ran elsewhere (partial offload, paging from disk)",
+)
+SLOW_NEXT_STEP = "run `ggprof profile` on the machine: it records the run's context and checks these causes"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Causes:
+    """What a backend says when the run context cannot explain a result, most likely first."""
+
+    impossible: tuple[str, ...] = IMPOSSIBLE_CAUSES
+    slow: tuple[str, ...] = SLOW_CAUSES
+    slow_next_step: str = SLOW_NEXT_STEP
+
+
+@dataclass(frozen=True, kw_only=True)
+class Diagnosis:
+    """What the run context says about a slow result: causes found (most likely first) and
+    the checks made (shown as evidence either way)."""
+
+    causes: tuple[str, ...] = ()
+    checks: tuple[str, ...] = ()
+
+
+class Backend(ABC):
+    """One llama.cpp backend as a plugin sees it."""
+
+    name: str = ""
+    band: EfficiencyBand = EfficiencyBand(low=0.5, high=0.9, source="assumption")
+    causes: Causes = Causes()
+
+    @abstractmethod
+    def detect(self, host: HostContext) -> Detection:
+        """Devices of this backend on this host; a missing or broken tool means none, never a crash."""
+
+    def used_by(self, run: RunContext) -> bool:
+        """Whether a measured run used this backend for its layers."""
+        return self.name in run.backends_used
+
+    def efficiency_band(self, model: ModelSpec | None, device: Device | None) -> EfficiencyBand:
+        """The fraction of the decode bandwidth ceiling llama.cpp reaches here."""
+        return self.band
+
+    def compute_roof(self, case: JudgeCase) -> ExpectedSpeed | None:
+        """A measured limit below the bandwidth band (e.g. too few cores), if the run shows one."""
+        return None
+
+    def diagnose(self, case: JudgeCase) -> Diagnosis:
+        """Causes of a slow result the run context points to, with the checks made."""
+        return Diagnosis()

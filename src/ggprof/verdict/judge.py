@@ -1,0 +1,40 @@
+"""judge(): the run's backend applies the shared rules; every plugin may add findings.
+
+The caller passes the backends and the extra-findings callable (the CLI builds both from
+the plugin manager), so nothing here knows about plugins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from ggprof.verdict import rules
+from ggprof.verdict.backend import Backend
+from ggprof.verdict.finding import RANK, Finding, JudgeCase, Verdict
+
+ExtraFindings = Callable[[JudgeCase], Iterable[Finding]]
+
+
+def no_extra_findings(case: JudgeCase) -> list[Finding]:
+    return []
+
+
+def judge(
+    case: JudgeCase, backends: Mapping[str, Backend], extra_findings: ExtraFindings = no_extra_findings
+) -> Verdict:
+    """The run's backend judges; a backend nobody knows is an `unknown` finding, never a guess."""
+    extra = list(extra_findings(case))
+    backend = backends.get(case.backend)
+    if backend is None:
+        unknown = Finding(
+            severity="unknown",
+            code="UNKNOWN_BACKEND",
+            title=f"no plugin knows the backend {case.backend!r}",
+            evidence=(f"known backends: {', '.join(sorted(backends))}",),
+            next_step="pass --backend with one of the known backends",
+        )
+        return Verdict(findings=(*extra, unknown))
+    found = rules.findings(backend, case) + extra
+    return Verdict(
+        findings=tuple(sorted(found, key=lambda f: -RANK[f.severity])), expected=rules.expected_for(backend, case)
+    )

@@ -1,0 +1,212 @@
+"""The rules every backend is judged by: decode and prefill against their physical ceilings,
+decode against the backend's expected band, and whether the model fits the device."""
+
+from __future__ import annotations
+
+from ggprof.predict import ExpectedSpeed, Prediction, expected_decode, is_partial_offload
+from ggprof.units import fmt_bytes, fmt_rate, sig3
+from ggprof.verdict.backend import Backend
+from ggprof.verdict.finding import Finding, JudgeCase
+
+
+def tps(x: float | None) -> str:
+    return "unknown" if x is None else f"{sig3(x)} tok/s"
+
+
+def expected_for(b: Backend, case: JudgeCase) -> ExpectedSpeed | None:
+    """The decode band a case is judged against (the same function `predict` shows)."""
+    p = case.prediction
+    if p is None:
+        return None
+    return expected_decode(p.decode_ceiling_tok_s, p.band, b.compute_roof(case))
+
+
+def findings(b: Backend, case: JudgeCase) -> list[Finding]:
+    """Fit, decode and prefill findings for a run on backend `b`."""
+    if case.prediction is None:
+        return [
+            Finding(
+                severity="unknown",
+                code="NO_BANDWIDTH",
+                title="no bandwidth is known for the device: decode cannot be judged",
+                next_step="run `ggprof host`, or pass --device ID or --bandwidth GB/s",
+                plugin=b.name,
+            )
+        ]
+    return fit_findings(b, case) + decode_findings(b, case) + prefill_findings(b, case)
+
+
+def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
+    p, tg = case.prediction, case.measured_tg_tok_s
+    if p is None or tg is None:
+        return []
+    ceiling = p.decode_ceiling_tok_s
+    bytes_per_token = p.decode_bytes_per_token + p.kv_bytes_at_depth
+    evidence = (
+        f"bytes per token {fmt_bytes(bytes_per_token, binary=False)} (weights "
+        f"{fmt_bytes(p.decode_bytes_per_token, binary=False)} + KV at depth {case.depth:,} "
+        f"{fmt_bytes(p.kv_bytes_at_depth, binary=False)})",
+        f"bandwidth {fmt_rate(p.bandwidth_bytes_per_s)} [{_bandwidth_source(p)}]",
+    )
+    if tg > ceiling * (1 + case.tolerance):
+        return [_above_ceiling(b, case, p, tg, evidence)]
+    expected = expected_for(b, case)
+    share = f"{tg / ceiling:.0%} of the {tps(ceiling)} ceiling"
+    if expected is not None and tg < expected.low_tok_s * (1 - case.tolerance):
+        diagnosis = b.diagnose(case)
+        return [
+            Finding(
+                severity="suspicious",
+                code="DECODE_BELOW_BAND",
+                title=f"decode at {tps(tg)} is {share}, below the expected band",
+                expected=_band_text(expected),
+                observed=tps(tg),
+                evidence=(*evidence, *diagnosis.checks),
+                causes=diagnosis.causes or b.causes.slow,
+                next_step=b.causes.slow_next_step,
+                plugin=b.name,
+            )
+        ]
+    return [
+        Finding(
+            severity="plausible",
+            code="DECODE_PLAUSIBLE",
+            title=f"decode at {tps(tg)} is {share}",
+            expected=_band_text(expected) if expected else f"at most {tps(ceiling)}",
+            observed=tps(tg),
+            evidence=evidence,
+            plugin=b.name,
+        )
+    ]
+
+
+def _band_text(e: ExpectedSpeed) -> str:
+    return f"{tps(e.low_tok_s)} to {tps(e.high_tok_s)} ({e.basis})"
+
+
+def _above_ceiling(b: Backend, case: JudgeCase, p: Prediction, tg: float, evidence: tuple[str, ...]) -> Finding:
+    ceiling = p.decode_ceiling_tok_s
+    bytes_per_token = p.decode_bytes_per_token + p.kv_bytes_at_depth
+    llc = p.device.llc_bytes
+    if llc and bytes_per_token <= llc:
+        return Finding(
+            severity="unknown",
+            code="DECODE_CEILING_NOT_APPLICABLE",
+            title="the model fits in the last-level cache: the DRAM ceiling does not apply",
+            expected=f"at most {tps(ceiling)} from DRAM",
+            observed=tps(tg),
+            evidence=(*evidence, f"last-level cache {fmt_bytes(llc)}"),
+            causes=("weights stay in the LLC between tokens",),
+            next_step="judge a model larger than the LLC",
+            plugin=b.name,
+        )
+    needed = tg * bytes_per_token
+    return Finding(
+        severity="impossible",
+        code="DECODE_ABOVE_CEILING",
+        title=f"decode at {tps(tg)} needs {fmt_rate(needed)}; the device moves {fmt_rate(p.bandwidth_bytes_per_s)}",
+        expected=f"at most {tps(ceiling)}",
+        observed=tps(tg),
+        evidence=(
+            *evidence,
+            f"{sig3(tg)} tok/s x {fmt_bytes(bytes_per_token, binary=False)} = {fmt_rate(needed)}",
+            f"tolerance {case.tolerance:.0%} above the ceiling",
+        ),
+        causes=b.causes.impossible,
+        next_step="check which device and model really ran (ggprof profile runs it here and records the context)",
+        plugin=b.name,
+    )
+
+
+def prefill_findings(b: Backend, case: JudgeCase) -> list[Finding]:
+    p, pp = case.prediction, case.measured_pp_tok_s
+    if p is None or pp is None:
+        return []
+    ceiling = p.prefill_ceiling_tok_s
+    if ceiling is None:
+        return [
+            Finding(
+                severity="unknown",
+                code="PREFILL_NO_PEAK",
+                title="no peak FLOP/s is known for this device: prefill cannot be judged",
+                observed=tps(pp),
+                next_step="pass --flops TFLOPS or --device ID",
+                plugin=b.name,
+            )
+        ]
+    flops_token = p.prefill_flops_per_token
+    peak_tflops = sig3((p.peak_flops or 0) / 1e12)
+    evidence = (
+        f"{sig3(flops_token / 1e9)} GFLOP per prompt token (2 x {sig3(p.active_params / 1e6)}M active "
+        "params + attention; LM head once per batch, as llama.cpp does)",
+        f"peak {peak_tflops} TFLOP/s [{p.device.peak_flops.describe() if p.device.peak_flops else ''}]",
+    )
+    if pp > ceiling * (1 + case.tolerance):
+        return [
+            Finding(
+                severity="impossible",
+                code="PREFILL_ABOVE_CEILING",
+                title=f"prefill at {tps(pp)} needs {sig3(pp * flops_token / 1e12)} TFLOP/s; the device peaks at "
+                f"{peak_tflops}",
+                expected=f"at most {tps(ceiling)}",
+                observed=tps(pp),
+                evidence=evidence,
+                causes=b.causes.impossible,
+                next_step="check which device and model really ran",
+                plugin=b.name,
+            )
+        ]
+    return [
+        Finding(
+            severity="plausible",
+            code="PREFILL_PLAUSIBLE",
+            title=f"prefill at {tps(pp)} is {pp / ceiling:.1%} of the compute ceiling {tps(ceiling)}",
+            expected=f"at most {tps(ceiling)}",
+            observed=tps(pp),
+            evidence=evidence,
+            plugin=b.name,
+        )
+    ]
+
+
+def fit_findings(b: Backend, case: JudgeCase) -> list[Finding]:
+    """A full-offload result on a GPU whose memory cannot hold the weights plus the KV cache."""
+    p = case.prediction
+    if p is None or not p.device.is_discrete_gpu or not p.memory:
+        return []
+    gpu = p.memory[0]
+    if case.context is not None:
+        offloaded, layers = case.context.n_gpu_layers_offloaded, case.context.n_layers
+        full = offloaded is not None and layers is not None and offloaded > layers
+    else:
+        full = not is_partial_offload(p.inputs.n_gpu_layers, case.model.n_layers)
+    if not full or gpu.verdict != "does_not_fit":
+        return []
+    total = fmt_bytes(gpu.total_bytes or 0, binary=False)
+    required = fmt_bytes(gpu.required_bytes, binary=False)
+    return [
+        Finding(
+            severity="impossible",
+            code="MODEL_DOES_NOT_FIT",
+            title=f"a full offload needs {required}; {p.device.name} has {total}",
+            expected=f"at most {total} on the device",
+            observed=f"{required} needed",
+            evidence=(
+                f"weights {fmt_bytes(gpu.weight_bytes, binary=False)} + KV at ctx {p.inputs.ctx:,} "
+                f"{fmt_bytes(gpu.kv_bytes, binary=False)} + buffers (estimate) "
+                f"{fmt_bytes(gpu.compute_buffer_bytes, binary=False)}",
+            ),
+            causes=(
+                "part of the model ran on the CPU (partial offload) or in host memory",
+                "a smaller or more quantized model ran",
+                "a device with more memory ran it",
+            ),
+            next_step="check -ngl and the device's memory",
+            plugin=b.name,
+        )
+    ]
+
+
+def _bandwidth_source(p: Prediction) -> str:
+    bw = p.device.bandwidth
+    return bw.describe() if bw else "unknown"
