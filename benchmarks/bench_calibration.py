@@ -31,9 +31,11 @@ def models() -> dict[str, Path]:
 def main() -> None:
     from ggprof.bench.results import BenchParams
     from ggprof.bench.runner import default_threads
-    from ggprof.model.archs import swa_pattern
+    from ggprof.machine.facts import gather_facts
+    from ggprof.machine.target import DeviceChoice
     from ggprof.model.spec import load_model
     from ggprof.pipelines.profile import run_profile
+    from ggprof.plugins import extensions
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
@@ -42,25 +44,29 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-r", type=int, default=3)
     args = ap.parse_args()
-    threads = default_threads()
+    ext = extensions()
+    threads = default_threads(gather_facts())
     print(f"{threads} threads; each run: pp{args.p} tg{args.n} x {args.r} reps at depths 0 and {args.depth}")
     print(f"{'model':<12} {'depth':>5} {'run':>3} {'tg tok/s':>9} {'band':>15} {'mid err':>7}  verdict  basis")
     rows = []
     for name, path in models().items():
-        spec = load_model(path, swa_default=swa_pattern)
+        spec = load_model(path, swa_default=ext.swa_default)
         for run in range(1, args.runs + 1):
-            params = BenchParams(path, (args.p,), (args.n,), (0, args.depth), reps=args.r, n_threads=threads)
-            report = run_profile(spec, params)
+            params = BenchParams(
+                model=path, n_prompt=(args.p,), n_gen=(args.n,), n_depth=(0, args.depth), reps=args.r, n_threads=threads
+            )
+            report = run_profile(spec, params, DeviceChoice(), ext)
             for j in report.judged:
-                low, high = j.verdict.expected_tok_s
-                if j.tg is None or low is None or high is None:
+                e = j.verdict.expected
+                if j.tg is None or e is None:
                     continue
+                low, high = e.low_tok_s, e.high_tok_s
                 mid = (low + high) / 2
                 err = abs(mid - j.tg) / j.tg
                 rows.append((name, j.depth, j.tg, low, high, err, j.verdict.severity))
                 print(
                     f"{name:<12} {j.depth:>5} {run:>3} {j.tg:9.2f} {low:7.2f}-{high:7.2f} {err:7.1%}  "
-                    f"{j.verdict.severity:<9}{j.verdict.expected_basis[:60]}",
+                    f"{j.verdict.severity:<9}{e.basis[:60]}",
                     flush=True,
                 )
     inside = sum(1 for r in rows if r[3] <= r[2] <= r[4])

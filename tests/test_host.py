@@ -183,7 +183,6 @@ def test_cpu_profile_from_modules() -> None:
 
     from ggprof.machine.facts import gather_facts
     from ggprof.machine.host import HostContext
-
     from ggprof.machine.profiles import ProfileDB
 
     ctx = HostContext(

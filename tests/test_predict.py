@@ -10,11 +10,11 @@ import pytest
 from ggufs import F16, Q4_K, Shape, write_model
 
 from ggprof.figures import Figure
+from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.machine.profiles import ProfileDB
 from ggprof.machine.target import device_from_profile
 from ggprof.model.spec import ModelSpec, load_model
 from ggprof.predict import PredictInputs, batch_max, compute_buffer_bytes, layers_on_gpu, predict, prefill_flops
-from ggprof.machine.device import Device, EfficiencyBand
 
 BAND = EfficiencyBand(low=0.5, high=0.9, source="test")
 GiB = 2**30

@@ -14,12 +14,12 @@ from test_predict import LLAMA_70B_F16, Q4_8B_TIED
 from ggprof.bench.context import RunContext
 from ggprof.bench.results import ThreadProbe
 from ggprof.figures import Figure
+from ggprof.machine.device import Device
 from ggprof.machine.profiles import ProfileDB
 from ggprof.machine.target import device_from_profile
 from ggprof.model.spec import load_model
-from ggprof.predict import PredictInputs, predict
-from ggprof.machine.device import Device
 from ggprof.plugins import extensions
+from ggprof.predict import PredictInputs, predict
 from ggprof.verdict.finding import JudgeCase, Verdict
 from ggprof.verdict.judge import judge as judge_with
 

@@ -70,14 +70,14 @@ def _kernel(d: dict[str, Any]) -> KernelResult:
 
 def _bandwidth(d: dict[str, Any]) -> BandwidthMeasurement:
     return BandwidthMeasurement(
-        _kernel(d["read"]),
-        _kernel(d["copy"]),
-        _kernel(d["triad"]),
-        int(d["threads"]),
-        int(d["array_bytes"]),
-        int(d["repetitions"]),
-        float(d["elapsed_s"]),
-        tuple(d.get("notes", ())),
+        read=_kernel(d["read"]),
+        copy=_kernel(d["copy"]),
+        triad=_kernel(d["triad"]),
+        threads=int(d["threads"]),
+        array_bytes=int(d["array_bytes"]),
+        repetitions=int(d["repetitions"]),
+        elapsed_s=float(d["elapsed_s"]),
+        notes=tuple(d.get("notes", ())),
     )
 
 

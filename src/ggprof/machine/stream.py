@@ -44,7 +44,7 @@ class KernelResult:
         return (best - min(self.samples_bytes_per_s)) / best if best else 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BandwidthMeasurement:
     read: KernelResult
     copy: KernelResult
@@ -151,14 +151,14 @@ def measure_bandwidth(
         team.close()
     results = {k: KernelResult(k, tuple(v)) for k, v in samples.items()}
     return BandwidthMeasurement(
-        results["read"],
-        results["copy"],
-        results["triad"],
-        threads,
-        size,
-        reps,
-        time.perf_counter() - t_begin,
-        tuple(notes),
+        read=results["read"],
+        copy=results["copy"],
+        triad=results["triad"],
+        threads=threads,
+        array_bytes=size,
+        repetitions=reps,
+        elapsed_s=time.perf_counter() - t_begin,
+        notes=tuple(notes),
     )
 
 

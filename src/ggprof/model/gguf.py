@@ -14,7 +14,7 @@ import re
 import stat
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,7 @@ class MetaValue:
     value: Any  # int | float | bool | str | ArrayValue | SkippedString
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TensorInfo:
     """One row of the tensor table. `shape` is in ggml order (ne[0] is the row length)."""
 
@@ -80,7 +80,7 @@ class TensorInfo:
         return self.n_elements // self.ggml_type.block_size * self.ggml_type.type_size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GGUFHeader:
     """Everything before the tensor data of one GGUF file."""
 
@@ -151,11 +151,19 @@ class _Parser:
         version, n_tensors, n_kv = self.preamble()
         metadata = self.metadata(n_kv)
         tensors = self.tensor_table(n_tensors)
-        header = GGUFHeader(self.path, self.end, version, 0, 0, metadata, ())
+        header = GGUFHeader(
+            path=self.path,
+            file_size_bytes=self.end,
+            version=version,
+            alignment=0,
+            data_offset=0,
+            metadata=metadata,
+            tensors=(),
+        )
         alignment = _alignment(header)
         data_offset = -(-self.pos // alignment) * alignment
         _check_data_section(self.path, tensors, data_offset, alignment, self.end)
-        return GGUFHeader(self.path, self.end, version, alignment, data_offset, metadata, tensors)
+        return replace(header, alignment=alignment, data_offset=data_offset, tensors=tensors)
 
     def preamble(self) -> tuple[int, int, int]:
         self.need(4, "magic")
@@ -278,7 +286,7 @@ class _Parser:
         ggml_type = self.tensor_type(name, self.u32(f"type of {name!r}"))
         offset = self.u64(f"offset of {name!r}")
         _check_shape(self.path, name, shape, ggml_type)
-        return TensorInfo(name, shape, ggml_type, offset, self.shard)
+        return TensorInfo(name=name, shape=shape, ggml_type=ggml_type, offset=offset, shard=self.shard)
 
     def tensor_type(self, name: str, code: int) -> GGMLType:
         t = GGML_TYPES.get(code)

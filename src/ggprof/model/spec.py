@@ -44,7 +44,7 @@ class SwaPattern:
         return tuple(n == 0 or il % n < n - 1 for il in range(n_layers))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TensorSpec:
     name: str
     ggml_type: GGMLType
@@ -54,7 +54,7 @@ class TensorSpec:
     layer: int | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     """A model's architecture and sizes, read from its GGUF header(s)."""
 
@@ -269,7 +269,14 @@ def model_from_headers(headers: list[GGUFHeader], swa_default: SwaDefault | None
 
 def _tensor_spec(t: TensorInfo) -> TensorSpec:
     m = _LAYER.match(t.name)
-    return TensorSpec(t.name, t.ggml_type, t.shape, t.n_elements, t.n_bytes, int(m[1]) if m else None)
+    return TensorSpec(
+        name=t.name,
+        ggml_type=t.ggml_type,
+        shape=t.shape,
+        n_elements=t.n_elements,
+        n_bytes=t.n_bytes,
+        layer=int(m[1]) if m else None,
+    )
 
 
 def _vocab_size(meta: _Meta, arch: str, tensors: tuple[TensorSpec, ...]) -> int:

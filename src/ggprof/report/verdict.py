@@ -61,30 +61,35 @@ def judged_dict(j: Judged, model: ModelSpec, note: str = "") -> dict[str, Any]:
     return out
 
 
+# The first row's figures, repeated at the top level of `profile --json` and `check --json`.
+SUMMARY_KEYS = (
+    "decode_ceiling_tok_s",
+    "expected_tok_s_low",
+    "expected_tok_s_high",
+    "expected_basis",
+    "measured_tg_tok_s",
+    "measured_pp_tok_s",
+    "efficiency",
+)
+LATENCY_KEYS = ("ttft_ms", "itl_p50_ms", "itl_p95_ms", "itl_p99_ms")
+
+
+def summary(rows: list[dict[str, Any]], severity: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The verdict, every finding, and the first row's figures under `keys`."""
+    first = rows[0] if rows else {}
+    return {
+        "verdict": severity,
+        "exit_status": int(EXIT[severity]),
+        "findings": [f for row in rows for f in row["findings"]],
+        **{k: first.get(k) for k in keys},
+    }
+
+
 def profile_dict(r: ProfileReport) -> dict[str, Any]:
     depths = [judged_dict(j, r.model, r.device_note) for j in r.judged]
-    first = depths[0] if depths else {}
     m = r.model
     return {
-        "verdict": r.severity,
-        "exit_status": int(EXIT[r.severity]),
-        "findings": [f for d in depths for f in d["findings"]],
-        **{
-            k: first.get(k)
-            for k in (
-                "decode_ceiling_tok_s",
-                "expected_tok_s_low",
-                "expected_tok_s_high",
-                "expected_basis",
-                "measured_tg_tok_s",
-                "measured_pp_tok_s",
-                "efficiency",
-                "ttft_ms",
-                "itl_p50_ms",
-                "itl_p95_ms",
-                "itl_p99_ms",
-            )
-        },
+        **summary(depths, r.severity, SUMMARY_KEYS + LATENCY_KEYS),
         "model": {
             "path": str(m.path),
             "architecture": m.architecture,
@@ -104,24 +109,8 @@ def profile_dict(r: ProfileReport) -> dict[str, Any]:
 
 def check_dict(model: ModelSpec, judged: list[Judged], note: str = "") -> dict[str, Any]:
     rows = [judged_dict(j, model, note) for j in judged]
-    severity = worst([j.verdict for j in judged])
-    first = rows[0] if rows else {}
     return {
-        "verdict": severity,
-        "exit_status": int(EXIT[severity]),
-        "findings": [f for row in rows for f in row["findings"]],
-        **{
-            k: first.get(k)
-            for k in (
-                "decode_ceiling_tok_s",
-                "expected_tok_s_low",
-                "expected_tok_s_high",
-                "expected_basis",
-                "measured_tg_tok_s",
-                "measured_pp_tok_s",
-                "efficiency",
-            )
-        },
+        **summary(rows, worst([j.verdict for j in judged]), SUMMARY_KEYS),
         "rows": rows,
     }
 
