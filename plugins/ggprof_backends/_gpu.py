@@ -3,7 +3,12 @@ and what a run context says about a slow GPU result."""
 
 from __future__ import annotations
 
-from ggprof import Backend, Causes, Device, Diagnosis, Figure, JudgeCase, ProfileDB
+from typing import TYPE_CHECKING
+
+from ggprof import Backend, Causes, Device, Diagnosis, Figure
+
+if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
+    from ggprof import JudgeCase, ProfileDB
 
 GPU_CAUSES = Causes(
     impossible=(

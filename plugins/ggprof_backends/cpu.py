@@ -9,6 +9,7 @@ quantized kernels use) x cores x clock: a ceiling, never a measurement.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ggprof import (
     Backend,
@@ -20,11 +21,12 @@ from ggprof import (
     ExpectedSpeed,
     Figure,
     Finding,
-    HostContext,
-    JudgeCase,
     hookimpl,
 )
 from ggprof.units import fmt_bytes, fmt_rate, sig3
+
+if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
+    from ggprof import HostContext, JudgeCase
 
 # int8 multiply-add operations per cycle per core (2 ops per MAC), widest unit first.
 INT8_OPS_PER_CYCLE = (

@@ -9,8 +9,12 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ggprof import Backend, Detection, Device, EfficiencyBand, Figure, HostContext, ProfileDB, hookimpl, run_tool
+from ggprof import Backend, Detection, EfficiencyBand, Figure, hookimpl, run_tool
+
+if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
+    from ggprof import Device, HostContext, ProfileDB
 from ggprof_backends._gpu import GPUBackend, gpu_device
 
 NVIDIA_SMI_QUERY = [

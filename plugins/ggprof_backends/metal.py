@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 import platform
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ggprof import Backend, Detection, EfficiencyBand, HostContext, hookimpl, run_tool
+from ggprof import Backend, Detection, EfficiencyBand, hookimpl, run_tool
+
+if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
+    from ggprof import HostContext
 from ggprof_backends._gpu import GPUBackend, gpu_device
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ggprof import Backend, Detection, Device, EfficiencyBand, HostContext, ProfileDB, hookimpl, run_tool
+from ggprof import Backend, Detection, EfficiencyBand, hookimpl, run_tool
+
+if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
+    from ggprof import Device, HostContext, ProfileDB
 from ggprof_backends._gpu import GPUBackend, gpu_device
 
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ggprof import Backend, Detection, Device, EfficiencyBand, HostContext, ProfileDB, hookimpl, run_tool
+from ggprof import Backend, Detection, EfficiencyBand, hookimpl, run_tool
+
+if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
+    from ggprof import Device, HostContext, ProfileDB
 from ggprof_backends._gpu import GPUBackend, gpu_device
 
 _CPU_DEVICE_TYPES = ("PHYSICAL_DEVICE_TYPE_CPU",)

@@ -26,7 +26,7 @@ _API = {
     "Detection": "ggprof.machine.device",
     "Device": "ggprof.machine.device",
     "EfficiencyBand": "ggprof.machine.device",
-    "ExpectedSpeed": "ggprof.predict",
+    "ExpectedSpeed": "ggprof.machine.device",
     "Figure": "ggprof.figures",
     "Finding": "ggprof.verdict.finding",
     "HostContext": "ggprof.machine.host",
@@ -35,7 +35,7 @@ _API = {
     "ProfileDB": "ggprof.machine.profiles",
     "RunContext": "ggprof.bench.context",
     "SwaPattern": "ggprof.model.spec",
-    "run_tool": "ggprof.machine.facts",
+    "run_tool": "ggprof.machine.tools",
 }
 __all__ = [
     "Backend",
@@ -61,12 +61,12 @@ __all__ = [
 if TYPE_CHECKING:
     from ggprof.bench.context import RunContext
     from ggprof.figures import Figure
-    from ggprof.machine.device import Detection, Device, EfficiencyBand
-    from ggprof.machine.facts import run_tool
+    from ggprof.machine.device import Detection, Device, EfficiencyBand, ExpectedSpeed
     from ggprof.machine.host import HostContext
     from ggprof.machine.profiles import ProfileDB
+    from ggprof.machine.tools import run_tool
     from ggprof.model.spec import SwaPattern
-    from ggprof.predict import ExpectedSpeed, Prediction
+    from ggprof.predict import Prediction
     from ggprof.verdict.backend import Backend, Causes, Diagnosis
     from ggprof.verdict.finding import Finding, JudgeCase
 

@@ -13,6 +13,8 @@ class ExitStatus(IntEnum):
     BAD_INPUT = 2  # bad input file, bad flag value, usage error
     SUSPICIOUS = 3  # measured far below what the hardware allows
     IMPOSSIBLE = 4  # measured above what the hardware allows
+    INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as shells report it
+    TERMINATED = 143  # SIGTERM: 128 + 15
 
 
 class GGProfError(Exception):

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pluggy
 
-from ggprof.model.spec import SwaPattern
-from ggprof.verdict.backend import Backend
-from ggprof.verdict.finding import Finding, JudgeCase
+if TYPE_CHECKING:  # annotations only: loading the plugin contract stays cheap
+    from ggprof.model.spec import SwaPattern
+    from ggprof.verdict.backend import Backend
+    from ggprof.verdict.finding import Finding, JudgeCase
 
 hookspec = pluggy.HookspecMarker("ggprof")
 

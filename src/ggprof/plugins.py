@@ -13,16 +13,20 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pluggy
 
 from ggprof import hookimpl, hookspecs
-from ggprof.machine.profiles import ProfileDB
-from ggprof.model.archs import SWA_DEFAULTS
-from ggprof.model.spec import SwaPattern
-from ggprof.pipelines.extensions import Extensions
-from ggprof.verdict.backend import Backend
-from ggprof.verdict.finding import Finding, JudgeCase
+from ggprof.units import clean_name
+
+# The core is imported where it is used, not here: `ggprof --help` loads the plugin manager
+# to list plugin commands and should not pay for the core's imports (issue: start-up time).
+if TYPE_CHECKING:
+    from ggprof.model.spec import SwaPattern
+    from ggprof.pipelines.extensions import Extensions
+    from ggprof.verdict.backend import Backend
+    from ggprof.verdict.finding import Finding, JudgeCase
 
 ENTRY_POINT_GROUP = "ggprof"
 BUILTIN_DISTRIBUTION = "ggprof"
@@ -33,6 +37,8 @@ class BuiltinArchs:
 
     @hookimpl(trylast=True)
     def swa_pattern(self, architecture: str) -> SwaPattern | None:
+        from ggprof.model.archs import SWA_DEFAULTS
+
         return SWA_DEFAULTS.get(architecture)
 
 
@@ -63,8 +69,14 @@ def plugin_manager() -> pluggy.PluginManager:
             continue
         seen.add(ep.name)
         _load(pm, ep)
+    for name in sorted((allowed or set()) - seen):
+        warn(f"GGPROF_PLUGINS names {name!r}, but no installed plugin has that name")
     pm.check_pending()
     return pm
+
+
+def warn(message: str) -> None:
+    print(f"warning: {clean_name(message, 300)}", file=sys.stderr)
 
 
 def _allowed() -> set[str] | None:
@@ -79,7 +91,7 @@ def _load(pm: pluggy.PluginManager, ep: metadata.EntryPoint) -> None:
     try:
         module = ep.load()
         pm.register(module, name=ep.name)
-    except Exception as e:  # a broken third-party plugin must not take ggprof down
+    except (Exception, SystemExit) as e:  # a broken plugin (even one calling sys.exit) must not take ggprof down
         _failures.append(
             PluginInfo(
                 name=ep.name,
@@ -91,7 +103,7 @@ def _load(pm: pluggy.PluginManager, ep: metadata.EntryPoint) -> None:
                 error=f"{type(e).__name__}: {e}",
             )
         )
-        print(f"warning: plugin {ep.name!r} failed to load: {type(e).__name__}: {e}", file=sys.stderr)
+        warn(f"plugin {ep.name!r} failed to load: {type(e).__name__}: {e}")
         return
     _dists[ep.name] = (dist.name, dist.version) if dist else (None, None)
 
@@ -133,6 +145,9 @@ def backends() -> dict[str, Backend]:
 
 def extensions() -> Extensions:
     """What the plugins add, resolved once, for the CLI to pass down to the core."""
+    from ggprof.machine.profiles import ProfileDB
+    from ggprof.pipelines.extensions import Extensions
+
     hook = plugin_manager().hook
     dirs = [Path(p) for paths in hook.profile_dirs() for p in paths]
     return Extensions(
@@ -144,8 +159,46 @@ def extensions() -> Extensions:
 
 
 def extra_findings(case: JudgeCase) -> list[Finding]:
-    """Every plugin's `judge` findings for a case."""
-    return [f for group in plugin_manager().hook.judge(case=case) for f in group]
+    """Every plugin's `judge` findings for a case. A plugin that raises (or answers something
+    that is not a list of Findings) is named in a warning and an `unknown` finding; the other
+    plugins' findings and the measurement are kept."""
+    from ggprof.verdict.finding import Finding
+
+    found: list[Finding] = []
+    for impl in plugin_manager().hook.judge.get_hookimpls():
+        try:
+            answer = impl.function(case=case) or []
+            if not isinstance(answer, list) or not all(isinstance(f, Finding) for f in answer):
+                raise TypeError("the judge hook must return a list of Finding")
+        except Exception as e:
+            found.append(plugin_failed(impl.plugin_name, "judge", e))
+            continue
+        found += answer
+    return found
+
+
+def plugin_failed(plugin: str, hook: str, e: Exception) -> Finding:
+    from ggprof.verdict.finding import Finding
+
+    problem = f"{type(e).__name__}: {e}"
+    warn(f"plugin {plugin!r} failed in its {hook} hook: {problem}")
+    return Finding(
+        severity="unknown",
+        code="PLUGIN_FAILED",
+        title=f"plugin {plugin!r} failed in its {hook} hook; its findings are missing",
+        evidence=(clean_name(problem, 300),),
+        next_step="report it to the plugin's authors, or leave it out with GGPROF_PLUGINS",
+        plugin=plugin,
+    )
+
+
+def register_commands(group: object) -> None:
+    """Every plugin's commands; a plugin that raises is named in a warning and left out."""
+    for impl in plugin_manager().hook.register_commands.get_hookimpls():
+        try:
+            impl.function(cli=group)
+        except Exception as e:
+            warn(f"plugin {impl.plugin_name!r} failed to add its commands: {type(e).__name__}: {e}")
 
 
 def reset() -> None:

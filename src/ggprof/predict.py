@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ggprof.errors import NoBandwidthError
-from ggprof.machine.device import Device, EfficiencyBand
+from ggprof.machine.device import Device, EfficiencyBand, ExpectedSpeed
 from ggprof.model.spec import ROW_LOOKUP_TENSORS, ModelSpec
 
 DEPTH_TABLE = (0, 4096, 16384, 32768)
@@ -37,15 +37,6 @@ class PredictInputs:
     n_batch: int = DEFAULT_N_BATCH  # logical batch: the LM head runs once per batch of a prompt
     n_ubatch: int = DEFAULT_N_UBATCH  # physical batch: weights are read once per ubatch
     flash_attn: str = "auto"  # on: no attention-score matrix in the compute buffer
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExpectedSpeed:
-    """The decode speed a backend's model expects, and what that rests on."""
-
-    low_tok_s: float
-    high_tok_s: float
-    basis: str
 
 
 def expected_decode(

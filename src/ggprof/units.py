@@ -11,10 +11,26 @@ GiB = float(1 << 30)
 _BIDI_AND_FORMAT = {"Cc", "Cf", "Co", "Cs"}
 
 
+MAX_NAME_CHARS = 200  # a path or a key from outside, as shown in one line
+
+
 def clean(text: object) -> str:
     """Strip control, escape and bidi-format characters before text reaches a terminal."""
     s = str(text)
     return "".join(ch for ch in s if unicodedata.category(ch) not in _BIDI_AND_FORMAT)
+
+
+def cut(text: str, max_chars: int) -> str:
+    """`text`, or its first and last characters around an ellipsis when it is longer."""
+    if len(text) <= max_chars:
+        return text
+    half = (max_chars - 3) // 2
+    return f"{text[:half]}...{text[-half:]}"
+
+
+def clean_name(text: object, max_chars: int = MAX_NAME_CHARS) -> str:
+    """A name from outside (a path, a key, a field) cleaned and cut for one line of output."""
+    return cut(clean(cut(str(text), 4 * max_chars)), max_chars)
 
 
 def sig3(x: float) -> str:

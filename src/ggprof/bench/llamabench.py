@@ -10,13 +10,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Callable
-from dataclasses import asdict
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ggprof.bench.results import FLASH_ATTN_TYPES, BenchResult, BenchRow
 from ggprof.errors import BadInputError
+from ggprof.files import read_text
+from ggprof.units import clean_name
 
 
 def row_dict(result: BenchResult, row: BenchRow) -> dict[str, Any]:
@@ -154,22 +156,91 @@ def backend_of_row(field: str) -> str:
     return str(field).split(",")[0].strip().lower() or "cpu"
 
 
-def read_rows(path: str) -> list[dict[str, Any]]:
-    """Rows of llama-bench's -o json (a list) or -o jsonl (one object a line)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise BadInputError(f"{path}: not llama-bench JSON (not UTF-8 text)") from None
-    except OSError as e:
-        raise BadInputError(f"{path}: {e.strerror or e}") from None
+MAX_RESULTS_BYTES = 64 << 20  # llama-bench JSON of ~100,000 rows; a larger file is not results
+MAX_TOKENS = 2**31 - 1  # llama.cpp counts tokens in int32
+
+
+@dataclass(frozen=True, kw_only=True)
+class LlamaBenchRow:
+    """One row of llama-bench's JSON output, with the fields ggprof judges, validated."""
+
+    index: int  # 1-based, as a person counts rows
+    model_filename: str
+    backends: str
+    n_prompt: int
+    n_gen: int
+    n_depth: int
+    n_gpu_layers: int | None
+    avg_ts: float
+    stddev_ts: float
+
+    @property
+    def test(self) -> str:
+        """llama-bench's test name: pp512, tg128 @ d4096."""
+        parts = ([f"pp{self.n_prompt}"] if self.n_prompt else []) + ([f"tg{self.n_gen}"] if self.n_gen else [])
+        name = "+".join(parts)
+        return name + (f" @ d{self.n_depth}" if self.n_depth else "")
+
+
+def read_rows(path: str) -> list[LlamaBenchRow]:
+    """Rows of llama-bench's -o json (a list) or -o jsonl (one object a line), each validated;
+    BadInputError naming the row and field for anything else."""
+    text = read_text(path, MAX_RESULTS_BYTES)
+    where = clean_name(path)
     try:
         data = json.loads(text)
-        rows = data if isinstance(data, list) else [data]
+        raw = data if isinstance(data, list) else [data]
+    except RecursionError:
+        raise BadInputError(f"{where}: JSON nested too deeply to be llama-bench output") from None
     except ValueError:
         try:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+            raw = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except RecursionError:
+            raise BadInputError(f"{where}: JSON nested too deeply to be llama-bench output") from None
         except ValueError as e:
-            raise BadInputError(f"{path}: not llama-bench JSON or JSONL output ({e})") from None
-    if not rows or not all(isinstance(r, dict) and "avg_ts" in r for r in rows):
-        raise BadInputError(f"{path}: no llama-bench rows (objects with avg_ts) found")
-    return rows
+            raise BadInputError(f"{where}: not llama-bench JSON or JSONL output ({clean_name(e, 80)})") from None
+    if not raw:
+        raise BadInputError(f"{where}: no llama-bench rows (objects with avg_ts) found")
+    return [_row(where, i, r) for i, r in enumerate(raw, 1)]
+
+
+def _row(where: str, index: int, r: object) -> LlamaBenchRow:
+    if not isinstance(r, dict) or "avg_ts" not in r:
+        raise BadInputError(f"{where}: no llama-bench rows: row {index} is not an object with avg_ts")
+
+    def bad(field: str, wanted: str) -> BadInputError:
+        shown = clean_name(repr(r.get(field)), 40)
+        return BadInputError(f"{where}: row {index}: field {field!r} must be {wanted}, got {shown}")
+
+    def count(field: str, low: int = 0, default: int | None = 0) -> int | None:
+        v = r.get(field, default)
+        if v is None and default is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= MAX_TOKENS:
+            raise bad(field, f"a whole number from {low} to {MAX_TOKENS}")
+        return v
+
+    def number(field: str, positive: bool) -> float:
+        v = r.get(field, 0.0)
+        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+        if not ok or v < 0 or (positive and v == 0):
+            raise bad(field, "a finite number above 0" if positive else "a finite number, 0 or more")
+        return float(v)
+
+    n_prompt, n_gen = count("n_prompt") or 0, count("n_gen") or 0
+    if n_prompt == 0 and n_gen == 0:
+        raise BadInputError(f"{where}: row {index}: n_prompt and n_gen are both 0 (no test)")
+    for field in ("model_filename", "backends"):
+        if not isinstance(r.get(field, ""), str):
+            raise bad(field, "a string")
+    return LlamaBenchRow(
+        index=index,
+        model_filename=str(r.get("model_filename", "")),
+        backends=str(r.get("backends", "CPU")),
+        n_prompt=n_prompt,
+        n_gen=n_gen,
+        n_depth=count("n_depth") or 0,
+        n_gpu_layers=count("n_gpu_layers", low=-1, default=None),
+        avg_ts=number("avg_ts", positive=True),
+        stddev_ts=number("stddev_ts", positive=False),
+    )

@@ -7,6 +7,7 @@ into one `Error: ...` line and a documented exit status.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -16,38 +17,53 @@ import click
 from ggprof.cli import machine, models, runs  # noqa: F401  (registers the commands)
 from ggprof.cli.base import cli, extensions
 from ggprof.errors import ExitStatus, GGProfError
+from ggprof.units import clean_name
+
+MAX_ERROR_CHARS = 500  # one error line, however long the name or message from outside
+
+
+class Terminated(Exception):
+    """SIGTERM arrived: unwind (ending the llama.cpp child) and exit 128 + 15."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def error_line(message: str) -> None:
+    click.echo(f"Error: {clean_name(message, MAX_ERROR_CHARS)}", err=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; every failure becomes one `Error: ...` line and a documented status."""
+    extensions.cache_clear()  # resolved afresh for each invocation (tests run many in one process)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        from ggprof.plugins import plugin_manager
-
-        extensions.cache_clear()  # resolved afresh for each invocation (tests run many in one process)
-        plugin_manager().hook.register_commands(cli=cli)
         rv = cli.main(args=list(argv) if argv is not None else None, prog_name="ggprof", standalone_mode=False)
     except click.exceptions.Exit as e:
         return int(e.exit_code)
     except click.UsageError as e:
-        click.echo(f"Error: {e.format_message()}", err=True)
+        error_line(e.format_message())
         return int(ExitStatus.BAD_INPUT)
     except click.ClickException as e:
-        click.echo(f"Error: {e.format_message()}", err=True)
+        error_line(e.format_message())
         return int(e.exit_code)
-    except click.Abort:
-        click.echo("Error: aborted", err=True)
-        return int(ExitStatus.INTERNAL_ERROR)
+    except (click.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
+        error_line("interrupted")
+        return int(ExitStatus.INTERRUPTED)
+    except Terminated:
+        error_line("terminated")
+        return int(ExitStatus.TERMINATED)
     except GGProfError as e:
-        click.echo(f"Error: {e}", err=True)
+        error_line(str(e))
         return int(e.exit_status)
-    except KeyboardInterrupt:
-        click.echo("Error: interrupted", err=True)
-        return 130
     except Exception as e:  # a bug: still one line, the traceback on request
         if os.environ.get("GGPROF_DEBUG"):
             traceback.print_exc()
-        click.echo(f"Error: internal error: {type(e).__name__}: {e} (GGPROF_DEBUG=1 shows the traceback)", err=True)
+        error_line(f"internal error: {type(e).__name__}: {e} (GGPROF_DEBUG=1 shows the traceback)")
         return int(ExitStatus.INTERNAL_ERROR)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return int(rv) if isinstance(rv, int) else int(ExitStatus.OK)
 
 

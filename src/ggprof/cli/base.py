@@ -45,14 +45,38 @@ def show(as_json: bool, as_dict: Callable[..., Any], as_text: Callable[..., str]
         click.echo(as_text(*args))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class PluginGroup(click.Group):
+    """The `ggprof` group: commands from plugins (the `register_commands` hook) are added the
+    first time a command is not a built-in one or the list is shown, so `ggprof --version` and
+    the built-in commands do not wait for every plugin to import."""
+
+    _plugins_loaded = False
+
+    def load_plugin_commands(self) -> None:
+        if not self._plugins_loaded:
+            from ggprof.plugins import register_commands
+
+            self._plugins_loaded = True
+            register_commands(self)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            self.load_plugin_commands()
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self.load_plugin_commands()
+        return super().list_commands(ctx)
+
+
+@click.group(cls=PluginGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ggprof")
 def cli() -> None:
     """How fast should a GGUF model run on this machine, how fast does it run,
     and is that number believable?
 
     Exit status: 0 ok/plausible, 1 internal error, 2 bad input or usage,
-    3 suspicious, 4 impossible.
+    3 suspicious, 4 impossible, 130 interrupted (Ctrl-C), 143 terminated.
     """
 
 

@@ -18,6 +18,7 @@ from ggprof.cli.base import (
 )
 
 if TYPE_CHECKING:
+    from ggprof.bench.llamabench import LlamaBenchRow
     from ggprof.machine.target import DeviceChoice
 
 
@@ -157,8 +158,8 @@ def check(
     return int(EXIT[worst([j.verdict for j in judged])])
 
 
-def _row_model(rows: list[dict[str, Any]]) -> str:
-    names = {str(r.get("model_filename", "")) for r in rows}
+def _row_model(rows: list[LlamaBenchRow]) -> str:
+    names = {r.model_filename for r in rows}
     if len(names) != 1 or not next(iter(names)):
         raise click.UsageError("the llama-bench rows name several models (or none): pass MODEL.gguf")
     return names.pop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import time
@@ -11,11 +12,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ggprof.errors import BadInputError
+from ggprof.files import read_text
 from ggprof.machine.facts import HostFacts
-from ggprof.machine.stream import BandwidthMeasurement, KernelResult, SgemmMeasurement
+from ggprof.machine.measurements import BandwidthMeasurement, KernelResult, SgemmMeasurement
 from ggprof.paths import cache_dir
 
 CACHE_VERSION = 1
+MAX_CACHE_BYTES = 1 << 20
 
 
 def fingerprint(facts: HostFacts) -> str:
@@ -54,18 +58,39 @@ def save(facts: HostFacts, bandwidth: BandwidthMeasurement, sgemm: SgemmMeasurem
 
 
 def load(facts: HostFacts) -> tuple[BandwidthMeasurement, SgemmMeasurement, float] | None:
-    """The cached measurement and when it was taken; None when absent or unreadable."""
+    """The cached measurement and when it was taken; None when absent, unreadable or invalid
+    (a file that is not a regular one, not JSON, from another version, or with figures no
+    measurement gives): the caller then measures again."""
     try:
-        data = json.loads(cache_path(facts).read_text())
-        if data.get("version") != CACHE_VERSION:
+        data = json.loads(read_text(cache_path(facts), MAX_CACHE_BYTES))
+        if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
             return None
-        return _bandwidth(data["bandwidth"]), _sgemm(data["sgemm"]), float(data["measured_at"])
-    except (OSError, ValueError, KeyError, TypeError):
+        measured_at = float(data["measured_at"])
+        if not (math.isfinite(measured_at) and 0 < measured_at <= time.time() + 86400):
+            return None
+        return _bandwidth(data["bandwidth"]), _sgemm(data["sgemm"]), measured_at
+    except (BadInputError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
 
 
+def _samples(values: object) -> tuple[float, ...]:
+    """Measured rates: a non-empty list of finite positive numbers (ValueError otherwise)."""
+    if not isinstance(values, list) or not values or len(values) > 1000:
+        raise ValueError("samples")
+    out = tuple(float(x) for x in values if not isinstance(x, bool))
+    if len(out) != len(values) or not all(math.isfinite(x) and x > 0 for x in out):
+        raise ValueError("samples")
+    return out
+
+
+def _positive_int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError("count")
+    return value
+
+
 def _kernel(d: dict[str, Any]) -> KernelResult:
-    return KernelResult(str(d["name"]), tuple(float(x) for x in d["samples_bytes_per_s"]))
+    return KernelResult(str(d["name"]), _samples(d["samples_bytes_per_s"]))
 
 
 def _bandwidth(d: dict[str, Any]) -> BandwidthMeasurement:
@@ -73,13 +98,16 @@ def _bandwidth(d: dict[str, Any]) -> BandwidthMeasurement:
         read=_kernel(d["read"]),
         copy=_kernel(d["copy"]),
         triad=_kernel(d["triad"]),
-        threads=int(d["threads"]),
-        array_bytes=int(d["array_bytes"]),
-        repetitions=int(d["repetitions"]),
+        threads=_positive_int(d["threads"]),
+        array_bytes=_positive_int(d["array_bytes"]),
+        repetitions=_positive_int(d["repetitions"]),
         elapsed_s=float(d["elapsed_s"]),
-        notes=tuple(d.get("notes", ())),
+        notes=tuple(str(n) for n in d.get("notes", ())),
     )
 
 
 def _sgemm(d: dict[str, Any]) -> SgemmMeasurement:
-    return SgemmMeasurement(float(d["flops_per_s"]), int(d["n"]), tuple(float(x) for x in d["samples_flops_per_s"]))
+    flops = float(d["flops_per_s"])
+    if not (math.isfinite(flops) and flops > 0):
+        raise ValueError("flops")
+    return SgemmMeasurement(flops, _positive_int(d["n"]), _samples(d["samples_flops_per_s"]))

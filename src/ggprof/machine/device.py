@@ -54,3 +54,12 @@ class EfficiencyBand:
     low: float
     high: float
     source: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExpectedSpeed:
+    """The decode speed a backend's model expects, and what that rests on."""
+
+    low_tok_s: float
+    high_tok_s: float
+    basis: str

@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 import platform
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+
+from ggprof.machine.tools import run_tool
 
 # SIMD features that matter to llama.cpp's CPU kernels, by the names the OS uses.
 SIMD_FLAGS = {
@@ -56,20 +57,6 @@ class HostFacts:
     @property
     def llc_bytes(self) -> int | None:
         return self.l3_bytes or self.l2_bytes
-
-
-def run_tool(args: list[str], timeout_s: float | None = None) -> str | None:
-    """Run a vendor or OS tool; None when it is missing, fails or hangs (never raises).
-
-    GGPROF_TOOL_TIMEOUT_S caps how long any tool may take (default 5 s, or the caller's).
-    """
-    env_cap = os.environ.get("GGPROF_TOOL_TIMEOUT_S")
-    timeout_s = float(env_cap) if env_cap else (timeout_s or 5.0)
-    try:
-        out = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return None
-    return out.stdout if out.returncode == 0 else None
 
 
 def _read(path: str | Path) -> str | None:

@@ -16,9 +16,9 @@ from ggprof.figures import Figure
 from ggprof.machine import cache
 from ggprof.machine.device import Detection, Device
 from ggprof.machine.facts import HostFacts, gather_facts
+from ggprof.machine.measurements import BandwidthMeasurement, SgemmMeasurement
 from ggprof.machine.memory import MemoryConfig, detect_memory
 from ggprof.machine.profiles import ProfileDB
-from ggprof.machine.stream import BandwidthMeasurement, SgemmMeasurement, measure_bandwidth, measure_sgemm
 
 __all__ = ["Detector", "HostContext", "HostFacts", "HostReport", "describe_host"]
 
@@ -49,6 +49,7 @@ class HostReport:
     from_cache: bool
     cache_path: Path
     detections: list[Detection] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()  # for stderr: nothing was lost, but the user should know
 
     @property
     def facts(self) -> HostFacts:
@@ -82,16 +83,24 @@ def describe_host(
 ) -> HostReport:
     """Gather facts; reuse the cached measurement unless `refresh`; measure if none (and `measure`)."""
     facts = gather_facts()
+    warnings: list[str] = []
     cached = None if refresh else cache.load(facts)
     bandwidth = sgemm = None
     measured_at: float | None = None
     if cached:
         bandwidth, sgemm, measured_at = cached
     elif measure:
+        # imported here, not at the top: the kernels need numpy (~60 ms), which a command that
+        # only reads a cached measurement (or `ggprof --help`) should not pay for
+        from ggprof.machine.stream import measure_bandwidth, measure_sgemm
+
         bandwidth = measure_bandwidth(facts.physical_cores, facts.llc_bytes, facts.ram_available_bytes, quick)
         sgemm = measure_sgemm(quick)
         measured_at = time.time()
-        cache.save(facts, bandwidth, sgemm)
+        try:
+            cache.save(facts, bandwidth, sgemm)
+        except OSError as e:  # the measurement stands; only reusing it later is lost
+            warnings.append(f"could not cache the measurement in {cache.cache_path(facts).parent}: {e.strerror or e}")
     context = HostContext(facts=facts, memory=detect_memory(), bandwidth=bandwidth, sgemm=sgemm, profiles=profiles)
     detections = [_detect(d, context) for d in detectors]
     return HostReport(
@@ -100,6 +109,7 @@ def describe_host(
         from_cache=cached is not None,
         cache_path=cache.cache_path(facts),
         detections=detections,
+        warnings=tuple(warnings),
     )
 
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ggprof.machine.facts import run_tool
+from ggprof.machine.tools import run_tool
 
 # SMBIOS memory type codes (Win32_PhysicalMemory.SMBIOSMemoryType).
 _SMBIOS_TYPES = {

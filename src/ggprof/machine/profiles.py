@@ -16,9 +16,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import regex
+
 from ggprof.errors import BadInputError, ProfileError
+from ggprof.files import read_text
 from ggprof.paths import config_dir
-from ggprof.units import clean
+from ggprof.units import clean, clean_name
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -26,6 +29,18 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 KINDS = ("cpu-memory", "gpu", "soc")
+MAX_PROFILE_BYTES = 1 << 20
+MAX_PATTERN_CHARS = 200
+MAX_DEVICE_NAME_CHARS = 256
+MATCH_TIMEOUT_S = 0.05
+# Upper bounds of a profile's figures: far above any device, below what breaks arithmetic.
+LIMITS = {
+    "memory_bandwidth_gbs": 1e5,  # 100 TB/s
+    "memory_gb": 1e6,
+    "peak_fp16_tflops": 1e5,
+    "peak_fp32_tflops": 1e5,
+    "gpu_cores": 1e6,
+}
 _ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 
 
@@ -57,10 +72,21 @@ class Profile:
         return max(peaks) * 1e12 if peaks else None
 
     def matches(self, device_name: str) -> int:
-        """The length of the longest `match` pattern found in device_name (0: no match)."""
+        """The length of the longest `match` pattern found in device_name (0: no match).
+
+        Patterns come from user files: each search is bounded in time (a pattern with
+        catastrophic backtracking is a ProfileError naming it, never a hang)."""
         best = 0
+        name = device_name[:MAX_DEVICE_NAME_CHARS]
         for pattern in self.match:
-            m = re.search(pattern, device_name, re.IGNORECASE)
+            try:
+                m = regex.search(pattern, name, regex.IGNORECASE, timeout=MATCH_TIMEOUT_S)
+            except TimeoutError:
+                where = clean_name(self.path or self.id)
+                raise ProfileError(
+                    f"{where}: field 'match': pattern {clean_name(pattern, 60)!r} takes too long on "
+                    f"{clean_name(name, 60)!r} (catastrophic backtracking); simplify it"
+                ) from None
             if m:
                 best = max(best, len(m.group(0)) or 1)
         return best
@@ -140,12 +166,13 @@ def load_from(dirs: Iterable[Path]) -> dict[str, Profile]:
 
 # -- parsing and validation ------------------------------------------------------------------
 def parse_profile(path: Path) -> Profile:
+    text = read_text(path, MAX_PROFILE_BYTES, ProfileError)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise ProfileError(f"{path}: cannot read: {e}") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ProfileError(f"{path}: invalid TOML: {e}") from None
+        raise ProfileError(f"{clean_name(path)}: invalid TOML: {clean_name(e)}") from None
+    except RecursionError:
+        raise ProfileError(f"{clean_name(path)}: TOML nested too deeply") from None
     v = _Validator(path, data)
     profile = Profile(
         id=v.string("id", pattern=_ID),
@@ -176,14 +203,18 @@ class _Validator:
         self.path, self.data = path, data
 
     def error(self, name: str, problem: str) -> ProfileError:
-        return ProfileError(f"{self.path}: field {name!r}: {problem}")
+        return ProfileError(f"{clean_name(self.path)}: field {clean_name(name, 60)!r}: {problem}")
+
+    @staticmethod
+    def shown(value: object) -> str:
+        return clean_name(repr(value), 60)
 
     def string(self, name: str, pattern: re.Pattern[str] | None = None) -> str:
         value = self.data.get(name)
         if not isinstance(value, str) or not value.strip():
             raise self.error(name, "required, a non-empty string")
         if pattern and not pattern.match(value):
-            raise self.error(name, f"{value!r} must be lowercase letters, digits, '-' and '.'")
+            raise self.error(name, f"{self.shown(value)} must be lowercase letters, digits, '-' and '.'")
         return value
 
     def optional_string(self, name: str) -> str | None:
@@ -195,23 +226,25 @@ class _Validator:
     def choice(self, name: str, options: tuple[str, ...]) -> str:
         value = self.string(name)
         if value not in options:
-            raise self.error(name, f"{value!r} is not one of {', '.join(options)}")
+            raise self.error(name, f"{self.shown(value)} is not one of {', '.join(options)}")
         return value
 
     def positive(self, name: str, required: bool = False) -> float | None:
         value = self.data.get(name)
         if value is None and not required:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise self.error(name, f"must be a positive number, got {value!r}")
+        top = LIMITS[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= top:
+            raise self.error(name, f"must be a positive number up to {top:g}, got {self.shown(value)}")
         return float(value)
 
     def integer(self, name: str) -> int | None:
         value = self.data.get(name)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise self.error(name, f"must be a positive integer, got {value!r}")
+        top = LIMITS[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= top:
+            raise self.error(name, f"must be a positive integer up to {top:g}, got {self.shown(value)}")
         return value
 
     def string_list(self, name: str, required: bool = False) -> list[str]:
@@ -223,10 +256,12 @@ class _Validator:
     def regex_list(self, name: str) -> list[str]:
         patterns = self.string_list(name)
         for p in patterns:
+            if len(p) > MAX_PATTERN_CHARS:
+                raise self.error(name, f"a pattern longer than {MAX_PATTERN_CHARS} characters")
             try:
-                re.compile(p)
-            except re.error as e:
-                raise self.error(name, f"bad pattern {p!r}: {e}") from None
+                regex.compile(p)
+            except regex.error as e:
+                raise self.error(name, f"bad pattern {self.shown(p)}: {clean_name(e, 80)}") from None
         return patterns
 
     def string_table(self, name: str) -> dict[str, str]:
@@ -236,6 +271,6 @@ class _Validator:
         return dict(value)
 
     def no_unknown_fields(self) -> None:
-        unknown = sorted(set(self.data) - self.FIELDS)
+        unknown = sorted(map(str, set(self.data) - self.FIELDS))
         if unknown:
             raise self.error(unknown[0], "unknown field")

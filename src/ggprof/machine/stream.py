@@ -17,50 +17,14 @@ import mmap
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
+
+from ggprof.machine.measurements import BandwidthMeasurement, KernelResult, SgemmMeasurement
 
 MiB = 1 << 20
 GiB = 1 << 30
 _TRIAD_SCALAR = 3.0
-
-
-@dataclass(frozen=True)
-class KernelResult:
-    """One kernel's repetitions, in bytes/s (bytes counted as STREAM counts them)."""
-
-    name: str
-    samples_bytes_per_s: tuple[float, ...]
-
-    @property
-    def best_bytes_per_s(self) -> float:
-        return max(self.samples_bytes_per_s)
-
-    @property
-    def spread(self) -> float:
-        """(best - worst) / best: how much the repetitions disagreed."""
-        best = self.best_bytes_per_s
-        return (best - min(self.samples_bytes_per_s)) / best if best else 0.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class BandwidthMeasurement:
-    read: KernelResult
-    copy: KernelResult
-    triad: KernelResult
-    threads: int
-    array_bytes: int
-    repetitions: int
-    elapsed_s: float
-    notes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class SgemmMeasurement:
-    flops_per_s: float
-    n: int
-    samples_flops_per_s: tuple[float, ...]
 
 
 def array_bytes_for(llc_bytes: int | None, available_bytes: int, quick: bool) -> tuple[int, list[str]]:

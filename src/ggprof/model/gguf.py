@@ -8,18 +8,18 @@ into Python lists. The layout follows the GGUF spec and llama.cpp's ggml/src/ggu
 
 from __future__ import annotations
 
-import mmap
 import os
 import re
-import stat
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from ggprof.errors import GGUFError
+from ggprof.errors import BadInputError, GGUFError
+from ggprof.files import open_regular
 from ggprof.model.ggml import GGML_TYPES, SCALAR_FORMATS, GGMLType, ValueType
+from ggprof.units import clean_name
 
 MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -28,6 +28,7 @@ MAX_NAME_BYTES = 63  # GGML_MAX_NAME is 64 including the terminating NUL
 DEFAULT_ALIGNMENT = 32
 INLINE_ARRAY_MAX = 1024  # longer arrays are summarised (type, length), not materialised
 INLINE_STRING_MAX = 1 << 20  # longer string values are summarised too
+MAX_KEY_BYTES = 1 << 16  # no GGUF key comes close; a longer one is hostile
 _INT64_MAX = (1 << 63) - 1
 _MIN_KV_BYTES = 8 + 1 + 4 + 1  # key length, a 1-byte key, value type, a 1-byte value
 _MIN_TENSOR_INFO_BYTES = 8 + 1 + 4 + 8 + 4 + 8  # name length, name, n_dims, 1 dim, type, offset
@@ -103,12 +104,51 @@ class GGUFHeader:
         return mv.value
 
 
-class _Parser:
-    """Walks one mapped file. Positions are absolute; `end` is the file size."""
+class _Window:
+    """The bytes of a file around the read position, read forward in chunks.
 
-    def __init__(self, buf: mmap.mmap | bytes, size: int, path: Path, shard: int) -> None:
-        self.buf = buf
-        self.end = size
+    Plain reads rather than a memory map: a file truncated while it is read ends in one
+    error line, not SIGBUS. Skipped regions (long strings, tokenizer arrays) are never read.
+    """
+
+    CHUNK = 1 << 20
+
+    def __init__(self, f: BinaryIO, size: int, path: Path) -> None:
+        self.f, self.size, self.path = f, size, path
+        self.base = 0
+        self.data = b""
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.data)
+
+    def load(self, pos: int, n: int) -> None:
+        """Make [pos, pos + n) part of the window (the caller checked it is inside the file)."""
+        if self.base <= pos and pos + n <= self.end:
+            return
+        if self.base <= pos <= self.end:
+            prefix, start = self.data[pos - self.base :], self.end
+        else:
+            prefix, start = b"", pos
+        want = min(max(pos + n - start, self.CHUNK), self.size - start)
+        self.f.seek(start)
+        chunk = self.f.read(want)
+        if start + len(chunk) < pos + n:
+            raise GGUFError(self.path, f"the file ended at byte {start + len(chunk)} while it was read (truncated?)")
+        self.data, self.base = prefix + chunk, pos
+
+    def bytes(self, pos: int, n: int) -> bytes:
+        self.load(pos, n)
+        rel = pos - self.base
+        return self.data[rel : rel + n]
+
+
+class _Parser:
+    """Walks one file. Positions are absolute; `end` is the file size."""
+
+    def __init__(self, win: _Window, path: Path, shard: int) -> None:
+        self.win = win
+        self.end = win.size
         self.pos = 0
         self.path = path
         self.shard = shard
@@ -120,27 +160,26 @@ class _Parser:
         if self.pos + n > self.end:
             raise self.fail(f"{what} at byte {self.pos} needs {n} bytes but the file ends at byte {self.end}")
 
-    def u32(self, what: str) -> int:
-        self.need(4, what)
-        (v,) = _U32.unpack_from(self.buf, self.pos)
-        self.pos += 4
-        return int(v)
-
-    def u64(self, what: str) -> int:
-        self.need(8, what)
-        (v,) = _U64.unpack_from(self.buf, self.pos)
-        self.pos += 8
-        return int(v)
-
-    def raw_string(self, what: str) -> bytes:
-        n = self.u64(f"length of {what}")
+    def take(self, n: int, what: str) -> bytes:
         self.need(n, what)
-        raw = bytes(self.buf[self.pos : self.pos + n])
+        raw = self.win.bytes(self.pos, n)
         self.pos += n
         return raw
 
-    def string(self, what: str) -> str:
-        raw = self.raw_string(what)
+    def u32(self, what: str) -> int:
+        return int(_U32.unpack(self.take(4, what))[0])
+
+    def u64(self, what: str) -> int:
+        return int(_U64.unpack(self.take(8, what))[0])
+
+    def raw_string(self, what: str, max_bytes: int | None = None) -> bytes:
+        n = self.u64(f"length of {what}")
+        if max_bytes is not None and n > max_bytes:
+            raise self.fail(f"{what} is {n:,} bytes long; at most {max_bytes:,} allowed")
+        return self.take(n, what)
+
+    def string(self, what: str, max_bytes: int | None = None) -> str:
+        raw = self.raw_string(what, max_bytes)
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -166,11 +205,9 @@ class _Parser:
         return replace(header, alignment=alignment, data_offset=data_offset, tensors=tensors)
 
     def preamble(self) -> tuple[int, int, int]:
-        self.need(4, "magic")
-        magic = bytes(self.buf[0:4])
+        magic = self.take(4, "magic")
         if magic != MAGIC:
             raise self.fail(f"not a GGUF file (magic {magic!r}, expected b'GGUF')")
-        self.pos = 4
         version = self.u32("version")
         if version not in SUPPORTED_VERSIONS:
             swapped = int.from_bytes(version.to_bytes(4, "little"), "big")
@@ -189,11 +226,11 @@ class _Parser:
     def metadata(self, n_kv: int) -> dict[str, MetaValue]:
         out: dict[str, MetaValue] = {}
         for i in range(n_kv):
-            key = self.string(f"key of metadata entry {i}")
+            key = self.string(f"key of metadata entry {i}", MAX_KEY_BYTES)
             if not key:
                 raise self.fail(f"metadata entry {i} has an empty key")
             if key in out:
-                raise self.fail(f"duplicate key {key!r}")
+                raise self.fail(f"duplicate key {clean_name(key)!r}")
             vtype = self.value_type(key, self.u32(f"type of {key!r}"))
             out[key] = MetaValue(vtype, self.value(key, vtype))
         return out
@@ -210,12 +247,10 @@ class _Parser:
         if vtype == ValueType.ARRAY:
             return self.array(key)
         fmt, size = SCALAR_FORMATS[vtype]
-        self.need(size, f"value of {key!r}")
-        (v,) = struct.unpack_from("<" + fmt, self.buf, self.pos)
-        if vtype == ValueType.BOOL and self.buf[self.pos] > 1:
-            raise self.fail(f"key {key!r}: bool value {self.buf[self.pos]} is neither 0 nor 1")
-        self.pos += size
-        return v
+        raw = self.take(size, f"value of {key!r}")
+        if vtype == ValueType.BOOL and raw[0] > 1:
+            raise self.fail(f"key {key!r}: bool value {raw[0]} is neither 0 nor 1")
+        return struct.unpack("<" + fmt, raw)[0]
 
     def string_value(self, key: str) -> str | SkippedString:
         n = self.u64(f"length of value of {key!r}")
@@ -241,21 +276,28 @@ class _Parser:
             self.pos = self.skip_strings(key, n)
             return ArrayValue(item_type, n, None)
         fmt, size = SCALAR_FORMATS[item_type]
-        items = struct.unpack_from(f"<{n}{fmt}", self.buf, self.pos) if keep else None
-        if items is not None and item_type == ValueType.BOOL and any(b > 1 for b in self.buf[self.pos : self.pos + n]):
+        if not keep:
+            self.pos += n * size
+            return ArrayValue(item_type, n, None)
+        raw = self.take(n * size, f"array {key!r}")
+        if item_type == ValueType.BOOL and any(b > 1 for b in raw):
             raise self.fail(f"array {key!r} holds a bool that is neither 0 nor 1")
-        self.pos += n * size
-        return ArrayValue(item_type, n, items)
+        return ArrayValue(item_type, n, struct.unpack(f"<{n}{fmt}", raw))
 
     def skip_strings(self, key: str, n: int) -> int:
         """Skip n length-prefixed strings: the hot loop of a 262k-token vocabulary."""
-        buf, pos, unpack = self.buf, self.pos, _U64.unpack_from
-        try:
-            for _ in range(n):
-                pos += 8 + unpack(buf, pos)[0]
-        except (struct.error, OverflowError):  # a length past the end, or past any offset
-            pos = self.end + 1
-        if pos > self.end:
+        win, pos, end, unpack = self.win, self.pos, self.end, _U64.unpack_from
+        data, base = win.data, win.base
+        stop = base + len(data) - 8  # the last position whose length field is in the window
+        for _ in range(n):
+            if pos > stop:
+                if pos + 8 > end:
+                    raise self.fail(f"array {key!r}: a string runs past the end of the file")
+                win.load(pos, 8)
+                data, base = win.data, win.base
+                stop = base + len(data) - 8
+            pos += 8 + unpack(data, pos - base)[0]
+        if pos > end:
             raise self.fail(f"array {key!r}: a string runs past the end of the file")
         return pos
 
@@ -272,9 +314,10 @@ class _Parser:
         return tuple(out)
 
     def tensor_info(self, i: int) -> TensorInfo:
-        raw = self.raw_string(f"name of tensor {i}")
-        if len(raw) > MAX_NAME_BYTES:
-            raise self.fail(f"tensor {i} has a {len(raw)}-byte name; ggml allows at most {MAX_NAME_BYTES}")
+        n = self.u64(f"length of name of tensor {i}")
+        if n > MAX_NAME_BYTES:
+            raise self.fail(f"tensor {i} has a {n}-byte name; ggml allows at most {MAX_NAME_BYTES}")
+        raw = self.take(n, f"name of tensor {i}")
         try:
             name = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -343,27 +386,17 @@ def read_header(path: str | os.PathLike[str], shard: int = 0) -> GGUFHeader:
     """Read the header of one GGUF file. Raises GGUFError (one line) for anything wrong."""
     p = Path(path)
     try:
-        f = open(p, "rb")  # noqa: SIM115 - closed below, after the mapping
-    except FileNotFoundError:
-        raise GGUFError(p, "no such file") from None
-    except IsADirectoryError:
-        raise GGUFError(p, "is a directory, not a GGUF file") from None
-    except PermissionError:
-        raise GGUFError(p, "permission denied") from None
-    except OSError as e:
-        raise GGUFError(p, e.strerror or str(e)) from None
+        f = open_regular(p)
+    except BadInputError as e:
+        problem = str(e).rsplit(": ", 1)[-1].replace("is a directory, not a file", "is a directory, not a GGUF file")
+        raise GGUFError(clean_name(p), problem) from None
     with f:
-        st = os.fstat(f.fileno())
-        if stat.S_ISDIR(st.st_mode):
-            raise GGUFError(p, "is a directory, not a GGUF file")
-        if not stat.S_ISREG(st.st_mode):
-            raise GGUFError(p, "not a regular file")
-        if st.st_size == 0:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
             raise GGUFError(p, "empty file")
-        if st.st_size < 24:
-            raise GGUFError(p, f"file too short for a GGUF header ({st.st_size} bytes)")
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            return _Parser(mm, st.st_size, p, shard).parse()
+        if size < 24:
+            raise GGUFError(p, f"file too short for a GGUF header ({size} bytes)")
+        return _Parser(_Window(f, size, p), p, shard).parse()
 
 
 def split_paths(path: Path) -> list[Path] | None:

@@ -4,9 +4,8 @@ running nothing. This host is described once per command, whatever the number of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from ggprof.bench.llamabench import backend_of_row
+from ggprof.bench.llamabench import LlamaBenchRow, backend_of_row
 from ggprof.errors import NoBandwidthError
 from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
@@ -85,21 +84,16 @@ class Checker:
         )
 
 
-def reported_from_row(row: dict[str, Any], backend: str | None) -> Reported:
+def reported_from_row(row: LlamaBenchRow, backend: str | None) -> Reported:
     """One row of `llama-bench -o json`: pp rows report prefill, tg rows decode."""
-    n_prompt, n_gen = int(row.get("n_prompt", 0)), int(row.get("n_gen", 0))
-    avg = float(row["avg_ts"])
-    cv = float(row.get("stddev_ts", 0.0)) / avg if avg else None
-    ngl = row.get("n_gpu_layers")
-    used = backend or backend_of_row(row.get("backends", "CPU"))
-    label = f"{'pp' if n_prompt else 'tg'}{n_prompt or n_gen}" + (f" @ d{row['n_depth']}" if row.get("n_depth") else "")
+    used = backend or backend_of_row(row.backends)
     return Reported(
-        tg_tok_s=avg if n_gen and not n_prompt else None,
-        pp_tok_s=avg if n_prompt and not n_gen else None,
-        depth=int(row.get("n_depth", 0)),
-        n_prompt=n_prompt or 512,
+        tg_tok_s=row.avg_ts if row.n_gen and not row.n_prompt else None,  # a pp+tg test is neither
+        pp_tok_s=row.avg_ts if row.n_prompt and not row.n_gen else None,
+        depth=row.n_depth,
+        n_prompt=row.n_prompt or 512,
         backend=used,
-        n_gpu_layers=None if used == "cpu" or ngl is None else int(ngl),
-        cv=cv,
-        label=label,
+        n_gpu_layers=None if used == "cpu" else row.n_gpu_layers,
+        cv=row.stddev_ts / row.avg_ts,
+        label=row.test,
     )

@@ -8,8 +8,8 @@ from typing import Any
 from ggprof.figures import Figure
 from ggprof.machine.device import Device
 from ggprof.machine.host import HostReport
+from ggprof.machine.measurements import KernelResult
 from ggprof.machine.profiles import Profile
-from ggprof.machine.stream import KernelResult
 from ggprof.paths import cache_dir, config_dir
 from ggprof.units import clean, fmt_bytes, fmt_rate, sig3
 

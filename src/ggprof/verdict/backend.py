@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ggprof.bench.context import RunContext
-from ggprof.machine.device import Detection, Device, EfficiencyBand
-from ggprof.machine.host import HostContext
-from ggprof.model.spec import ModelSpec
-from ggprof.predict import ExpectedSpeed
-from ggprof.verdict.finding import JudgeCase
+from ggprof.machine.device import EfficiencyBand
+
+if TYPE_CHECKING:  # annotations only: importing a plugin (and `ggprof --help`) stays cheap
+    from ggprof.bench.context import RunContext
+    from ggprof.machine.device import Detection, Device, ExpectedSpeed
+    from ggprof.machine.host import HostContext
+    from ggprof.model.spec import ModelSpec
+    from ggprof.verdict.finding import JudgeCase
 
 # Why a decode speed lands above the bandwidth ceiling: the work happened elsewhere, on a
 # smaller model, or the bandwidth figure is wrong.

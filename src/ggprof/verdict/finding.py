@@ -7,13 +7,16 @@ A Verdict is the worst finding; it maps onto the exit status (0 plausible or unk
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from ggprof.bench.context import RunContext
-from ggprof.bench.results import ThreadProbe
 from ggprof.errors import ExitStatus
-from ggprof.model.spec import ModelSpec
-from ggprof.predict import ExpectedSpeed, Prediction
+
+if TYPE_CHECKING:  # annotations only: importing a plugin (and `ggprof --help`) stays cheap
+    from ggprof.bench.context import RunContext
+    from ggprof.bench.results import ThreadProbe
+    from ggprof.machine.device import ExpectedSpeed
+    from ggprof.model.spec import ModelSpec
+    from ggprof.predict import Prediction
 
 Severity = Literal["impossible", "suspicious", "plausible", "unknown"]
 # How bad: a verdict is the worst judged severity; "unknown" only when nothing could be judged.

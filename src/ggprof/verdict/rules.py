@@ -3,7 +3,8 @@ decode against the backend's expected band, and whether the model fits the devic
 
 from __future__ import annotations
 
-from ggprof.predict import ExpectedSpeed, Prediction, expected_decode, is_partial_offload
+from ggprof.machine.device import ExpectedSpeed
+from ggprof.predict import Prediction, expected_decode, is_partial_offload
 from ggprof.units import fmt_bytes, fmt_rate, sig3
 from ggprof.verdict.backend import Backend
 from ggprof.verdict.finding import Finding, JudgeCase
