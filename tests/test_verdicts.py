@@ -168,7 +168,11 @@ def test_slow_cpu_causes_from_the_run_context(tmp_path: Path, ctx: dict, cause: 
 
 def test_noisy_repetitions_are_a_cause(tmp_path: Path) -> None:
     case = replace(cpu_case(tmp_path, 1.0, cpu_device(50)), tg_cv=0.25)
-    assert any("noisy repetitions" in c for c in judge(case).findings[0].causes)
+    v = judge(case)
+    below = next(f for f in v.findings if f.code == "DECODE_BELOW_BAND")
+    assert any("noisy repetitions" in c for c in below.causes)
+    noisy = next(f for f in v.findings if f.code == "RUN_TOO_NOISY")
+    assert noisy.severity == "suspicious" and noisy.observed is not None and noisy.observed.startswith("25%")
 
 
 def test_compute_bound_is_named_with_evidence(tmp_path: Path) -> None:

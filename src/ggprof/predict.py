@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ggprof.errors import NoBandwidthError
+from ggprof.errors import BadInputError, NoBandwidthError
 from ggprof.machine.device import Device, EfficiencyBand, ExpectedSpeed
 from ggprof.model.spec import ROW_LOOKUP_TENSORS, ModelSpec
 
@@ -294,6 +294,8 @@ def predict(
     spec: ModelSpec, device: Device, inputs: PredictInputs, band: EfficiencyBand | None, cpu: Device | None = None
 ) -> Prediction:
     """Ceilings and fit for `spec` on `device` (with `cpu` holding layers not offloaded)."""
+    if spec.decode_bytes_per_token <= 0:
+        raise BadInputError(f"{spec.path.name}: the model has no weight tensors: a token reads nothing to predict from")
     has_gpu = device.is_discrete_gpu
     place = placement(spec, inputs.n_gpu_layers, has_gpu)
     ck, cv = inputs.cache_type_k, inputs.cache_type_v

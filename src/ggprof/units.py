@@ -8,6 +8,7 @@ import unicodedata
 
 GB = 1e9
 GiB = float(1 << 30)
+MAX_TOKENS = 2**31 - 1  # llama.cpp counts tokens (context, batch, depth) in int32
 _BIDI_AND_FORMAT = {"Cc", "Cf", "Co", "Cs"}
 
 

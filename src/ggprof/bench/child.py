@@ -20,6 +20,7 @@ import ctypes
 import json
 import os
 import random
+import signal
 import sys
 import time
 from pathlib import Path
@@ -31,6 +32,7 @@ from ggprof.model.ggml import kv_cache_type
 EXIT_LOAD_FAILED = 3
 EXIT_RUN_FAILED = 4
 GGML_MAX_N_THREADS = 512
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class ThreadpoolParams(ctypes.Structure):
@@ -251,7 +253,21 @@ class Child:
         return times
 
 
+def die_with_parent() -> None:
+    """Linux: the kernel sends SIGKILL to this process when the parent dies, even by kill -9
+    (elsewhere the next write to the closed protocol pipe ends it)."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() == 1:  # the parent died before prctl took effect
+            os._exit(EXIT_RUN_FAILED)
+
+
 def main() -> None:
+    die_with_parent()
     protocol = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # whatever C code prints to stdout lands in the log, not in the protocol
     sys.stdout = sys.stderr

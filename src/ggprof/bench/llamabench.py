@@ -18,7 +18,7 @@ from typing import Any
 from ggprof.bench.results import FLASH_ATTN_TYPES, BenchResult, BenchRow
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
-from ggprof.units import clean_name
+from ggprof.units import MAX_TOKENS, clean_name
 
 
 def row_dict(result: BenchResult, row: BenchRow) -> dict[str, Any]:
@@ -157,7 +157,6 @@ def backend_of_row(field: str) -> str:
 
 
 MAX_RESULTS_BYTES = 64 << 20  # llama-bench JSON of ~100,000 rows; a larger file is not results
-MAX_TOKENS = 2**31 - 1  # llama.cpp counts tokens in int32
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -95,11 +95,13 @@ class _Child:
         self.proc.wait()
 
     def last_words(self) -> str:
-        """The most telling line llama.cpp printed last: an error line if there is one."""
+        """The most telling line llama.cpp printed: its reason (the line naming what was wrong,
+        such as an unknown architecture) before a generic "failed to load" line."""
         self.log_thread.join(timeout=2)
         lines = [ln for ln in self.log if ln.strip()]
         errors = [ln for ln in lines if re.search(r"error|failed|abort|assert|what\(\)", ln, re.IGNORECASE)]
-        return clean((errors or lines or ["(nothing)"])[-1])[:300]
+        specific = [ln for ln in errors if not re.search(r"failed to load model\s*$", ln, re.IGNORECASE)]
+        return clean((specific or errors or lines or ["(nothing)"])[-1])[:300]
 
 
 def run_bench(params: BenchParams, facts: HostFacts, progress: ProgressFn | None = None) -> BenchResult:
@@ -118,21 +120,24 @@ def run_bench(params: BenchParams, facts: HostFacts, progress: ProgressFn | None
     }
     deadline = time.monotonic() + params.timeout_s if params.timeout_s else None
     child_cpu = 0.0
-    while True:
-        timeout = None if deadline is None else max(deadline - time.monotonic(), 0)
-        try:
-            event = child.events.get(timeout=timeout)
-        except queue.Empty:
+    try:
+        while True:
+            timeout = None if deadline is None else max(deadline - time.monotonic(), 0)
+            try:
+                event = child.events.get(timeout=timeout)
+            except queue.Empty:
+                raise RunError(
+                    f"{_what(params, events)}: timed out after {params.timeout_s:g} s "
+                    f"(--timeout); llama.cpp last said: {child.last_words()}"
+                ) from None
+            if event is None:
+                break
+            child_cpu = _child_cpu(child.proc.pid, child_cpu)
+            _handle(event, events, progress)
+        rc = child.proc.wait()
+    finally:  # an interrupt, a timeout, a failure here: the child (and its process group) ends with us
+        if child.proc.poll() is None:
             child.kill()
-            raise RunError(
-                f"{_what(params, events)}: timed out after {params.timeout_s:g} s "
-                f"(--timeout); llama.cpp last said: {child.last_words()}"
-            ) from None
-        if event is None:
-            break
-        child_cpu = _child_cpu(child.proc.pid, child_cpu)
-        _handle(event, events, progress)
-    rc = child.proc.wait()
     if rc != 0 or "done" not in events:
         _raise_failure(params, events, child, rc)
     wall = time.monotonic() - wall0

@@ -17,6 +17,7 @@ import click
 from ggprof.cli import machine, models, runs  # noqa: F401  (registers the commands)
 from ggprof.cli.base import cli, extensions
 from ggprof.errors import ExitStatus, GGProfError
+from ggprof.machine.tools import tool_timeout_cap_s
 from ggprof.units import clean_name
 
 MAX_ERROR_CHARS = 500  # one error line, however long the name or message from outside
@@ -39,6 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     extensions.cache_clear()  # resolved afresh for each invocation (tests run many in one process)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
+        tool_timeout_cap_s()  # environment values are checked where they enter, before anything runs
         rv = cli.main(args=list(argv) if argv is not None else None, prog_name="ggprof", standalone_mode=False)
     except click.exceptions.Exit as e:
         return int(e.exit_code)

@@ -6,6 +6,7 @@ Only the ggprof.cli package imports click; commands parse options, call the core
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -15,6 +16,7 @@ import click
 
 from ggprof import __version__
 from ggprof.model.ggml import KV_CACHE_TYPES
+from ggprof.units import MAX_TOKENS, clean_name
 
 if TYPE_CHECKING:
     from ggprof.bench.results import BenchParams
@@ -31,6 +33,10 @@ def extensions() -> Extensions:
     from ggprof.plugins import extensions as resolve
 
     return resolve()
+
+
+def warn(message: str) -> None:
+    click.echo(f"warning: {clean_name(message, 300)}", err=True)
 
 
 def emit_json(obj: Any) -> None:
@@ -81,6 +87,26 @@ def cli() -> None:
 
 
 CACHE_TYPES = click.Choice(KV_CACHE_TYPES, case_sensitive=False)
+TOKENS = click.IntRange(0, MAX_TOKENS)  # llama.cpp's int32 token counts
+POSITIVE_TOKENS = click.IntRange(1, MAX_TOKENS)
+LAYERS = click.IntRange(-1, MAX_TOKENS)
+MAX_THREADS = 512  # GGML_MAX_N_THREADS
+MAX_TOK_S = 1e9
+MAX_TIMEOUT_S = 1e6
+
+
+def finite_in(low: float, high: float) -> Callable[[click.Context, click.Parameter, float | None], float | None]:
+    """A callback for a float option: finite, above `low` and at most `high` (nan and inf refused)."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+        if value is not None and not (math.isfinite(value) and low < value <= high):
+            raise click.BadParameter(f"{value!r} is not a number above {low:g} and at most {high:g}")
+        return value
+
+    return check
+
+
+TOK_S = finite_in(0, MAX_TOK_S)
 
 
 def _bandwidth(ctx: click.Context, param: click.Parameter, value: str | None) -> Figure | None:
@@ -143,12 +169,15 @@ def context_tokens(spec: ModelSpec, ctx: int | None, depth: int, prompt: int, ge
 
 def int_list(text: str, name: str) -> tuple[int, ...]:
     """'512' or '0,4096' -> (0, 4096); negative or malformed values are usage errors."""
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise click.UsageError(f"{name} takes whole numbers separated by commas, got {text!r}") from None
-    if not values or any(v < 0 for v in values):
-        raise click.UsageError(f"{name} values must be 0 or more, got {text!r}")
+    shown = clean_name(text, 60)
+    parts = [v.strip() for v in text.split(",") if v.strip()]
+    if any(v.startswith("-") and v[1:].isdigit() for v in parts):
+        raise click.UsageError(f"{name} values must be 0 or more, got {shown!r}")
+    if not parts or len(parts) > 64 or any(len(v) > 10 or not v.isdigit() for v in parts):
+        raise click.UsageError(f"{name} takes whole numbers separated by commas (up to 64), got {shown!r}")
+    values = tuple(int(v) for v in parts)
+    if any(v > MAX_TOKENS for v in values):
+        raise click.UsageError(f"{name} values must be at most {MAX_TOKENS} (llama.cpp's int32), got {shown!r}")
     return values
 
 
@@ -165,11 +194,12 @@ def bench_options(f: Any) -> Any:
         click.option(
             "--timeout",
             "timeout_s",
-            type=click.FloatRange(min=0, min_open=True),
+            type=float,
+            callback=finite_in(0, MAX_TIMEOUT_S),
             help="Give up on the run after this many seconds.",
         ),
-        click.option("-ub", "--ubatch-size", "n_ubatch", type=click.IntRange(min=1), default=512, show_default=True),
-        click.option("-b", "--batch-size", "n_batch", type=click.IntRange(min=1), default=2048, show_default=True),
+        click.option("-ub", "--ubatch-size", "n_ubatch", type=POSITIVE_TOKENS, default=512, show_default=True),
+        click.option("-b", "--batch-size", "n_batch", type=POSITIVE_TOKENS, default=2048, show_default=True),
         click.option("--cache-type-v", "-ctv", type=CACHE_TYPES, default="f16", show_default=True),
         click.option("--cache-type-k", "-ctk", type=CACHE_TYPES, default="f16", show_default=True),
         click.option(
@@ -179,7 +209,7 @@ def bench_options(f: Any) -> Any:
             "-ngl",
             "--n-gpu-layers",
             "n_gpu_layers",
-            type=click.IntRange(min=-1),
+            type=LAYERS,
             default=-1,
             show_default=True,
             help="Layers to offload (-1: all).",
@@ -188,10 +218,10 @@ def bench_options(f: Any) -> Any:
             "-t",
             "--threads",
             "n_threads",
-            type=click.IntRange(min=1),
+            type=click.IntRange(1, MAX_THREADS),
             help="Threads [default: physical cores, not efficiency cores].",
         ),
-        click.option("-r", "--repetitions", "reps", type=click.IntRange(min=1), default=5, show_default=True),
+        click.option("-r", "--repetitions", "reps", type=click.IntRange(1, 10_000), default=5, show_default=True),
         click.option("-d", "--n-depth", "depth", default="0", show_default=True, help="KV depth(s), e.g. 0,4096."),
         click.option("-n", "--n-gen", "gen", default="128", show_default=True, help="Generated tokens (tg test)."),
         click.option("-p", "--n-prompt", "prompt", default="512", show_default=True, help="Prompt tokens (pp test)."),
@@ -216,6 +246,11 @@ def make_bench_params(
             f"depth + prompt + gen = {longest - 1} is over the model's context length {spec.context_length}"
         )
     kw["n_threads"] = kw.get("n_threads") or default_threads(facts)
+    if kw["n_threads"] > facts.logical_cores:
+        warn(
+            f"-t {kw['n_threads']} is more than this machine's {facts.logical_cores} logical cores: "
+            "llama.cpp's threads will contend for them"
+        )
     kw["type_k"], kw["type_v"] = kw.pop("cache_type_k").lower(), kw.pop("cache_type_v").lower()
     return BenchParams(model=path, n_prompt=p, n_gen=n, n_depth=d, **kw)
 

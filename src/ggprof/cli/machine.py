@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ggprof.cli.base import cli, extensions, show
+from ggprof.cli.base import cli, extensions, show, warn
 
 
 @cli.command()
@@ -23,6 +23,8 @@ def host(as_json: bool, quick: bool, refresh: bool, no_measure: bool) -> None:
         click.echo("measuring memory bandwidth...", err=True)
     ext = extensions()
     report = describe_host(ext.backends.values(), ext.profiles, measure=not no_measure, quick=quick, refresh=refresh)
+    for w in report.warnings:
+        warn(w)
     show(as_json, host_dict, host_text, report)
 
 

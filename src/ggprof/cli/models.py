@@ -6,7 +6,18 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ggprof.cli.base import CACHE_TYPES, cli, context_tokens, device_options, emit_json, load_model_arg, show
+from ggprof.cli.base import (
+    CACHE_TYPES,
+    LAYERS,
+    POSITIVE_TOKENS,
+    TOKENS,
+    cli,
+    context_tokens,
+    device_options,
+    emit_json,
+    load_model_arg,
+    show,
+)
 
 if TYPE_CHECKING:
     from ggprof.machine.target import DeviceChoice
@@ -30,6 +41,7 @@ def plugins(as_json: bool) -> None:
     from dataclasses import asdict
 
     from ggprof.plugins import backends, plugin_infos
+    from ggprof.units import clean_name
 
     infos = plugin_infos()
     if as_json:
@@ -39,29 +51,27 @@ def plugins(as_json: bool) -> None:
     for info in infos:
         origin = "built-in" if info.builtin else f"{info.distribution} {info.version or ''}".strip()
         status = f"FAILED: {info.error}" if info.error else ", ".join(info.hooks)
-        click.echo(f"{info.name:<14} {origin:<22} {status}")
-    click.echo(f"backends: {', '.join(names) or 'none'}")
+        click.echo(f"{clean_name(info.name, 40):<14} {clean_name(origin, 40):<22} {clean_name(status, 300)}")
+    click.echo(f"backends: {clean_name(', '.join(names) or 'none', 300)}")
 
 
 @cli.command()
 @click.argument("model", metavar="MODEL.gguf")
 @device_options
-@click.option(
-    "--depth", type=click.IntRange(min=0), default=0, show_default=True, help="Tokens already in the KV cache."
-)
-@click.option("--prompt", type=click.IntRange(min=0), default=512, show_default=True, help="Prompt tokens (prefill).")
-@click.option("--gen", type=click.IntRange(min=0), default=128, show_default=True, help="Generated tokens.")
+@click.option("--depth", type=TOKENS, default=0, show_default=True, help="Tokens already in the KV cache.")
+@click.option("--prompt", type=TOKENS, default=512, show_default=True, help="Prompt tokens (prefill).")
+@click.option("--gen", type=TOKENS, default=128, show_default=True, help="Generated tokens.")
 @click.option(
     "--ctx",
-    type=click.IntRange(min=1),
+    type=POSITIVE_TOKENS,
     help="Context to allocate [default: 4096, or the model's, or depth+prompt+gen if larger].",
 )
-@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Sequences decoded together.")
+@click.option(
+    "--batch", type=click.IntRange(1, 1 << 20), default=1, show_default=True, help="Sequences decoded together."
+)
 @click.option("--cache-type-k", type=CACHE_TYPES, default="f16", show_default=True)
 @click.option("--cache-type-v", type=CACHE_TYPES, default="f16", show_default=True)
-@click.option(
-    "--n-gpu-layers", "-ngl", type=click.IntRange(min=-1), help="Layers offloaded (-1 or more than the model has: all)."
-)
+@click.option("--n-gpu-layers", "-ngl", type=LAYERS, help="Layers offloaded (-1 or more than the model has: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def predict(
     model: str,

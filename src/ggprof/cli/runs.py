@@ -7,6 +7,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ggprof.cli.base import (
+    LAYERS,
+    POSITIVE_TOKENS,
+    TOK_S,
+    TOKENS,
     bench_options,
     cli,
     device_options,
@@ -15,6 +19,7 @@ from ggprof.cli.base import (
     make_bench_params,
     resolve_model,
     show,
+    warn,
 )
 
 if TYPE_CHECKING:
@@ -45,6 +50,8 @@ def bench(model: str | None, fmt: str, as_json: bool, prompt: str, gen: str, dep
     from ggprof.cli.progress import ProgressBar
     from ggprof.machine.facts import gather_facts
 
+    if as_json and fmt not in ("table", "json"):
+        raise click.UsageError(f"--json and -o {fmt} contradict each other: give one output format")
     spec, path = resolve_model(model)
     facts = gather_facts()
     params = make_bench_params(spec, path, facts, prompt, gen, depth, **kw)
@@ -86,6 +93,8 @@ def profile(
     if not as_json:
         click.echo("measuring the host (or reusing its cached measurement) and running llama.cpp...", err=True)
     host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True)
+    for w in host.warnings:
+        warn(w)
     params = make_bench_params(spec, path, host.facts, prompt, gen, depth, **kw)
     bar = ProgressBar(len(params.tests()) * params.reps)
     try:
@@ -98,20 +107,20 @@ def profile(
 
 @cli.command()
 @click.argument("model", metavar="[MODEL.gguf]", required=False)
-@click.option("--tg", "tg", type=click.FloatRange(min=0, min_open=True), help="Reported decode speed, tok/s.")
-@click.option("--pp", "pp", type=click.FloatRange(min=0, min_open=True), help="Reported prefill speed, tok/s.")
-@click.option("--depth", type=click.IntRange(min=0), default=0, show_default=True, help="KV depth of the report.")
+@click.option("--tg", "tg", type=float, callback=TOK_S, help="Reported decode speed, tok/s.")
+@click.option("--pp", "pp", type=float, callback=TOK_S, help="Reported prefill speed, tok/s.")
+@click.option("--depth", type=TOKENS, default=0, show_default=True, help="KV depth of the report.")
 @click.option(
     "--prompt",
     "n_prompt",
-    type=click.IntRange(min=1),
+    type=POSITIVE_TOKENS,
     default=512,
     show_default=True,
     help="Prompt length behind --pp.",
 )
 @device_options
 @click.option("--backend", help="The backend that ran it: cpu, cuda, metal, vulkan, rocm.")
-@click.option("--n-gpu-layers", "-ngl", type=click.IntRange(min=-1), help="Layers offloaded in the report.")
+@click.option("--n-gpu-layers", "-ngl", type=LAYERS, help="Layers offloaded in the report.")
 @click.option(
     "--llama-bench",
     "llama_bench",

@@ -404,7 +404,9 @@ def split_paths(path: Path) -> list[Path] | None:
     m = _SPLIT_NAME.match(path.name)
     if not m or int(m["count"]) < 2:
         return None
-    count = int(m["count"])
+    count, no = int(m["count"]), int(m["no"])
+    if not 1 <= no <= count:
+        raise GGUFError(clean_name(path), f"names shard {no} of a {count}-file split model: there is no such shard")
     return [path.with_name(f"{m['prefix']}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
 
 

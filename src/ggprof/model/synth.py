@@ -128,9 +128,15 @@ def default_path(shape: str, quant: str) -> Path:
 def ensure_model(shape: str = DEFAULT_SHAPE, quant: str = DEFAULT_QUANT, path: Path | None = None) -> Path:
     """The cached synthetic model (written now if missing)."""
     target = path or default_path(shape, quant)
-    if target.exists() and target.stat().st_size >= get_shape(shape).size_bytes(quant):
+    if target.is_file() and target.stat().st_size >= get_shape(shape).size_bytes(quant):
         return target
-    return write_model(get_shape(shape), quant, target)
+    try:
+        return write_model(get_shape(shape), quant, target)
+    except OSError as e:
+        raise BadInputError(
+            f"cannot write the synthetic model {target}: {e.strerror or e} "
+            "(set GGPROF_CACHE_DIR to a writable folder, or pass MODEL.gguf)"
+        ) from None
 
 
 def write_model(shape: SynthShape, quant: str, path: Path, seed: int = 0) -> Path:

@@ -11,7 +11,7 @@ from ggprof.machine.host import HostReport
 from ggprof.machine.measurements import KernelResult
 from ggprof.machine.profiles import Profile
 from ggprof.paths import cache_dir, config_dir
-from ggprof.units import clean, fmt_bytes, fmt_rate, sig3
+from ggprof.units import clean, clean_name, fmt_bytes, fmt_rate, sig3
 
 
 def device_dict(d: Device) -> dict[str, Any]:
@@ -147,7 +147,7 @@ def host_text(r: HostReport) -> str:
         lines.extend(_device_lines(d))
     for det in r.detections:
         if not det.devices:
-            lines.append(f"  {det.backend:<8} not detected: {clean(det.reason or 'no device')}"[:80])
+            lines.append(f"  {clean_name(det.backend, 20):<8} not detected: {clean(det.reason or 'no device')}"[:80])
     return "\n".join(lines)
 
 
@@ -168,7 +168,10 @@ def _fig_lines(label: str, fig: Figure | None, unit: str, scale: float) -> list[
 def _device_lines(d: Device) -> list[str]:
     mem = fmt_bytes(d.memory_bytes) if d.memory_bytes else "memory unknown"
     profile = f", profile {d.profile_id}" if d.profile_id else ""
-    lines = [f"  {d.id:<8} {clean(d.name)} ({d.backend}{profile})"[:80], f"{'':11}{'memory':<10}{mem}"]
+    lines = [
+        f"  {clean_name(d.id, 20):<8} {clean(d.name)} ({clean_name(d.backend, 20)}{profile})"[:80],
+        f"{'':11}{'memory':<10}{mem}",
+    ]
     lines += _fig_lines("bandwidth", d.bandwidth, "GB/s", 1e9)
     lines += _fig_lines("peak", d.peak_flops, "TFLOP/s", 1e12)
     lines.extend(f"{'':11}note: {clean(n)}"[:80] for n in d.notes)

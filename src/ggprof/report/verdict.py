@@ -12,7 +12,7 @@ from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.profile import ProfileReport
 from ggprof.report.host import device_dict
 from ggprof.report.predict import predict_dict
-from ggprof.units import clean, fmt_bytes, fmt_rate, sig3
+from ggprof.units import clean, clean_name, fmt_bytes, fmt_rate, sig3
 from ggprof.verdict.finding import EXIT, Finding, worst
 
 TAG = {"impossible": "IMPOSSIBLE", "suspicious": "SUSPICIOUS", "plausible": "plausible", "unknown": "unknown"}
@@ -117,7 +117,7 @@ def check_dict(model: ModelSpec, judged: list[Judged], note: str = "") -> dict[s
 
 # -- text ------------------------------------------------------------------------------------
 def finding_lines(f: Finding) -> list[str]:
-    lines = _wrap(f"[{TAG[f.severity]}] {f.code}: {clean(f.title)}", "  ", "      ")
+    lines = _wrap(f"[{TAG[f.severity]}] {clean_name(f.code, 60)}: {clean(f.title)}", "  ", "      ")
     if f.expected or f.observed:
         lines += _wrap(
             f"expected {clean(f.expected or '?')}; observed {clean(f.observed or '?')}", "      ", "        "

@@ -7,7 +7,7 @@ from ggprof.machine.device import ExpectedSpeed
 from ggprof.predict import Prediction, expected_decode, is_partial_offload
 from ggprof.units import fmt_bytes, fmt_rate, sig3
 from ggprof.verdict.backend import Backend
-from ggprof.verdict.finding import Finding, JudgeCase
+from ggprof.verdict.finding import NOISY_CV, Finding, JudgeCase
 
 
 def tps(x: float | None) -> str:
@@ -34,7 +34,35 @@ def findings(b: Backend, case: JudgeCase) -> list[Finding]:
                 plugin=b.name,
             )
         ]
-    return fit_findings(b, case) + decode_findings(b, case) + prefill_findings(b, case)
+    return fit_findings(b, case) + noise_findings(b, case) + decode_findings(b, case) + prefill_findings(b, case)
+
+
+def noise_findings(b: Backend, case: JudgeCase) -> list[Finding]:
+    """Repetitions that disagree too much to judge the run: suspicious, naming the noise."""
+    found = []
+    for test, tok_s, cv in (
+        ("decode", case.measured_tg_tok_s, case.tg_cv),
+        ("prefill", case.measured_pp_tok_s, case.pp_cv),
+    ):
+        if tok_s is None or cv is None or cv <= NOISY_CV:
+            continue
+        found.append(
+            Finding(
+                severity="suspicious",
+                code="RUN_TOO_NOISY",
+                title=f"{test} repetitions vary by {cv:.0%} (coefficient of variation): too noisy to judge",
+                expected=f"at most {NOISY_CV:.0%}",
+                observed=f"{cv:.0%} (stddev {sig3(cv * tok_s)} tok/s on {tps(tok_s)})",
+                causes=(
+                    "another program competed for the device or its memory (two benchmarks at once)",
+                    "power or thermal limits changed the clock during the run",
+                    "too few repetitions or tokens for this machine's noise",
+                ),
+                next_step="run again on a quiet machine, with more repetitions (-r)",
+                plugin=b.name,
+            )
+        )
+    return found
 
 
 def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
