@@ -208,7 +208,9 @@ def test_llama_bench_results(gemma_path: Path, tmp_path: Path, run_cli) -> None:
     pp, tg = d["rows"]
     assert pp["measured_pp_tok_s"] == pytest.approx(602.930606) and "PREFILL_NO_PEAK" in codes(pp)
     assert tg["measured_tg_tok_s"] == pytest.approx(48.287829)
-    assert tg["verdict"] in ("plausible", "suspicious")  # few cores: often compute-bound (no run context to tell)
+    # 48.3 tok/s is 40% of the 121 tok/s ceiling at 30 GB/s: below the 55-85% band. A report has
+    # no run context, so `check` cannot tell it is compute-bound on 2 cores; the causes say so.
+    assert tg["verdict"] == "suspicious" and list(codes(tg)) == ["DECODE_BELOW_BAND"]
     rows = json.loads(src.read_text())
     rows[1]["avg_ts"] = 500.0  # a claim 4x over the ceiling
     fake = tmp_path / "fake.jsonl"

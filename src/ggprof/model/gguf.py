@@ -34,6 +34,8 @@ _MIN_KV_BYTES = 8 + 1 + 4 + 1  # key length, a 1-byte key, value type, a 1-byte 
 _MIN_TENSOR_INFO_BYTES = 8 + 1 + 4 + 8 + 4 + 8  # name length, name, n_dims, 1 dim, type, offset
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+_TYPE_OFFSET = struct.Struct("<IQ")  # a tensor's ggml type and data offset
+_MAX_TENSOR_INFO_BYTES = 8 + MAX_NAME_BYTES + 4 + 8 * MAX_DIMS + 4 + 8
 _SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 
@@ -306,12 +308,42 @@ class _Parser:
         seen: set[str] = set()
         out = []
         for i in range(n_tensors):
-            t = self.tensor_info(i)
+            t = self.tensor_info_fast(i) if self.end - self.pos >= _MAX_TENSOR_INFO_BYTES else None
+            if t is None:
+                t = self.tensor_info(i)  # near the end of the file: field by field, for exact errors
             if t.name in seen:
                 raise self.fail(f"duplicate tensor name {t.name!r}")
             seen.add(t.name)
             out.append(t)
         return tuple(out)
+
+    def tensor_info_fast(self, i: int) -> TensorInfo | None:
+        """One tensor record read from the window in one go (a record is at most
+        _MAX_TENSOR_INFO_BYTES, and that many are left in the file); None to take the
+        field-by-field path, which words every error exactly."""
+        win, pos = self.win, self.pos
+        win.load(pos, _MAX_TENSOR_INFO_BYTES)
+        data, rel = win.data, pos - win.base
+        n_name = _U64.unpack_from(data, rel)[0]
+        if n_name > MAX_NAME_BYTES:
+            return None
+        at = rel + 8 + n_name
+        try:
+            name = data[rel + 8 : at].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        n_dims = _U32.unpack_from(data, at)[0]
+        if not 1 <= n_dims <= MAX_DIMS:
+            return None
+        shape = struct.unpack_from(f"<{n_dims}Q", data, at + 4)
+        at += 4 + 8 * n_dims
+        code, offset = _TYPE_OFFSET.unpack_from(data, at)
+        ggml_type = GGML_TYPES.get(code)
+        if ggml_type is None:
+            return None
+        _check_shape(self.path, name, shape, ggml_type)
+        self.pos = pos + (at + 12 - rel)
+        return TensorInfo(name=name, shape=shape, ggml_type=ggml_type, offset=offset, shard=self.shard)
 
     def tensor_info(self, i: int) -> TensorInfo:
         n = self.u64(f"length of name of tensor {i}")

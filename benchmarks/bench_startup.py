@@ -1,0 +1,57 @@
+"""Start-up time of `ggprof --version` and `ggprof --help` against the bare interpreter.
+
+Target: both under 150 ms wall time. Each command runs as a fresh process (as a script
+calling ggprof per row would), rounds alternating so a burst of noise hits all alike;
+prints the median and spread of each, and each command's time over `python -c pass`.
+
+    python benchmarks/bench_startup.py [--rounds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+TARGET_MS = 150.0
+COMMANDS = {
+    "python -c pass": [sys.executable, "-c", "pass"],
+    "ggprof --version": [sys.executable, "-m", "ggprof", "--version"],
+    "ggprof --help": [sys.executable, "-m", "ggprof", "--help"],
+    "ggprof plugins": [sys.executable, "-m", "ggprof", "plugins"],
+}
+
+
+def wall_ms(cmd: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=15)
+    args = ap.parse_args()
+    for cmd in COMMANDS.values():  # warm the page cache and .pyc files
+        wall_ms(cmd)
+    samples: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    for _ in range(args.rounds):
+        for name, cmd in COMMANDS.items():
+            samples[name].append(wall_ms(cmd))
+    base = statistics.median(samples["python -c pass"])
+    print(f"{args.rounds} rounds, alternating; wall time of a fresh process")
+    print(f"{'command':<18} {'median ms':>9} {'min':>7} {'max':>7} {'over python':>12}  target")
+    worst = 0.0
+    for name, values in samples.items():
+        med = statistics.median(values)
+        target = "" if name in ("python -c pass", "ggprof plugins") else ("ok" if med < TARGET_MS else "OVER")
+        if target:
+            worst = max(worst, med)
+        print(f"{name:<18} {med:9.1f} {min(values):7.1f} {max(values):7.1f} {med - base:+11.1f}  {target}")
+    print(f"--version and --help: worst median {worst:.0f} ms vs the {TARGET_MS:.0f} ms target ({worst / TARGET_MS:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
