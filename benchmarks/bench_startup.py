@@ -50,7 +50,9 @@ def main() -> None:
         if target:
             worst = max(worst, med)
         print(f"{name:<18} {med:9.1f} {min(values):7.1f} {max(values):7.1f} {med - base:+11.1f}  {target}")
-    print(f"--version and --help: worst median {worst:.0f} ms vs the {TARGET_MS:.0f} ms target ({worst / TARGET_MS:.2f}x)")
+    print(
+        f"--version and --help: worst median {worst:.0f} ms vs the {TARGET_MS:.0f} ms target ({worst / TARGET_MS:.2f}x)"
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -40,7 +41,9 @@ def warn(message: str) -> None:
 
 
 def emit_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=2, allow_nan=False))
+    """JSON on stdout, written as it is encoded (a result of 30,000 rows is never one string)."""
+    json.dump(obj, sys.stdout, indent=2, allow_nan=False)
+    sys.stdout.write("\n")
 
 
 def show(as_json: bool, as_dict: Callable[..., Any], as_text: Callable[..., str], *args: Any) -> None:

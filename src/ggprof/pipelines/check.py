@@ -13,7 +13,7 @@ from ggprof.model.spec import ModelSpec
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.profile import prediction_for
-from ggprof.predict import PredictInputs, is_partial_offload
+from ggprof.predict import PredictInputs, Prediction, is_partial_offload
 from ggprof.verdict.finding import JudgeCase
 from ggprof.verdict.judge import judge
 
@@ -38,6 +38,8 @@ class Checker:
     def __init__(self, spec: ModelSpec, choice: DeviceChoice, ext: Extensions) -> None:
         self.spec, self.choice, self.ext = spec, choice, ext
         self._host: HostReport | None = None
+        # Many rows share a backend, depth, prompt and offload: predict each combination once.
+        self._predictions: dict[tuple[str | None, int, int, int | None], tuple[Target | None, Prediction | None]] = {}
 
     def host(self) -> HostReport:
         if self._host is None:
@@ -51,17 +53,23 @@ class Checker:
         except NoBandwidthError:
             return None
 
+    def predicted(self, r: Reported) -> tuple[Target | None, Prediction | None]:
+        key = (r.backend, r.depth, r.n_prompt, r.n_gpu_layers)
+        if key not in self._predictions:
+            target = self.target(r.backend, is_partial_offload(r.n_gpu_layers, self.spec.n_layers))
+            inputs = PredictInputs(
+                depth=r.depth,
+                prompt=r.n_prompt,
+                gen=1,
+                ctx=max(r.depth + r.n_prompt + 1, 1),
+                n_gpu_layers=r.n_gpu_layers,
+            )
+            self._predictions[key] = target, prediction_for(self.spec, target, inputs, self.ext)
+        return self._predictions[key]
+
     def check(self, r: Reported) -> Judged:
-        target = self.target(r.backend, is_partial_offload(r.n_gpu_layers, self.spec.n_layers))
+        target, prediction = self.predicted(r)
         used = r.backend or (target.device.backend if target else "cpu")
-        inputs = PredictInputs(
-            depth=r.depth,
-            prompt=r.n_prompt,
-            gen=1,
-            ctx=max(r.depth + r.n_prompt + 1, 1),
-            n_gpu_layers=r.n_gpu_layers,
-        )
-        prediction = prediction_for(self.spec, target, inputs, self.ext)
         case = JudgeCase(
             model=self.spec,
             backend=used,

@@ -22,7 +22,9 @@ def finding_dict(f: Finding) -> dict[str, Any]:
     return {**asdict(f), "evidence": list(f.evidence), "causes": list(f.causes)}
 
 
-def judged_dict(j: Judged, model: ModelSpec, note: str = "") -> dict[str, Any]:
+def judged_dict(
+    j: Judged, model: ModelSpec, note: str = "", shared: dict[int, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     p, v = j.prediction, j.verdict
     e = v.expected
     out: dict[str, Any] = {
@@ -57,7 +59,14 @@ def judged_dict(j: Judged, model: ModelSpec, note: str = "") -> dict[str, Any]:
             "ttft_ms": j.pp_row.ttft_ms,
             "ttft_p95_ms": j.pp_row.ttft_percentile_ms(95),
         }
-    out["prediction"] = predict_dict(model, p, note) if p else None
+    if p is None:
+        out["prediction"] = None
+    elif shared is None:
+        out["prediction"] = predict_dict(model, p, note)
+    else:
+        if id(p) not in shared:
+            shared[id(p)] = predict_dict(model, p, note)
+        out["prediction"] = shared[id(p)]
     return out
 
 
@@ -108,7 +117,8 @@ def profile_dict(r: ProfileReport) -> dict[str, Any]:
 
 
 def check_dict(model: ModelSpec, judged: list[Judged], note: str = "") -> dict[str, Any]:
-    rows = [judged_dict(j, model, note) for j in judged]
+    shared: dict[int, dict[str, Any]] = {}  # rows judged against the same prediction share its dict
+    rows = [judged_dict(j, model, note, shared) for j in judged]
     return {
         **summary(rows, worst([j.verdict for j in judged]), SUMMARY_KEYS),
         "rows": rows,
