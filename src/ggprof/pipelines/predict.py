@@ -27,5 +27,8 @@ def predict_on(
 def predict_with(spec: ModelSpec, target: Target, inputs: PredictInputs, ext: Extensions) -> Prediction:
     """The prediction on a resolved target, with its backend's efficiency band (None: unknown backend)."""
     backend = ext.backends.get(target.device.backend)
-    band = backend.efficiency_band(spec, target.device) if backend else None
+    try:
+        band = backend.efficiency_band(spec, target.device) if backend else None
+    except Exception:  # a backend plugin's bug: no expected band; the ceilings stand (judge reports the plugin)
+        band = None
     return predict(spec, target.device, inputs, band, target.cpu)

@@ -34,7 +34,19 @@ def judge(
             next_step="pass --backend with one of the known backends",
         )
         return Verdict(findings=(*extra, unknown))
-    found = rules.findings(backend, case) + extra
-    return Verdict(
-        findings=tuple(sorted(found, key=lambda f: -RANK[f.severity])), expected=rules.expected_for(backend, case)
+    try:
+        found, expected = rules.findings(backend, case), rules.expected_for(backend, case)
+    except Exception as e:  # a backend plugin's bug: say so, keep what the other plugins found
+        found, expected = [backend_failed(backend, e)], None
+    return Verdict(findings=tuple(sorted(found + extra, key=lambda f: -RANK[f.severity])), expected=expected)
+
+
+def backend_failed(backend: Backend, e: Exception) -> Finding:
+    return Finding(
+        severity="unknown",
+        code="PLUGIN_FAILED",
+        title=f"the {backend.name} backend plugin failed while judging; the run is not judged",
+        evidence=(f"{type(e).__name__}: {e}",),
+        next_step="report it to the plugin's authors, or leave it out with GGPROF_PLUGINS",
+        plugin=backend.name,
     )
