@@ -244,7 +244,7 @@ PROFILE_KEYS = {
 def test_profile_gemma_end_to_end(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     """An honest run of the real Gemma model on this machine's 2 threads is plausible, with the
     thread probe (1 thread) giving the compute roof the band is capped by."""
-    r = run_cli("profile", str(gemma_path), "-p", "64", "-n", "16", "-r", "2", "-t", "2", "--json")
+    r = run_cli("profile", str(gemma_path), "-p", "64", "-n", "32", "-r", "3", "-t", "2", "--json")
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
     assert set(d) >= PROFILE_KEYS

@@ -110,6 +110,7 @@ def finite_in(low: float, high: float) -> Callable[[click.Context, click.Paramet
 
 
 TOK_S = finite_in(0, MAX_TOK_S)
+GB = finite_in(0, 1e6)  # a memory size in GB (1e9 bytes)
 
 
 def _bandwidth(ctx: click.Context, param: click.Parameter, value: str | None) -> Figure | None:
@@ -267,11 +268,14 @@ def resolve_model(model: str | None) -> tuple[ModelSpec, Path]:
             click.echo(f"writing the default synthetic model ({DEFAULT_SHAPE}, {DEFAULT_QUANT})...", err=True)
         path = ensure_model()
         return load_model_arg(str(path)), path
-    return load_model_arg(model), Path(model)
+    spec = load_model_arg(model)
+    return spec, spec.path
 
 
-def load_model_arg(path: str) -> ModelSpec:
-    """Inspect a model file (with the plugins' architecture rules)."""
+def load_model_arg(text: str) -> ModelSpec:
+    """Inspect a model: a file, `ollama:NAME[:TAG]` or LM Studio's `publisher/model` (with the
+    plugins' architecture rules)."""
     from ggprof.model.spec import load_model
+    from ggprof.model.stores import resolve_reference
 
-    return load_model(path, swa_default=extensions().swa_default)
+    return load_model(resolve_reference(text), swa_default=extensions().swa_default)

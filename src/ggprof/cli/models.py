@@ -1,4 +1,4 @@
-"""Commands about models and plugins: inspect, predict, synth, plugins."""
+"""Commands about models and plugins: inspect, predict, fit, synth, plugins."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import click
 
 from ggprof.cli.base import (
     CACHE_TYPES,
+    GB,
     LAYERS,
     POSITIVE_TOKENS,
+    TOK_S,
     TOKENS,
     cli,
     context_tokens,
@@ -105,6 +107,60 @@ def predict(
     )
     result, target = predict_on(spec, inputs, choice, extensions())
     show(as_json, predict_dict, predict_text, spec, result, target.description)
+
+
+@cli.command()
+@click.argument("paths", metavar="[PATH]...", nargs=-1)
+@click.option("--ctx", type=POSITIVE_TOKENS, default=4096, show_default=True, help="Context the models must hold.")
+@device_options
+@click.option("--memory", "memory_gb", type=float, callback=GB, help="Memory of the device (RAM), GB.")
+@click.option("--gpu-memory", "gpu_memory_gb", type=float, callback=GB, help="Memory of the GPU (VRAM), GB.")
+@click.option(
+    "--min-tok-s", type=float, callback=TOK_S, default=10.0, show_default=True, help="Decode speed the pick must reach."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def fit(
+    paths: tuple[str, ...],
+    ctx: int,
+    choice: DeviceChoice,
+    memory_gb: float | None,
+    gpu_memory_gb: float | None,
+    min_tok_s: float,
+    as_json: bool,
+) -> None:
+    """Which models run well here? Rank GGUF files (or, with no PATH, the models of Ollama,
+    LM Studio, the Hugging Face cache and llama.cpp's cache) by expected decode speed."""
+    from pathlib import Path
+
+    from ggprof.cli.base import extensions
+    from ggprof.errors import BadInputError
+    from ggprof.machine.host import describe_host
+    from ggprof.machine.target import resolve_target
+    from ggprof.model.stores import default_locations
+    from ggprof.pipelines.fit import FitOptions, fit_models, scan, with_memory
+    from ggprof.report.fit import fit_dict, fit_text
+
+    ext = extensions()
+    host = describe_host(ext.backends.values(), ext.profiles, measure=False)
+    target = resolve_target(choice, profiles=ext.profiles, host=host)
+    if memory_gb is not None or gpu_memory_gb is not None:
+        from dataclasses import replace
+
+        device, cpu = target.device, target.cpu
+        if device.is_discrete_gpu:
+            device = with_memory(device, int(gpu_memory_gb * 1e9) if gpu_memory_gb else None, "--gpu-memory")
+            cpu = with_memory(cpu, int(memory_gb * 1e9) if memory_gb else None, "--memory") if cpu else None
+        else:
+            device = with_memory(device, int(memory_gb * 1e9) if memory_gb else None, "--memory")
+        target = replace(target, device=device, cpu=cpu)
+    locations = [] if paths else default_locations()
+    found = scan([Path(p) for p in paths], locations)
+    report = fit_models(found, target, FitOptions(ctx=ctx, min_tok_s=min_tok_s), ext, scanned=locations)
+    if not report.models:
+        where = ", ".join(paths) if paths else ", ".join(f"{loc.store} {loc.path}" for loc in locations)
+        first = f"; {report.skipped[0].path}: {report.skipped[0].reason}" if report.skipped else ""
+        raise BadInputError(f"no readable GGUF model in {where}{first}")
+    show(as_json, fit_dict, fit_text, report)
 
 
 @cli.command()

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,7 @@ class ModelSpec:
             return heads.pop() if heads else 0
         return list(self.n_kv_heads_per_layer)
 
-    @property
+    @cached_property  # derived from the frozen tensor table: computed once
     def tensor_bytes(self) -> int:
         return sum(t.n_bytes for t in self.tensors)
 
@@ -122,7 +123,7 @@ class ModelSpec:
                 out[t.layer] += t.n_bytes
         return out
 
-    @property
+    @cached_property
     def non_layer_bytes(self) -> int:
         return sum(t.n_bytes for t in self.tensors if t.layer is None or t.layer >= self.n_layers)
 
@@ -137,12 +138,12 @@ class ModelSpec:
             return Fraction(self.n_experts_used, self.n_experts)
         return Fraction(1)
 
-    @property
+    @cached_property
     def decode_bytes_per_token(self) -> int:
         """Weight bytes one batch-1 decode step reads (see module docstring for the rules)."""
         return int(sum(t.n_bytes * self.decode_share(t) for t in self.tensors))
 
-    @property
+    @cached_property
     def active_params(self) -> int:
         """Parameters one token multiplies through: lookups excluded, experts at their active share."""
         total = Fraction(0)
@@ -152,7 +153,7 @@ class ModelSpec:
             total += t.n_elements * self.decode_share(t)
         return int(total)
 
-    @property
+    @cached_property
     def lm_head_params(self) -> int:
         head = "token_embd.weight" if self.tied_embeddings else "output.weight"
         return sum(t.n_elements for t in self.tensors if t.name == head)

@@ -1,0 +1,252 @@
+"""`ggprof fit`: which of these models runs well on a device, at the context the user needs.
+
+Headers only: each model's ModelSpec is predicted on the device at a full context (the KV
+cache a long conversation fills). A discrete GPU too small for the whole model gets the
+largest `-ngl` split whose GPU part fits, the rest in RAM. The pick is the largest model
+that fits, at the context, at or above the speed asked for; every other model says why it
+loses.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ggprof.errors import BadInputError, GGProfError
+from ggprof.machine.device import Device
+from ggprof.machine.target import Target
+from ggprof.model.ggml import GGML_TYPES_BY_NAME
+from ggprof.model.gguf import GGUFHeader, read_model_files
+from ggprof.model.spec import ModelSpec, model_from_headers
+from ggprof.model.stores import Candidate, Location, Scan, Skipped
+from ggprof.pipelines.extensions import Extensions
+from ggprof.pipelines.predict import predict_with
+from ggprof.predict import PredictInputs, Prediction
+from ggprof.units import clean_name, fmt_bytes
+
+TTFT_PROMPT = 512
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitOptions:
+    ctx: int = 4096
+    min_tok_s: float = 10.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fitted:
+    """One model on the device: where its layers go, how fast, and whether it is the pick."""
+
+    candidate: Candidate
+    spec: ModelSpec
+    prediction: Prediction
+    fits: bool
+    n_gpu_layers: int  # llama.cpp's -ngl for this placement: 0 CPU only, n_layers + 1 all
+    bits_per_weight: float
+    label_note: str | None  # when the file's quant label hides a different mix of types
+    needed_bytes: int
+    available_bytes: int | None
+    ttft_ms: float | None  # a 512-token prompt on an empty context (None: no peak FLOP/s known)
+    why_not: str | None = None  # None for the pick
+    pick: bool = False
+
+    @property
+    def expected_low_tok_s(self) -> float | None:
+        e = self.prediction.expected
+        return e.low_tok_s if e else None
+
+    @property
+    def expected_high_tok_s(self) -> float | None:
+        e = self.prediction.expected
+        return e.high_tok_s if e else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitReport:
+    models: tuple[Fitted, ...]  # the pick first, then the others that fit by speed, then the rest
+    skipped: tuple[Skipped, ...]
+    scanned: tuple[Location, ...]  # the default places looked at (empty when paths were given)
+    target: Target
+    options: FitOptions
+
+
+def scan(paths: Sequence[Path], locations: Sequence[Location]) -> Scan:
+    """Candidates under the given paths, or (with none) in the tools' default locations."""
+    found = Scan()
+    for path in paths:
+        found.path(path)
+    for loc in locations:
+        if loc.exists:
+            found.location(loc)
+    return found
+
+
+def fit_models(
+    found: Scan, target: Target, options: FitOptions, ext: Extensions, scanned: Iterable[Location] = ()
+) -> FitReport:
+    """Read each candidate's header, place and predict it, pick the best; unreadable files are skipped."""
+    fitted: list[Fitted] = []
+    skipped = list(found.skipped)
+    for c, headers in zip(found.candidates, read_headers([c.path for c in found.candidates]), strict=True):
+        try:
+            if isinstance(headers, str):
+                raise BadInputError(headers)
+            spec = model_from_headers(headers, swa_default=ext.swa_default)
+            fitted.append(fit_one(c, spec, target, options, ext))
+        except GGProfError as e:
+            skipped.append(Skipped(path=c.path, reason=_reason(e, c.path)))
+        except Exception as e:  # a bug must not abort the scan of everything else
+            skipped.append(Skipped(path=c.path, reason=f"could not be judged: {type(e).__name__}: {e}"))
+    return FitReport(
+        models=tuple(rank(fitted, options)),
+        skipped=tuple(skipped),
+        scanned=tuple(scanned),
+        target=target,
+        options=options,
+    )
+
+
+PARALLEL_FROM_FILES = 16  # fewer files are read here: starting workers would cost more than it saves
+
+
+def read_headers(paths: Sequence[Path]) -> list[list[GGUFHeader] | str]:
+    """Each model's header(s), or the one-line reason it could not be read. Many files are
+    read by a worker per core: walking a 128k-token vocabulary is pure Python, ~20 ms a file."""
+    workers = min(os.cpu_count() or 1, 8)
+    if len(paths) < PARALLEL_FROM_FILES or workers < 2:
+        return [_read_one(p) for p in paths]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(_read_one, paths, chunksize=max(len(paths) // (4 * workers), 1)))
+
+
+def _read_one(path: Path) -> list[GGUFHeader] | str:
+    try:
+        return read_model_files(path)
+    except GGProfError as e:
+        return str(e)
+    except Exception as e:  # a bug must not abort the scan of everything else
+        return f"could not be read: {type(e).__name__}: {e}"
+
+
+def _reason(e: Exception, path: Path) -> str:
+    text = str(e)
+    for prefix in (f"{path}: ", f"{clean_name(path)}: ", f"{path.name}: "):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+    return text
+
+
+def fit_one(c: Candidate, spec: ModelSpec, target: Target, options: FitOptions, ext: Extensions) -> Fitted:
+    ctx = options.ctx
+    all_layers = spec.n_layers + 1
+
+    def at(ngl: int | None, depth: int = ctx) -> Prediction:
+        inputs = PredictInputs(depth=depth, prompt=TTFT_PROMPT, gen=1, ctx=ctx, n_gpu_layers=ngl)
+        return predict_with(spec, target, inputs, ext)
+
+    p = at(None)
+    ngl = all_layers if target.device.is_discrete_gpu else 0
+    if target.device.is_discrete_gpu and not _pool_fits(p, 0) and target.cpu is not None:
+        ngl = _largest_split(at, spec.n_layers)
+        p = at(ngl)
+    fits = all(_pool_fits(p, i) for i in range(len(p.memory)))
+    ttft = at(ngl if target.device.is_discrete_gpu else None, depth=0).ttft_floor_ms
+    needed = sum(m.required_bytes for m in p.memory)
+    avail = [m.total_bytes for m in p.memory]
+    return Fitted(
+        candidate=c,
+        spec=spec,
+        prediction=p,
+        fits=fits,
+        n_gpu_layers=ngl,
+        bits_per_weight=bits_per_weight(spec),
+        label_note=label_note(spec),
+        needed_bytes=needed,
+        available_bytes=sum(a for a in avail if a) if all(avail) else None,
+        ttft_ms=ttft,
+    )
+
+
+def _pool_fits(p: Prediction, i: int) -> bool:
+    """`fits` or `tight` (within the total, beyond what is free right now) both count as fitting."""
+    return p.memory[i].verdict in ("fits", "tight")
+
+
+def _largest_split(predict_at: Callable[[int], Prediction], n_layers: int) -> int:
+    """The most layers (0..n_layers) whose GPU part fits: binary search on -ngl."""
+    lo, hi = 0, n_layers
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if _pool_fits(predict_at(mid), 0) else (lo, mid - 1)
+    return lo
+
+
+def bits_per_weight(spec: ModelSpec) -> float:
+    """Stored bits per parameter over all tensors (the file's real mix, not its label)."""
+    n = sum(t.n_elements for t in spec.tensors)
+    return 8 * spec.tensor_bytes / n if n else 0.0
+
+
+def label_note(spec: ModelSpec) -> str | None:
+    """When the label's base type (Q4_K for Q4_K_M) does not hold most of the bytes."""
+    label = (spec.quant_label or "").upper()
+    base = max((name.upper() for name in GGML_TYPES_BY_NAME if label.startswith(name.upper())), key=len, default=None)
+    by_type = spec.bytes_by_type()
+    total = sum(by_type.values())
+    if base is None or not total:
+        return None
+    main, main_bytes = max(by_type.items(), key=lambda kv: kv[1])
+    share = by_type.get(base, 0) / total
+    if main.upper() == base or share >= 0.5:
+        return None
+    return f"labelled {label}, but {main} holds {main_bytes / total:.0%} of the bytes ({base} {share:.0%})"
+
+
+# -- the pick --------------------------------------------------------------------------------
+def rank(fitted: list[Fitted], options: FitOptions) -> list[Fitted]:
+    judged = [replace(f, why_not=why_not(f, options)) for f in fitted]
+    ok = [f for f in judged if f.why_not is None]
+    pick = max(ok, key=lambda f: (f.spec.n_params, f.bits_per_weight, f.expected_low_tok_s or 0), default=None)
+    out = []
+    for f in judged:
+        if f is pick:
+            out.append(replace(f, pick=True))
+        elif f.why_not is None and pick is not None:
+            out.append(replace(f, why_not=f"smaller than the pick ({_params(f.spec)} vs {_params(pick.spec)} params)"))
+        else:
+            out.append(f)
+    first = [f for f in out if f.pick]
+    fitting = sorted((f for f in out if f.fits and not f.pick), key=lambda f: -(f.expected_high_tok_s or 0))
+    rest = sorted((f for f in out if not f.fits), key=lambda f: f.needed_bytes)
+    return first + fitting + rest
+
+
+def why_not(f: Fitted, options: FitOptions) -> str | None:
+    """Why a model cannot be the pick (None: it can)."""
+    if not f.fits:
+        avail = fmt_bytes(f.available_bytes, binary=False) if f.available_bytes else "unknown"
+        return f"does not fit: needs {fmt_bytes(f.needed_bytes, binary=False)} at ctx {options.ctx:,}, has {avail}"
+    trained = f.spec.context_length
+    if trained and trained < options.ctx:
+        return f"context too short: trained for {trained:,} tokens < --ctx {options.ctx:,}"
+    low = f.expected_low_tok_s
+    if low is None:
+        return "speed unknown: no expected band for this device's backend"
+    if low < options.min_tok_s:
+        return f"too slow: expected from {low:.3g} tok/s, below --min-tok-s {options.min_tok_s:g}"
+    return None
+
+
+def _params(spec: ModelSpec) -> str:
+    n = spec.n_params
+    return f"{n / 1e9:.3g}B" if n >= 1e9 else f"{n / 1e6:.3g}M"
+
+
+def with_memory(device: Device, memory_bytes: int | None, source: str) -> Device:
+    """The device with a user-given memory size (it also counts as free: nothing else is known)."""
+    if memory_bytes is None:
+        return device
+    return replace(device, memory_bytes=memory_bytes, memory_available_bytes=memory_bytes, memory_source=source)

@@ -1,0 +1,116 @@
+"""`ggprof fit`: the ranking as JSON and as a table that fits 100 columns."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from ggprof.pipelines.fit import FitReport, Fitted
+from ggprof.report.host import device_dict
+from ggprof.units import clean_name, fmt_bytes, sig3
+
+WIDTH = 100
+
+
+def shown_path(path: Path) -> str:
+    """A path as shown: under the home folder as ~/..., cleaned and cut."""
+    text, home = str(path), str(Path.home())
+    if home and home != os.sep and (text == home or text.startswith(home + os.sep)):
+        text = "~" + text[len(home) :]
+    return clean_name(text, 120)
+
+
+def fitted_dict(f: Fitted) -> dict[str, Any]:
+    p, s = f.prediction, f.spec
+    return {
+        "path": str(f.candidate.path),
+        "name": f.candidate.name,
+        "store": f.candidate.store,
+        "architecture": s.architecture,
+        "quant_label": s.quant_label,
+        "bits_per_weight": f.bits_per_weight,
+        "label_note": f.label_note,
+        "n_params": s.n_params,
+        "file_size_bytes": s.file_size_bytes,
+        "fits": f.fits,
+        "n_gpu_layers": f.n_gpu_layers,
+        "needed_bytes": f.needed_bytes,
+        "available_bytes": f.available_bytes,
+        "decode_ceiling_tok_s": p.decode_ceiling_tok_s,
+        "expected_tok_s_low": f.expected_low_tok_s,
+        "expected_tok_s_high": f.expected_high_tok_s,
+        "ttft_ms": f.ttft_ms,
+        "max_ctx": p.max_ctx_fits,
+        "context_length": s.context_length,
+        "pick": f.pick,
+        "why_not": f.why_not,
+    }
+
+
+def fit_dict(r: FitReport) -> dict[str, Any]:
+    pick = next((f for f in r.models if f.pick), None)
+    return {
+        "ctx": r.options.ctx,
+        "min_tok_s": r.options.min_tok_s,
+        "device": device_dict(r.target.device),
+        "device_description": r.target.description,
+        "best": str(pick.candidate.path) if pick else None,
+        "models": [fitted_dict(f) for f in r.models],
+        "skipped": [{"path": str(s.path), "reason": s.reason} for s in r.skipped],
+        "scanned": [{"store": loc.store, "path": str(loc.path), "exists": loc.exists} for loc in r.scanned],
+    }
+
+
+def _tok_s(f: Fitted) -> str:
+    lo, hi = f.expected_low_tok_s, f.expected_high_tok_s
+    return f"{sig3(lo)}-{sig3(hi)}" if lo is not None and hi is not None else "?"
+
+
+def _where(f: Fitted) -> str:
+    if not f.fits:
+        return "no"
+    if not f.prediction.device.is_discrete_gpu:
+        return "yes"
+    return "VRAM" if f.n_gpu_layers > f.spec.n_layers else ("RAM" if f.n_gpu_layers == 0 else "split")
+
+
+def fit_text(r: FitReport) -> str:
+    d, o = r.target.device, r.options
+    lines = [
+        clean_name(
+            f"ggprof fit: {len(r.models)} model(s) on {d.name} [{d.backend}], context {o.ctx:,} tokens, "
+            f"--min-tok-s {o.min_tok_s:g}",
+            WIDTH,
+        ),
+        clean_name(f"device: {r.target.description}", WIDTH),
+        "",
+        f"  {'model':<30} {'quant':<7} {'bpw':>5} {'size':>8} {'fits':>5} {'-ngl':>4} {'tok/s':>11} "
+        f"{'TTFT':>7} {'max ctx':>8}",
+    ]
+    for f in r.models:
+        mark = "*" if f.pick else " "
+        ngl = "all" if f.n_gpu_layers > f.spec.n_layers else str(f.n_gpu_layers)
+        ttft = f"{sig3(f.ttft_ms)}ms" if f.ttft_ms is not None else "?"
+        max_ctx = f.prediction.max_ctx_fits
+        lines.append(
+            f"{mark} {clean_name(f.candidate.name, 30):<30} {clean_name(f.spec.quant_label or '?', 7):<7} "
+            f"{f.bits_per_weight:5.2f} {fmt_bytes(f.spec.file_size_bytes, binary=False):>8} {_where(f):>5} "
+            f"{ngl:>4} {_tok_s(f):>11} {ttft:>7} {(f'{max_ctx:,}' if max_ctx is not None else '?'):>8}"
+        )
+        notes = [f.label_note] if f.label_note else []
+        notes += (
+            [f"why not: {f.why_not}"] if f.why_not else ["the pick: the largest model that fits and is fast enough"]
+        )
+        lines += [clean_name(f"    {n}", WIDTH) for n in notes]
+    if not r.models:
+        lines.append("  (no readable GGUF model)")
+    lines.append("tok/s: expected decode at a full context; TTFT: 512-token prompt; GB = 1e9 bytes; * the pick")
+    for s in r.skipped:
+        lines.append(clean_name(f"skipped {shown_path(s.path)}", WIDTH))
+        lines += textwrap.wrap(clean_name(s.reason, 300), WIDTH, initial_indent="    ", subsequent_indent="    ")
+    for loc in r.scanned:
+        state = "scanned" if loc.exists else "not found"
+        lines.append(clean_name(f"{state}: {loc.store} {shown_path(loc.path)}", WIDTH))
+    return "\n".join(lines)
