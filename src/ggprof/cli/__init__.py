@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import click
 
-from ggprof.cli import machine, models, runs  # noqa: F401  (registers the commands)
+from ggprof.cli import capacity, machine, models, runs  # noqa: F401  (registers the commands)
 from ggprof.cli.base import cli, extensions
 from ggprof.errors import ExitStatus, GGProfError
 from ggprof.machine.tools import tool_timeout_cap_s

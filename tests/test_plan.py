@@ -1,0 +1,93 @@
+"""`ggprof plan`: the capacity method on the worked example, and its bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ggufs import F16, Shape, write_model
+
+# Llama-3.1-8B's shape in f16 (data section sparse): 32 layers of 4096, 32 heads, 8 KV heads of 128.
+LLAMA_3_1_8B_F16 = Shape(
+    n_layers=32,
+    n_embd=4096,
+    n_heads=32,
+    n_kv_heads=8,
+    n_ff=14336,
+    vocab=128256,
+    qtype=F16,
+    file_type=1,
+    tokens=False,
+    context=131072,
+)
+EXAMPLE = ("--qps", "10", "--prompt", "1500", "--gen", "500", "--tpot-slo", "20", "--device", "h100-sxm")
+
+
+@pytest.fixture(scope="module")
+def llama8b(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_model(tmp_path_factory.mktemp("plan") / "llama-3.1-8b-f16.gguf", LLAMA_3_1_8B_F16)[0]
+
+
+def test_the_worked_example(llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """10 requests/s, 500 output tokens, TPOT 20 ms -> about 10 s a request -> about 100 in flight;
+    at 2,000 tokens each holds about 0.25 GB of KV, about 25 GB in all, plus 16 GB of fp16
+    weights: about 41 GB, so one 80 GB GPU suffices, its batch below the ridge point."""
+    r = run_cli("plan", str(llama8b), *EXAMPLE, "--json")
+    d = json.loads(r.stdout)
+    assert r.exit_code == 0 and d["ctx"] == 2000
+    assert d["request_s"] == pytest.approx(10.0, rel=0.01)
+    assert d["concurrency"] == pytest.approx(100, rel=0.01)
+    assert d["kv_bytes_per_sequence"] == 2 * 32 * 8 * 128 * 2 * 2000  # 262 MB: "about 0.25 GB"
+    assert d["kv_bytes_total"] == pytest.approx(25e9, rel=0.07)
+    assert d["weights_bytes"] == pytest.approx(16e9, rel=0.01)
+    assert d["weights_bytes"] + d["kv_bytes_total"] == pytest.approx(41e9, rel=0.05)
+    assert (d["devices_needed"], d["below_ridge"]) == (1, True)
+    assert d["binding_constraint"] in d["batch_limits"] and d["batch_per_device"] == 101
+    assert d["step_time_ms"] <= 20 and d["memory_per_device_bytes"] == int(80e9 * 0.95)
+
+
+def test_the_steps_are_shown_with_their_figures(llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    text = run_cli("plan", str(llama8b), *EXAMPLE).stdout
+    assert "1. Little's law: a request stays TTFT" in text and "10 requests/s x 10.0 s = 100 in flight" in text
+    assert "2. Memory: KV 262 MB per sequence at 2,000 tokens x 101 = 26.5 GB" in text
+    assert "below the ridge 295: bandwidth-bound" in text
+    assert "4. Answer: 1 x NVIDIA H100 SXM5 80GB, batch 101 each" in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_more_traffic_needs_more_devices(llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    one = json.loads(run_cli("plan", str(llama8b), *EXAMPLE, "--json").stdout)
+    args = list(EXAMPLE)
+    args[1] = "100"  # ten times the traffic
+    d = json.loads(run_cli("plan", str(llama8b), *args, "--json").stdout)
+    limit = min(v for v in d["batch_limits"].values() if v is not None)
+    assert d["devices_needed"] == -(-1002 // limit) and d["devices_needed"] > one["devices_needed"]
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        (("--qps", "0"), "Invalid value for '--qps'"),
+        (("--qps", "-3"), "Invalid value for '--qps'"),
+        (("--gen", "0"), "Invalid value for '--gen'"),
+        (("--prompt", "-1"), "Invalid value for '--prompt'"),
+        (("--tpot-slo", "1"), "--tpot-slo 1 ms is below the physical floor"),
+        (("--ttft-slo", "0.5"), "--ttft-slo 0.5 ms is below the physical floor"),
+    ],
+)
+def test_bad_input(change: tuple[str, str], error: str, llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    args = list(EXAMPLE)
+    if change[0] in args:
+        args[args.index(change[0]) + 1] = change[1]
+    else:
+        args += change
+    r = run_cli("plan", str(llama8b), *args)
+    assert r.exit_code == 2 and error in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_a_device_without_a_memory_size(llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli(
+        "plan", str(llama8b), "--qps", "1", "--prompt", "100", "--gen", "100", "--tpot-slo", "50", "--bandwidth", "3000"
+    )
+    assert r.exit_code == 2 and "user-given device has no memory size" in r.stderr
