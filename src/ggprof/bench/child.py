@@ -79,7 +79,10 @@ class Child:
         model = self.load_model()
         self.threadpool = self.make_threadpool(self.req["n_threads"])
         for test in self.req["tests"]:
-            self.run_test(model, test)
+            if test.get("n_parallel", 1) > 1 or self.req.get("parallel"):
+                self.run_parallel(model, test)
+            else:
+                self.run_test(model, test)
         ll.llama_model_free(model)
         self.emit("done")
 
@@ -158,12 +161,7 @@ class Child:
         ctx = ll.llama_init_from_model(model, cp)
         if not ctx:
             self.fail("context", f"llama.cpp could not create a context of {cp.n_ctx} tokens", EXIT_RUN_FAILED)
-        if self.threadpool:
-            from llama_cpp.llama_cpp import _lib
-
-            _lib.llama_attach_threadpool.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-            _lib.llama_attach_threadpool(ctx, self.threadpool, self.threadpool)
-        ll.llama_set_n_threads(ctx, self.req["n_threads"], self.req["n_threads"])
+        self.attach_threadpool(ctx)
         self.ctx, self.mem = ctx, ll.llama_get_memory(ctx)
         if not self.req.get("no_warmup"):
             if n_prompt:
@@ -188,6 +186,66 @@ class Child:
         probe = self.thread_probe(n_gen, n_depth, depth_state) if n_gen else None
         self.emit("row", **test, samples_ns=samples, ttft_ns=ttft, itl_ns=itl, probe=probe)
         ll.llama_free(ctx)
+
+    # -- a batch of B sequences decoded together (llama.cpp's batched-bench) ------------------
+    def run_parallel(self, model: Any, test: dict[str, Any]) -> None:
+        """n_gen steps, each one llama_batch carrying one token of each of B sequences (each
+        sequence its own KV cells, seq_id = its index), synchronized; times every step."""
+        ll, n_gen, b = self.ll, test["n_gen"], test["n_parallel"]
+        cp = ll.llama_context_default_params()
+        cp.n_ctx = b * (n_gen + 1)
+        cp.n_batch = cp.n_ubatch = max(b, 1)
+        cp.n_seq_max = b
+        cp.kv_unified = True  # one cache shared by the sequences, sized for all of them
+        cp.type_k = kv_cache_type(self.req["type_k"]).id
+        cp.type_v = kv_cache_type(self.req["type_v"]).id
+        cp.flash_attn_type = FLASH_ATTN_TYPES[self.req["flash_attn"]]
+        cp.n_threads = cp.n_threads_batch = self.req["n_threads"]
+        cp.no_perf = True
+        ctx = ll.llama_init_from_model(model, cp)
+        if not ctx:
+            self.fail("context", f"llama.cpp could not create a context for {b} sequences", EXIT_RUN_FAILED)
+        self.attach_threadpool(ctx)
+        self.ctx, self.mem = ctx, ll.llama_get_memory(ctx)
+        batch = ll.llama_batch_init(b, 0, b)
+        try:
+            self.batch_steps(batch, b, 1)  # warm-up
+            samples, steps = [], []
+            for rep in range(self.req["reps"]):
+                ll.llama_memory_clear(self.mem, False)
+                t0 = time.perf_counter_ns()
+                steps.extend(self.batch_steps(batch, b, n_gen))
+                samples.append(time.perf_counter_ns() - t0)
+                self.emit("progress", test=test["name"], rep=rep + 1, reps=self.req["reps"])
+        finally:
+            ll.llama_batch_free(batch)
+        self.emit("row", **test, samples_ns=samples, ttft_ns=[], itl_ns=steps, probe=None)
+        ll.llama_free(ctx)
+
+    def batch_steps(self, batch: Any, b: int, n_steps: int) -> list[int]:
+        ll, times = self.ll, []
+        for step in range(n_steps):
+            batch.n_tokens = b
+            for i in range(b):
+                batch.token[i] = self.rng.randrange(self.n_vocab)
+                batch.pos[i] = step
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = i
+                batch.logits[i] = True
+            t0 = time.perf_counter_ns()
+            if ll.llama_decode(self.ctx, batch) != 0:
+                self.fail("decode", f"llama_decode failed on a batch of {b} sequences", EXIT_RUN_FAILED)
+            ll.llama_synchronize(self.ctx)
+            times.append(time.perf_counter_ns() - t0)
+        return times
+
+    def attach_threadpool(self, ctx: Any) -> None:
+        if self.threadpool:
+            from llama_cpp.llama_cpp import _lib
+
+            _lib.llama_attach_threadpool.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+            _lib.llama_attach_threadpool(ctx, self.threadpool, self.threadpool)
+        self.ll.llama_set_n_threads(ctx, self.req["n_threads"], self.req["n_threads"])
 
     def thread_probe(self, n_gen: int, n_depth: int, depth_state: Any) -> dict[str, Any] | None:
         """Decode again with fewer threads (the depth prefill still uses all of them): how tok/s

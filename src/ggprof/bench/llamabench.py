@@ -11,7 +11,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ def row_dict(result: BenchResult, row: BenchRow) -> dict[str, Any]:
         "flash_attn": FLASH_ATTN_TYPES[p.flash_attn],
         "repack": ctx.repack,
         "use_mmap": True,
+        "n_parallel": row.n_parallel,
         "n_prompt": row.n_prompt,
         "n_gen": row.n_gen,
         "n_depth": row.n_depth,
@@ -67,21 +68,28 @@ def context_dict(result: BenchResult) -> dict[str, Any]:
     return {**asdict(result.context), "elapsed_s": result.elapsed_s, "notes": list(result.notes)}
 
 
-def render(result: BenchResult, fmt: str) -> str:
-    """The result in one of PRINTERS' formats."""
-    return PRINTERS[fmt](result)
+Results = Sequence[BenchResult]  # one run, or one per thread count of a sweep
 
 
-def as_json(result: BenchResult) -> str:
-    return json.dumps([row_dict(result, r) for r in result.rows], indent=2, allow_nan=False)
+def render(results: BenchResult | Results, fmt: str) -> str:
+    """The result(s) in one of PRINTERS' formats."""
+    return PRINTERS[fmt]([results] if isinstance(results, BenchResult) else list(results))
 
 
-def as_jsonl(result: BenchResult) -> str:
-    return "\n".join(json.dumps(row_dict(result, r), allow_nan=False) for r in result.rows)
+def _dicts(results: Results) -> list[dict[str, Any]]:
+    return [row_dict(res, r) for res in results for r in res.rows]
 
 
-def as_csv(result: BenchResult) -> str:
-    rows = [row_dict(result, r) for r in result.rows]
+def as_json(results: Results) -> str:
+    return json.dumps(_dicts(results), indent=2, allow_nan=False)
+
+
+def as_jsonl(results: Results) -> str:
+    return "\n".join(json.dumps(d, allow_nan=False) for d in _dicts(results))
+
+
+def as_csv(results: Results) -> str:
+    rows = _dicts(results)
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else [], lineterminator="\n")
     writer.writeheader()
@@ -90,42 +98,44 @@ def as_csv(result: BenchResult) -> str:
     return buf.getvalue().rstrip("\n")
 
 
-def markdown(result: BenchResult) -> str:
+def markdown(results: BenchResult | Results) -> str:
     """llama-bench's markdown table (model, size, params, backend, threads, test, t/s)."""
-    m, ctx = result.model, result.context
-    head = (
+    results = [results] if isinstance(results, BenchResult) else results
+    lines = [
         "| model | size | params | backend | threads | test | t/s |\n| --- | ---: | ---: | --- | ---: | ---: | ---: |"
-    )
-    lines = [head]
-    for r in result.rows:
-        lines.append(
-            f"| {m.model_type} | {m.model_size / 2**20:.2f} MiB | {m.model_n_params / 1e6:.2f} M | "
-            f"{','.join(b.upper() for b in ctx.backends_used)} | {result.params.n_threads} | {r.name} | "
-            f"{r.avg_ts:.2f} ± {r.stddev_ts:.2f} |"
-        )
+    ]
+    for result in results:
+        m, ctx = result.model, result.context
+        for r in result.rows:
+            lines.append(
+                f"| {m.model_type} | {m.model_size / 2**20:.2f} MiB | {m.model_n_params / 1e6:.2f} M | "
+                f"{','.join(b.upper() for b in ctx.backends_used)} | {result.params.n_threads} | {r.name} | "
+                f"{r.avg_ts:.2f} ± {r.stddev_ts:.2f} |"
+            )
     return "\n".join(lines)
 
 
-def table(result: BenchResult) -> str:
+def table(results: Results) -> str:
     """llama-bench's table, then latency: TTFT for prompt tests, ITL percentiles for generation."""
     lines = [
-        markdown(result),
+        markdown(results),
         "",
-        "| test | TTFT ms (mean, p95) | ITL ms p50 / p95 / p99 | CV |",
-        "| --- | ---: | ---: | ---: |",
+        "| test | threads | TTFT ms (mean, p95) | ITL ms p50 / p95 / p99 | CV |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
-    for r in result.rows:
-        ttft = f"{r.ttft_ms:.1f}, {r.ttft_percentile_ms(95):.1f}" if r.ttft_ms is not None else "-"
-        itl = (
-            f"{r.itl_percentile_ms(50):.2f} / {r.itl_percentile_ms(95):.2f} / {r.itl_percentile_ms(99):.2f}"
-            if r.itl_ns
-            else "-"
-        )
-        lines.append(f"| {r.name} | {ttft} | {itl} | {r.cv:.1%} |")
+    for result in results:
+        for r in result.rows:
+            ttft = f"{r.ttft_ms:.1f}, {r.ttft_percentile_ms(95):.1f}" if r.ttft_ms is not None else "-"
+            itl = (
+                f"{r.itl_percentile_ms(50):.2f} / {r.itl_percentile_ms(95):.2f} / {r.itl_percentile_ms(99):.2f}"
+                if r.itl_ns
+                else "-"
+            )
+            lines.append(f"| {r.name} | {result.params.n_threads} | {ttft} | {itl} | {r.cv:.1%} |")
     return "\n".join(lines)
 
 
-PRINTERS: dict[str, Callable[[BenchResult], str]] = {
+PRINTERS: dict[str, Callable[[Results], str]] = {
     "table": table,
     "md": markdown,
     "csv": as_csv,

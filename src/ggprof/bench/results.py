@@ -33,9 +33,17 @@ class BenchParams:
     timeout_s: float | None = None
     seed: int = 1
     probe_threads: int | None = None  # also decode with this many threads (thread-scaling evidence)
+    n_parallel: tuple[int, ...] = ()  # a batch sweep: decode this many sequences together, each
 
     def tests(self) -> list[dict[str, object]]:
-        """llama-bench's order: for each depth, the prompt tests, then the generation tests."""
+        """llama-bench's order: for each depth, the prompt tests, then the generation tests.
+        A batch sweep (n_parallel) runs generation only: B sequences decoded together."""
+        if self.n_parallel:
+            n = self.n_gen[0]
+            return [
+                {"name": f"tg{n} x{b}", "n_prompt": 0, "n_gen": n, "n_depth": 0, "n_parallel": b}
+                for b in self.n_parallel
+            ]
         out: list[dict[str, object]] = []
         for d in self.n_depth:
             suffix = f" @ d{d}" if d else ""
@@ -58,6 +66,7 @@ class BenchParams:
             "seed": self.seed,
             "tests": self.tests(),
             "probe_threads": self.probe_threads,
+            "parallel": list(self.n_parallel),
         }
 
 
@@ -86,6 +95,8 @@ class BenchRow:
     ttft_ns: tuple[int, ...] = ()
     itl_ns: tuple[int, ...] = ()
     probe: ThreadProbe | None = None
+    n_parallel: int = 1  # sequences decoded together (a batch-sweep row); tok/s counts them all
+    n_threads: int | None = None  # when the run swept threads
 
     @property
     def kind(self) -> str:
@@ -93,7 +104,7 @@ class BenchRow:
 
     @property
     def n_tokens(self) -> int:
-        return self.n_prompt + self.n_gen
+        return (self.n_prompt + self.n_gen) * self.n_parallel
 
     @property
     def samples_ts(self) -> list[float]:

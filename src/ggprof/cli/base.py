@@ -171,8 +171,8 @@ def context_tokens(spec: ModelSpec, ctx: int | None, depth: int, prompt: int, ge
     return ctx
 
 
-def int_list(text: str, name: str) -> tuple[int, ...]:
-    """'512' or '0,4096' -> (0, 4096); negative or malformed values are usage errors."""
+def int_list(text: str, name: str, low: int = 0, high: int = MAX_TOKENS) -> tuple[int, ...]:
+    """'512' or '0,4096' -> (0, 4096); values outside low..high or malformed are usage errors."""
     shown = clean_name(text, 60)
     parts = [v.strip() for v in text.split(",") if v.strip()]
     if any(v.startswith("-") and v[1:].isdigit() for v in parts):
@@ -180,8 +180,11 @@ def int_list(text: str, name: str) -> tuple[int, ...]:
     if not parts or len(parts) > 64 or any(len(v) > 10 or not v.isdigit() for v in parts):
         raise click.UsageError(f"{name} takes whole numbers separated by commas (up to 64), got {shown!r}")
     values = tuple(int(v) for v in parts)
-    if any(v > MAX_TOKENS for v in values):
-        raise click.UsageError(f"{name} values must be at most {MAX_TOKENS} (llama.cpp's int32), got {shown!r}")
+    if any(v > high for v in values):
+        limit = f"{high} (llama.cpp's int32)" if high == MAX_TOKENS else str(high)
+        raise click.UsageError(f"{name} values must be at most {limit}, got {shown!r}")
+    if any(v < low for v in values):
+        raise click.UsageError(f"{name} values must be {low} or more, got {shown!r}")
     return values
 
 
@@ -221,9 +224,8 @@ def bench_options(f: Any) -> Any:
         click.option(
             "-t",
             "--threads",
-            "n_threads",
-            type=click.IntRange(1, MAX_THREADS),
-            help="Threads [default: physical cores, not efficiency cores].",
+            "threads",
+            help="Threads, or a list to sweep (1,2,4) [default: physical cores, not efficiency cores].",
         ),
         click.option("-r", "--repetitions", "reps", type=click.IntRange(1, 10_000), default=5, show_default=True),
         click.option("-d", "--n-depth", "depth", default="0", show_default=True, help="KV depth(s), e.g. 0,4096."),
@@ -235,11 +237,25 @@ def bench_options(f: Any) -> Any:
     return f
 
 
+def thread_counts(threads: str | None, facts: HostFacts) -> tuple[int, ...]:
+    """-t N or -t 1,2,4 (each 1 to 512); the default is the physical (performance) cores."""
+    from ggprof.bench.runner import default_threads
+
+    counts = int_list(threads, "-t", low=1, high=MAX_THREADS) if threads else (default_threads(facts),)
+    for n in counts:
+        if n > facts.logical_cores:
+            warn(
+                f"-t {n} is more than this machine's {facts.logical_cores} logical cores: "
+                "llama.cpp's threads will contend for them"
+            )
+    return counts
+
+
 def make_bench_params(
     spec: ModelSpec, path: Path, facts: HostFacts, prompt: str, gen: str, depth: str, **kw: Any
 ) -> BenchParams:
+    """The run's parameters (with the first of -t's counts; `thread_counts` gives all of them)."""
     from ggprof.bench.results import BenchParams
-    from ggprof.bench.runner import default_threads
 
     p, n, d = int_list(prompt, "-p"), int_list(gen, "-n"), int_list(depth, "-d")
     if not any(p) and not any(n):
@@ -249,12 +265,7 @@ def make_bench_params(
         raise click.UsageError(
             f"depth + prompt + gen = {longest - 1} is over the model's context length {spec.context_length}"
         )
-    kw["n_threads"] = kw.get("n_threads") or default_threads(facts)
-    if kw["n_threads"] > facts.logical_cores:
-        warn(
-            f"-t {kw['n_threads']} is more than this machine's {facts.logical_cores} logical cores: "
-            "llama.cpp's threads will contend for them"
-        )
+    kw["n_threads"] = thread_counts(kw.pop("threads"), facts)[0]
     kw["type_k"], kw["type_v"] = kw.pop("cache_type_k").lower(), kw.pop("cache_type_v").lower()
     return BenchParams(model=path, n_prompt=p, n_gen=n, n_depth=d, **kw)
 

@@ -15,10 +15,12 @@ from ggprof.cli.base import (
     cli,
     device_options,
     extensions,
+    int_list,
     load_model_arg,
     make_bench_params,
     resolve_model,
     show,
+    thread_counts,
     warn,
 )
 
@@ -40,11 +42,30 @@ if TYPE_CHECKING:
     help="Output format.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Same as -o json.")
-def bench(model: str | None, fmt: str, as_json: bool, prompt: str, gen: str, depth: str, **kw: Any) -> None:
+@click.option(
+    "--parallel",
+    metavar="B[,B...]",
+    help="Decode B sequences together (a batch sweep: 1,2,4,8,16); generation only, -n tokens each.",
+)
+@click.option("--plot", type=click.Path(dir_okay=False), help="With --parallel: draw the curves (.png or .svg).")
+def bench(
+    model: str | None,
+    fmt: str,
+    as_json: bool,
+    parallel: str | None,
+    plot: str | None,
+    prompt: str,
+    gen: str,
+    depth: str,
+    **kw: Any,
+) -> None:
     """Measure prefill (pp) and decode (tg) through llama.cpp, like llama-bench, in a child process.
 
-    Without MODEL, runs the default synthetic model (see `ggprof synth --list`).
+    Without MODEL, runs the default synthetic model (see `ggprof synth --list`). -t takes a
+    list to sweep threads; --parallel a list of batch sizes.
     """
+    from dataclasses import replace
+
     from ggprof.bench.llamabench import render
     from ggprof.bench.runner import run_bench
     from ggprof.cli.progress import ProgressBar
@@ -52,25 +73,69 @@ def bench(model: str | None, fmt: str, as_json: bool, prompt: str, gen: str, dep
 
     if as_json and fmt not in ("table", "json"):
         raise click.UsageError(f"--json and -o {fmt} contradict each other: give one output format")
+    if plot is not None and parallel is None:
+        raise click.UsageError("--plot draws a batch sweep: give --parallel too")
     spec, path = resolve_model(model)
     facts = gather_facts()
+    counts = thread_counts(kw.get("threads"), facts)
     params = make_bench_params(spec, path, facts, prompt, gen, depth, **kw)
-    bar = ProgressBar(len(params.tests()) * params.reps)
+    if parallel is not None:
+        from ggprof.pipelines.sweep import check_batch_memory
+
+        batches = int_list(parallel, "--parallel", low=1, high=4096)
+        params = replace(params, n_parallel=batches, n_prompt=(0,), n_depth=(0,))
+        check_batch_memory(spec, batches, params.n_gen[0], facts)
+    bar = ProgressBar(len(params.tests()) * params.reps * len(counts))
     try:
-        result = run_bench(params, facts, progress=bar)
+        results = [run_bench(replace(params, n_threads=n), facts, progress=bar) for n in counts]
     finally:
         bar.close()
-    click.echo(render(result, "json" if as_json else fmt))
+    if parallel is None:
+        click.echo(render(results, "json" if as_json else fmt))
+        return
+    from ggprof.pipelines.sweep import batch_sweep
+    from ggprof.report.sweep import batch_sweep_dict, batch_sweep_text
+
+    sweeps = [(r, batch_sweep(r, _ridge_prediction(spec, params))) for r in results]
+    show(as_json or fmt == "json", batch_sweep_dict, batch_sweep_text, sweeps)
+    if plot is not None:
+        from pathlib import Path
+
+        from ggprof.report.plots import plot_batch_sweeps
+
+        click.echo(f"plot: {plot_batch_sweeps(sweeps, Path(plot))}", err=True)
+
+
+def _ridge_prediction(spec: Any, params: Any) -> Any:
+    """This host's prediction at the sweep's average depth, for the predicted ridge (None: unknown)."""
+    from ggprof.errors import BadInputError
+    from ggprof.machine.target import DeviceChoice
+    from ggprof.pipelines.predict import predict_on
+    from ggprof.predict import PredictInputs
+
+    n = params.n_gen[0]
+    try:
+        return predict_on(spec, PredictInputs(depth=n // 2, prompt=1, gen=n, ctx=n + 1), DeviceChoice(), extensions())[
+            0
+        ]
+    except BadInputError:
+        return None
 
 
 @cli.command()
 @click.argument("model", metavar="[MODEL.gguf]", required=False)
 @bench_options
 @device_options
+@click.option(
+    "--threads-sweep", is_flag=True, help="Also run at 1 .. physical cores (+1): the best -t, and why it stops."
+)
+@click.option("--plot", type=click.Path(dir_okay=False), help="With --threads-sweep: draw the curve (.png or .svg).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def profile(
     model: str | None,
     choice: DeviceChoice,
+    threads_sweep: bool,
+    plot: str | None,
     as_json: bool,
     prompt: str,
     gen: str,
@@ -85,10 +150,15 @@ def profile(
     from ggprof.cli.progress import ProgressBar
     from ggprof.machine.host import describe_host
     from ggprof.pipelines.profile import run_profile
+    from ggprof.pipelines.sweep import sweep_counts
     from ggprof.report.verdict import profile_dict, profile_text
     from ggprof.verdict.finding import EXIT
 
     ext = extensions()
+    if plot is not None and not threads_sweep:
+        raise click.UsageError("--plot draws the thread sweep: give --threads-sweep too")
+    if kw.get("threads") and len(int_list(kw["threads"], "-t", low=1, high=512)) > 1:
+        raise click.UsageError("profile runs at one -t; --threads-sweep sweeps 1 .. the physical cores")
     spec, path = resolve_model(model)
     if not as_json:
         click.echo("measuring the host (or reusing its cached measurement) and running llama.cpp...", err=True)
@@ -96,12 +166,19 @@ def profile(
     for w in host.warnings:
         warn(w)
     params = make_bench_params(spec, path, host.facts, prompt, gen, depth, **kw)
-    bar = ProgressBar(len(params.tests()) * params.reps)
+    sweep_runs = len(sweep_counts(host.facts)) * (len(params.tests()) // max(len(params.n_depth), 1))
+    bar = ProgressBar((len(params.tests()) + (sweep_runs if threads_sweep else 0)) * params.reps)
     try:
-        report = run_profile(spec, params, choice, ext, host=host, progress=bar)
+        report = run_profile(spec, params, choice, ext, host=host, progress=bar, threads_sweep=threads_sweep)
     finally:
         bar.close()
     show(as_json, profile_dict, profile_text, report)
+    if plot is not None and report.threads is not None:
+        from pathlib import Path
+
+        from ggprof.report.plots import plot_thread_sweep
+
+        click.echo(f"plot: {plot_thread_sweep(report.threads, Path(plot))}", err=True)
     return int(EXIT[report.severity])
 
 

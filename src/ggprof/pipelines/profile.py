@@ -14,6 +14,7 @@ from ggprof.model.spec import ModelSpec
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.predict import predict_with
+from ggprof.pipelines.sweep import ThreadSweep, sweep_counts, thread_sweep
 from ggprof.predict import PredictInputs, Prediction, is_partial_offload
 from ggprof.verdict.finding import JudgeCase, worst
 from ggprof.verdict.judge import judge
@@ -27,6 +28,7 @@ class ProfileReport:
     device_note: str
     bench: BenchResult | None
     judged: tuple[Judged, ...]
+    threads: ThreadSweep | None = None  # with --threads-sweep
 
     @property
     def severity(self) -> str:
@@ -45,6 +47,7 @@ def run_profile(
     ext: Extensions,
     host: HostReport | None = None,
     progress: ProgressFn | None = None,
+    threads_sweep: bool = False,
 ) -> ProfileReport:
     """Measure the host (or reuse its cached measurement), run the benchmark, judge every depth.
     `host`: this host, when the caller already described it (facts are gathered once)."""
@@ -55,6 +58,7 @@ def run_profile(
     backend = backend_of(result.context, ext)
     target = _device_for(backend, host, choice, ext)
     judged = [_judge_depth(spec, params, result, target, backend, depth, ext) for depth in params.n_depth]
+    threads = sweep_threads(spec, params, host, progress) if threads_sweep else None
     return ProfileReport(
         model=spec,
         host=host,
@@ -62,7 +66,18 @@ def run_profile(
         device_note=target.description if target else "",
         bench=result,
         judged=tuple(judged),
+        threads=threads,
     )
+
+
+def sweep_threads(spec: ModelSpec, params: BenchParams, host: HostReport, progress: ProgressFn | None) -> ThreadSweep:
+    """Prefill and decode at 1 .. physical cores (+1), at depth 0: the best -t and why it stops."""
+    runs = [
+        run_bench(replace(params, n_threads=n, probe_threads=None, n_depth=(0,)), host.facts, progress=progress)
+        for n in sweep_counts(host.facts)
+    ]
+    cpu = host.cpu
+    return thread_sweep(runs, host.facts, spec.decode_bytes_per_token, cpu.bandwidth_bytes_per_s if cpu else None)
 
 
 def inputs_of(params: BenchParams, depth: int) -> PredictInputs:

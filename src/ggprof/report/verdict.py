@@ -12,6 +12,7 @@ from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.profile import ProfileReport
 from ggprof.report.host import device_dict
 from ggprof.report.predict import predict_dict
+from ggprof.report.sweep import thread_sweep_dict, thread_sweep_lines
 from ggprof.units import clean, clean_name, fmt_bytes, fmt_rate, sig3
 from ggprof.verdict.finding import EXIT, Finding, worst
 
@@ -113,6 +114,7 @@ def profile_dict(r: ProfileReport) -> dict[str, Any]:
         "depths": depths,
         "bench": [row_dict(r.bench, row) for row in r.bench.rows] if r.bench else [],
         "context": context_dict(r.bench) if r.bench else None,
+        "threads_sweep": thread_sweep_dict(r.threads) if r.threads else None,
     }
 
 
@@ -207,6 +209,8 @@ def profile_text(r: ProfileReport) -> str:
         lines += ["", markdown(r.bench), ""]
     for j in r.judged:
         lines += judged_lines(j)
+    if r.threads is not None:
+        lines += [line for text in thread_sweep_lines(r.threads) for line in _wrap(text, "", "    ")]
     lines.append(f"verdict: {TAG[r.severity]} (exit status {int(EXIT[r.severity])})")
     return "\n".join(lines)
 
