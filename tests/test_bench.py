@@ -154,7 +154,7 @@ def test_timeout(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-
         (["-p", "0", "-n", "0"], "nothing to run"),
         (["-d", "9000"], "over the model's context length 8192"),
         (["-ctk", "q9_9"], "Invalid value for '--cache-type-k'"),
-        (["-t", "0"], "Invalid value for '-t'"),
+        (["-t", "0"], "-t values must be 1 or more"),
     ],
 )
 def test_bad_flags(args: list[str], error: str, tiny: Path, run_cli) -> None:  # type: ignore[no-untyped-def]

@@ -155,7 +155,7 @@ def test_tool_timeout_environment_is_validated(value: str) -> None:
         (["-ub", "0"], "Invalid value for '-ub'"),
         (["--timeout", "nan"], "Invalid value for '--timeout'"),
         (["--timeout", "inf"], "Invalid value for '--timeout'"),
-        (["-t", "600"], "Invalid value for '-t'"),
+        (["-t", "600"], "-t values must be at most 512"),
         (["-p", "99999999999"], "-p takes whole numbers"),
         (["--json", "-o", "csv"], "--json and -o csv contradict each other"),
     ],
