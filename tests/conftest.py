@@ -28,6 +28,7 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     base = tmp_path_factory.getbasetemp()
     monkeypatch.setenv("GGPROF_CONFIG_DIR", str(base / "config"))
     monkeypatch.setenv("GGPROF_CACHE_DIR", os.environ.get("GGPROF_TEST_CACHE_DIR", str(base / "cache")))
+    monkeypatch.setenv("GGPROF_DB", str(base / "history.db"))  # runs kept by tests stay out of the user's folder
     from ggprof import plugins
 
     yield

@@ -244,9 +244,10 @@ PROFILE_KEYS = {
 def test_profile_gemma_end_to_end(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     """An honest run of the real Gemma model on this machine's 2 threads is plausible, with the
     thread probe (1 thread) giving the compute roof the band is capped by."""
-    r = run_cli("profile", str(gemma_path), "-p", "64", "-n", "32", "-r", "3", "-t", "2", "--json")
-    assert r.exit_code == 0, r.stderr
+    r = run_cli("profile", str(gemma_path), "-p", "128", "-n", "64", "-r", "5", "-t", "2", "--json")
     d = json.loads(r.stdout)
+    noted = [(f["code"], f["observed"], f["expected"]) for f in d["findings"] if f["severity"] != "plausible"]
+    assert r.exit_code == 0, (noted, d["context"]["cpu_load_during_percent"])  # a quiet machine: nothing else running
     assert set(d) >= PROFILE_KEYS
     assert d["verdict"] == "plausible"
     assert d["efficiency"] == pytest.approx(d["measured_tg_tok_s"] / d["decode_ceiling_tok_s"])

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import click
 
-from ggprof.cli import capacity, machine, models, runs  # noqa: F401  (registers the commands)
-from ggprof.cli.base import cli, extensions
+from ggprof.cli import capacity, history, machine, models, runs  # noqa: F401  (registers the commands)
+from ggprof.cli.base import cli, extensions, invocation
 from ggprof.errors import ExitStatus, GGProfError
 from ggprof.machine.tools import tool_timeout_cap_s
 from ggprof.units import clean_name
@@ -38,6 +38,7 @@ def error_line(message: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; every failure becomes one `Error: ...` line and a documented status."""
     extensions.cache_clear()  # resolved afresh for each invocation (tests run many in one process)
+    invocation[:] = list(argv) if argv is not None else sys.argv[1:]
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         tool_timeout_cap_s()  # environment values are checked where they enter, before anything runs

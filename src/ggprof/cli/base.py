@@ -36,6 +36,9 @@ def extensions() -> Extensions:
     return resolve()
 
 
+invocation: list[str] = []  # this command's arguments, as given (kept with each saved run)
+
+
 def warn(message: str) -> None:
     click.echo(f"warning: {clean_name(message, 300)}", err=True)
 

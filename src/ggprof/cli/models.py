@@ -74,6 +74,7 @@ def plugins(as_json: bool) -> None:
 @click.option("--cache-type-k", type=CACHE_TYPES, default="f16", show_default=True)
 @click.option("--cache-type-v", type=CACHE_TYPES, default="f16", show_default=True)
 @click.option("--n-gpu-layers", "-ngl", type=LAYERS, help="Layers offloaded (-1 or more than the model has: all).")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Draw the roofline (.png or .svg).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def predict(
     model: str,
@@ -86,6 +87,7 @@ def predict(
     cache_type_k: str,
     cache_type_v: str,
     n_gpu_layers: int | None,
+    plot: str | None,
     as_json: bool,
 ) -> None:
     """Predict decode and prefill ceilings, latency and memory fit for a model on a device."""
@@ -107,6 +109,12 @@ def predict(
     )
     result, target = predict_on(spec, inputs, choice, extensions())
     show(as_json, predict_dict, predict_text, spec, result, target.description)
+    if plot is not None:
+        from pathlib import Path
+
+        from ggprof.report.plots import plot_roofline
+
+        click.echo(f"plot: {plot_roofline(predict_dict(spec, result, target.description), Path(plot))}", err=True)
 
 
 @cli.command()

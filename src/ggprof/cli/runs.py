@@ -23,6 +23,7 @@ from ggprof.cli.base import (
     thread_counts,
     warn,
 )
+from ggprof.cli.history import db_options, record, save_run
 
 if TYPE_CHECKING:
     from ggprof.bench.llamabench import LlamaBenchRow
@@ -48,12 +49,15 @@ if TYPE_CHECKING:
     help="Decode B sequences together (a batch sweep: 1,2,4,8,16); generation only, -n tokens each.",
 )
 @click.option("--plot", type=click.Path(dir_okay=False), help="With --parallel: draw the curves (.png or .svg).")
+@db_options
 def bench(
     model: str | None,
     fmt: str,
     as_json: bool,
     parallel: str | None,
     plot: str | None,
+    db: str | None,
+    no_save: bool,
     prompt: str,
     gen: str,
     depth: str,
@@ -92,18 +96,28 @@ def bench(
         bar.close()
     if parallel is None:
         click.echo(render(results, "json" if as_json else fmt))
+        _save_bench(db, no_save, spec, facts, results)
         return
     from ggprof.pipelines.sweep import batch_sweep
     from ggprof.report.sweep import batch_sweep_dict, batch_sweep_text
 
     sweeps = [(r, batch_sweep(r, _ridge_prediction(spec, params))) for r in results]
     show(as_json or fmt == "json", batch_sweep_dict, batch_sweep_text, sweeps)
+    _save_bench(db, no_save, spec, facts, results)
     if plot is not None:
         from pathlib import Path
 
         from ggprof.report.plots import plot_batch_sweeps
 
         click.echo(f"plot: {plot_batch_sweeps(sweeps, Path(plot))}", err=True)
+
+
+def _save_bench(db: str | None, no_save: bool, spec: Any, facts: Any, results: list[Any]) -> None:
+    from ggprof.bench.llamabench import context_dict, row_dict
+
+    rows = [row_dict(res, r) for res in results for r in res.rows]
+    result = {"rows": rows, "context": context_dict(results[0]) if results else None}
+    save_run(db, no_save, record("bench", spec, facts, [], result))
 
 
 def _ridge_prediction(spec: Any, params: Any) -> Any:
@@ -129,13 +143,20 @@ def _ridge_prediction(spec: Any, params: Any) -> Any:
 @click.option(
     "--threads-sweep", is_flag=True, help="Also run at 1 .. physical cores (+1): the best -t, and why it stops."
 )
-@click.option("--plot", type=click.Path(dir_okay=False), help="With --threads-sweep: draw the curve (.png or .svg).")
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False),
+    help="Draw the roofline (and with --threads-sweep the thread curve, as FILE-threads): .png or .svg.",
+)
+@db_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def profile(
     model: str | None,
     choice: DeviceChoice,
     threads_sweep: bool,
     plot: str | None,
+    db: str | None,
+    no_save: bool,
     as_json: bool,
     prompt: str,
     gen: str,
@@ -155,8 +176,8 @@ def profile(
     from ggprof.verdict.finding import EXIT
 
     ext = extensions()
-    if plot is not None and not threads_sweep:
-        raise click.UsageError("--plot draws the thread sweep: give --threads-sweep too")
+    if plot is not None and not plot.lower().endswith((".png", ".svg")):
+        raise click.UsageError(f"--plot {plot}: give a .png or .svg file")
     if kw.get("threads") and len(int_list(kw["threads"], "-t", low=1, high=512)) > 1:
         raise click.UsageError("profile runs at one -t; --threads-sweep sweeps 1 .. the physical cores")
     spec, path = resolve_model(model)
@@ -172,13 +193,19 @@ def profile(
         report = run_profile(spec, params, choice, ext, host=host, progress=bar, threads_sweep=threads_sweep)
     finally:
         bar.close()
-    show(as_json, profile_dict, profile_text, report)
-    if plot is not None and report.threads is not None:
+    result = profile_dict(report)
+    show(as_json, lambda r: result, profile_text, report)
+    devices = [d.name for d in host.devices if d.backend != "cpu"]
+    save_run(db, no_save, record("profile", spec, host.facts, devices, result))
+    if plot is not None:
         from pathlib import Path
 
-        from ggprof.report.plots import plot_thread_sweep
+        from ggprof.report.plots import plot_roofline, plot_thread_sweep
 
-        click.echo(f"plot: {plot_thread_sweep(report.threads, Path(plot))}", err=True)
+        click.echo(f"plot: {plot_roofline(result, Path(plot))}", err=True)
+        if report.threads is not None:
+            threads_path = Path(plot).with_name(f"{Path(plot).stem}-threads{Path(plot).suffix}")
+            click.echo(f"plot: {plot_thread_sweep(report.threads, threads_path)}", err=True)
     return int(EXIT[report.severity])
 
 

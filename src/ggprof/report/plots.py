@@ -83,3 +83,88 @@ def plot_thread_sweep(s: ThreadSweep, path: Path) -> Path:
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+# -- the roofline of a prediction (and of a profile's measurements) --------------------------------
+def _points(result: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[int, float | None, float | None]]]:
+    """(the first prediction, [(depth, measured decode tok/s, measured prefill tok/s)])."""
+    if "depths" in result:  # a profile: a prediction and a measurement per depth
+        depths = [d for d in result["depths"] if d.get("prediction")]
+        if not depths:
+            raise BadInputError("this run has no prediction (no bandwidth was known): nothing to draw")
+        measured = [(d["depth"], d.get("measured_tg_tok_s"), d.get("measured_pp_tok_s")) for d in depths]
+        return depths[0]["prediction"], measured
+    return result, []  # a prediction alone (`ggprof predict`)
+
+
+def plot_roofline(result: dict[str, Any], path: Path) -> Path:
+    """Left: FLOP/s against arithmetic intensity (the bandwidth slope, the compute roof, the
+    ridge; prefill and decode, predicted and measured). Right: decode tok/s against depth."""
+    plt = _pyplot(path)
+    p, measured = _points(result)
+    bw, peak = p["bandwidth_bytes_per_s"], p.get("peak_flops_per_s")
+    i_dec, i_pre = p["decode_intensity_flops_per_byte"], p.get("prefill_intensity_flops_per_byte") or 0
+    fig, (roof, depth) = plt.subplots(1, 2, figsize=(11, 4.2))
+    lo = min(i_dec, i_pre or i_dec) / 4
+    hi = max(i_pre, (peak / bw) if peak else 0, i_dec) * 4
+    xs = [lo * (hi / lo) ** (k / 60) for k in range(61)]
+    roof.plot(xs, [bw * x for x in xs], color="tab:blue", label=f"bandwidth slope ({bw / 1e9:.3g} GB/s)")
+    if peak:
+        roof.axhline(peak, color="tab:red", label=f"compute roof ({peak / 1e12:.3g} TFLOP/s)")
+        roof.axvline(peak / bw, color="grey", ls=":", label=f"ridge point ({peak / bw:.3g} FLOP/byte)")
+
+    def attain(x: float) -> float:
+        return float(min(bw * x, peak) if peak else bw * x)
+
+    decode_flops_per_tok = i_dec * p["bytes_per_token_at_depth"]
+    roof.scatter([i_dec], [attain(i_dec)], marker="o", color="tab:green", label="decode, predicted (batch 1)")
+    if i_pre:
+        roof.scatter([i_pre], [attain(i_pre)], marker="s", color="tab:purple", label="prefill, predicted")
+    tg0 = next((tg for d, tg, _ in measured if tg), None)
+    pp0 = next((pp for d, _, pp in measured if pp), None)
+    if tg0:
+        roof.scatter(
+            [i_dec], [tg0 * decode_flops_per_tok], marker="x", s=80, color="tab:green", label="decode, measured"
+        )
+    if pp0 and i_pre:
+        roof.scatter([i_pre], [pp0 * p["prefill_flops_per_token"]], marker="x", s=80, color="tab:purple",
+                     label="prefill, measured")  # fmt: skip
+    roof.set_xscale("log")
+    roof.set_yscale("log")
+    roof.set_xlabel("arithmetic intensity (FLOP/byte)")
+    roof.set_ylabel("FLOP/s")
+    roof.set_title(f"roofline: {p.get('device_name', '')}"[:60])
+    roof.legend(fontsize=7)
+    table = p.get("depth_table") or []
+    xs_d = [r["depth"] for r in table]
+    depth.plot(
+        xs_d, [r["decode_ceiling_tok_s"] for r in table], marker=".", label="decode ceiling vs depth (predicted)"
+    )
+    band = p.get("efficiency_band")
+    if band:
+        depth.fill_between(xs_d, [band[0] * r["decode_ceiling_tok_s"] for r in table],
+                           [band[1] * r["decode_ceiling_tok_s"] for r in table], alpha=0.2,
+                           label=f"expected band ({band[0]:.0%}-{band[1]:.0%} of the ceiling)")  # fmt: skip
+    judged = [d for d in result.get("depths", []) if d.get("expected_tok_s_low") is not None]
+    if judged:
+        depth.errorbar(
+            [d["depth"] for d in judged],
+            [(d["expected_tok_s_low"] + d["expected_tok_s_high"]) / 2 for d in judged],
+            yerr=[(d["expected_tok_s_high"] - d["expected_tok_s_low"]) / 2 for d in judged],
+            fmt="none",
+            ecolor="tab:green",
+            capsize=6,
+            label="the verdict's expected band (with the measured compute roof)",
+        )
+    points = [(d, tg) for d, tg, _ in measured if tg]
+    if points:
+        depth.scatter([d for d, _ in points], [tg for _, tg in points], marker="x", s=80, color="black",
+                      label="decode, measured")  # fmt: skip
+    depth.set_xlabel("depth (tokens already in the KV cache)")
+    depth.set_ylabel("decode tok/s")
+    depth.set_title("decode speed against depth")
+    depth.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,197 @@
+"""Commands about runs kept: history, compare, report, plot; and the saving of each run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ggprof import __version__
+from ggprof.cli.base import cli, emit_json, invocation, warn
+
+if TYPE_CHECKING:
+    from ggprof.machine.facts import HostFacts
+    from ggprof.model.spec import ModelSpec
+
+
+def db_options(f: Any) -> Any:
+    f = click.option("--no-save", is_flag=True, help="Do not keep this run in the history.")(f)
+    return click.option("--db", "db", type=click.Path(dir_okay=False), help="History database [default: GGPROF_DB].")(f)
+
+
+def db_path(db: str | None) -> Path:
+    from ggprof.history import default_path
+
+    return Path(db) if db else default_path()
+
+
+def model_key(spec: ModelSpec) -> str:
+    """The file size and a hash of the header: a renamed copy is the same model."""
+    from ggprof.model.gguf import read_header
+
+    header = read_header(spec.path)
+    with spec.path.open("rb") as f:
+        digest = hashlib.sha256(f.read(header.data_offset)).hexdigest()[:16]
+    return f"{spec.file_size_bytes}:{digest}"
+
+
+def record(kind: str, spec: ModelSpec, facts: HostFacts, devices: list[str], result: dict[str, Any]) -> dict[str, Any]:
+    """What a run keeps: the command, the model, the host, and the whole result."""
+    from ggprof.machine.cache import fingerprint
+
+    return {
+        "kind": kind,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "ggprof_version": __version__,
+        "command": ["ggprof", *invocation],
+        "model": {
+            "key": model_key(spec),
+            "name": spec.name or spec.path.stem,
+            "file": spec.path.name,
+            "architecture": spec.architecture,
+            "quant_label": spec.quant_label,
+            "n_params": spec.n_params,
+            "file_size_bytes": spec.file_size_bytes,
+            "decode_bytes_per_token": spec.decode_bytes_per_token,
+            "kv_bytes_per_token": spec.kv_bytes_per_token(),
+        },
+        "host": {
+            "fingerprint": fingerprint(facts),
+            "cpu_model": facts.cpu_model,
+            "physical_cores": facts.physical_cores,
+            "logical_cores": facts.logical_cores,
+            "ram_total_bytes": facts.ram_total_bytes,
+            "os": facts.os,
+            "devices": devices,
+        },
+        "result": result,
+    }
+
+
+def save_run(db: str | None, no_save: bool, rec: dict[str, Any]) -> None:
+    """Keep the run; a database that cannot be written is a warning, never a lost result."""
+    if no_save:
+        return
+    from ggprof.errors import GGProfError
+    from ggprof.history import save
+
+    path = db_path(db)
+    try:
+        run_id = save(path, rec)
+    except (GGProfError, OSError) as e:
+        warn(f"the run was not saved to the history: {e}")
+        return
+    click.echo(f"saved as run {run_id} in {path}", err=True)
+
+
+@cli.command()
+@click.option("--model", help="A model name (part of it) or model key.")
+@click.option("--host", help="A host fingerprint (its start).")
+@click.option("--since", metavar="DATE", help="Runs from this day on (YYYY-MM-DD).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@click.option("--format", "fmt", type=click.Choice(["text", "csv", "jsonl"]), default="text", show_default=True)
+@click.option("--db", "db", type=click.Path(dir_okay=False), help="History database [default: GGPROF_DB].")
+def history(model: str | None, host: str | None, since: str | None, as_json: bool, fmt: str, db: str | None) -> None:
+    """List the runs kept: when, model, device, pp and tg tok/s with their spread, share of the ceiling, verdict."""
+    from ggprof.errors import BadInputError
+    from ggprof.history import runs
+    from ggprof.report.history import history_csv, history_rows, history_text
+
+    if since is not None and not (
+        len(since) == 10 and since[4] == since[7] == "-" and since.replace("-", "").isdigit()
+    ):
+        raise BadInputError(f"--since {since!r}: give a day as YYYY-MM-DD")
+    found = runs(db_path(db), model=model, host=host, since=since)
+    rows = history_rows(found)
+    if as_json:
+        emit_json(rows)
+    elif fmt == "jsonl":
+        for r in rows:
+            click.echo(json.dumps(r, allow_nan=False))
+    elif fmt == "csv":
+        click.echo(history_csv(rows), nl=False)
+    else:
+        click.echo(history_text(found))
+
+
+def _side(ref: str, db: str | None) -> tuple[str, list[dict[str, Any]]]:
+    """A compared side: a run id in the history, or a file of llama-bench or ggprof JSON."""
+    from ggprof.bench.llamabench import MAX_RESULTS_BYTES
+    from ggprof.errors import BadInputError
+    from ggprof.files import read_text
+    from ggprof.history import get
+
+    if ref.isdigit() and len(ref) < 18:
+        run = get(db_path(db), int(ref))
+        result = run.payload.get("result") or {}
+        return f"run {ref}", list(result.get("bench") or result.get("rows") or [])
+    text = read_text(ref, MAX_RESULTS_BYTES)
+    try:
+        try:
+            data: Any = json.loads(text)
+        except ValueError:
+            data = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (ValueError, RecursionError):
+        raise BadInputError(f"{ref}: neither a run id nor llama-bench / ggprof JSON") from None
+    if isinstance(data, dict):
+        data = data.get("bench") or data.get("rows") or [data]
+    rows = [r for r in data if isinstance(r, dict) and isinstance(r.get("avg_ts"), (int, float))]
+    if not rows:
+        raise BadInputError(f"{ref}: no llama-bench rows (objects with avg_ts)")
+    return ref, rows
+
+
+@cli.command()
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--db", "db", type=click.Path(dir_okay=False), help="History database [default: GGPROF_DB].")
+def compare(a: str, b: str, as_json: bool, db: str | None) -> None:
+    """Compare two runs test by test (run ids, or files of llama-bench -o json/jsonl or ggprof JSON)."""
+    from ggprof.compare import compare as run_compare
+    from ggprof.report.history import compare_dict, compare_text
+
+    a_label, a_rows = _side(a, db)
+    b_label, b_rows = _side(b, db)
+    result = run_compare(a_label, a_rows, b_label, b_rows)
+    if as_json:
+        emit_json(compare_dict(result))
+    else:
+        click.echo(compare_text(result))
+
+
+@cli.command()
+@click.argument("run_id", metavar="[RUN]", required=False, type=click.IntRange(min=1))
+@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@click.option("--db", "db", type=click.Path(dir_okay=False), help="History database [default: GGPROF_DB].")
+def report(run_id: int | None, fmt: str, db: str | None) -> None:
+    """A block to paste into a llama.cpp, Ollama or LM Studio issue (default: the latest run)."""
+    from ggprof.history import get
+    from ggprof.report.triage import triage_dict, triage_markdown
+
+    run = get(db_path(db), run_id)
+    if fmt == "json":
+        emit_json(triage_dict(run))
+    else:
+        click.echo(triage_markdown(run))
+
+
+@cli.command()
+@click.argument("run_id", metavar="[RUN]", required=False, type=click.IntRange(min=1))
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), required=True, help="FILE.png or FILE.svg")
+@click.option("--db", "db", type=click.Path(dir_okay=False), help="History database [default: GGPROF_DB].")
+def plot(run_id: int | None, output: str, db: str | None) -> None:
+    """The roofline of a kept profile run (default: the latest): bandwidth slope, compute roof,
+    ridge, predicted and measured prefill and decode, and decode tok/s against depth."""
+    from ggprof.errors import BadInputError
+    from ggprof.history import get
+    from ggprof.report.plots import plot_roofline
+
+    run = get(db_path(db), run_id)
+    if run.kind != "profile":
+        raise BadInputError(f"run {run.id} is a {run.kind} run: a roofline needs a profile (with its prediction)")
+    click.echo(f"plot: {plot_roofline(run.payload['result'], Path(output))}", err=True)

@@ -1,0 +1,163 @@
+"""Compare two runs test by test, as llama.cpp's compare-llama-bench script does, and say whether
+each difference is larger than the runs' own noise.
+
+A difference is real when Welch's t-test on the two runs' repetitions rejects "same mean"
+at the 5% level (two-sided): t = (mean_B - mean_A) / sqrt(s_A^2/n_A + s_B^2/n_B), with the
+Welch-Satterthwaite degrees of freedom. With a single repetition on either side there is
+no noise estimate, and the comparison says so instead of guessing.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from ggprof.errors import BadInputError
+
+# Two-sided 5% critical values of Student's t (97.5th percentile) by degrees of freedom.
+T_975 = {
+    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+    11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+    20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980,
+}  # fmt: skip
+T_975_INF = 1.960
+# Fields of a row that change what was measured; a difference there is named beside the table.
+SETTINGS = (
+    ("cpu_info", "CPU"),
+    ("gpu_info", "GPU"),
+    ("backends", "backend"),
+    ("build_commit", "llama.cpp build"),
+    ("llama_cpp_python_version", "llama-cpp-python"),
+    ("n_threads", "threads"),
+    ("n_gpu_layers", "-ngl"),
+    ("n_batch", "-b"),
+    ("n_ubatch", "-ub"),
+    ("type_k", "KV type K"),
+    ("type_v", "KV type V"),
+    ("flash_attn", "flash attention"),
+)
+
+
+def t_critical(df: float) -> float:
+    """The 97.5th percentile of t with `df` degrees of freedom (the table's next lower df)."""
+    if df >= 1000:
+        return T_975_INF
+    usable = [d for d in T_975 if d <= max(df, 1)]
+    return T_975[max(usable)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stats:
+    mean: float
+    sd: float
+    n: int
+
+
+def stats_of(row: dict[str, Any]) -> Stats:
+    samples = [float(x) for x in row.get("samples_ts") or [] if isinstance(x, (int, float))]
+    if len(samples) >= 2:
+        return Stats(mean=statistics.fmean(samples), sd=statistics.stdev(samples), n=len(samples))
+    return Stats(mean=float(row["avg_ts"]), sd=float(row.get("stddev_ts") or 0.0), n=max(len(samples), 1))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Difference:
+    test: str
+    a: Stats
+    b: Stats
+    t: float | None
+    df: float | None
+    significant: bool | None  # None: no noise estimate (one repetition)
+
+    @property
+    def speedup(self) -> float:
+        return self.b.mean / self.a.mean if self.a.mean else math.inf
+
+    @property
+    def verdict(self) -> str:
+        if self.significant is None:
+            return "unknown (one repetition: no noise estimate)"
+        if not self.significant:
+            return "within noise"
+        return "faster" if self.speedup > 1 else "slower"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    a_label: str
+    b_label: str
+    diffs: tuple[Difference, ...]
+    settings: tuple[str, ...]  # what else differs between A and B, in words
+    only_in_a: tuple[str, ...]
+    only_in_b: tuple[str, ...]
+
+
+def welch(a: Stats, b: Stats) -> tuple[float | None, float | None, bool | None]:
+    if a.n < 2 or b.n < 2:
+        return None, None, None
+    va, vb = a.sd**2 / a.n, b.sd**2 / b.n
+    if va + vb == 0:
+        return math.inf if a.mean != b.mean else 0.0, None, a.mean != b.mean
+    t = (b.mean - a.mean) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / ((va**2 / (a.n - 1) if va else 0) + (vb**2 / (b.n - 1) if vb else 0))
+    return t, df, abs(t) > t_critical(df)
+
+
+def label_of(row: dict[str, Any]) -> str:
+    n_prompt, n_gen = int(row.get("n_prompt") or 0), int(row.get("n_gen") or 0)
+    name = "+".join(([f"pp{n_prompt}"] if n_prompt else []) + ([f"tg{n_gen}"] if n_gen else []))
+    if row.get("n_depth"):
+        name += f" @ d{row['n_depth']}"
+    if (row.get("n_parallel") or 1) > 1:
+        name += f" x{row['n_parallel']}"
+    return name
+
+
+def compare(a_label: str, a_rows: list[dict[str, Any]], b_label: str, b_rows: list[dict[str, Any]]) -> Comparison:
+    """Test-by-test comparison of two runs of one model (BadInputError for two models)."""
+    if not a_rows or not b_rows:
+        raise BadInputError(f"{a_label if not a_rows else b_label}: no llama-bench rows to compare")
+    _same_model(a_label, a_rows[0], b_label, b_rows[0])
+    a, b = _keyed(a_rows), _keyed(b_rows)
+    diffs = []
+    for key in [k for k in a if k in b]:
+        sa, sb = stats_of(a[key]), stats_of(b[key])
+        t, df, significant = welch(sa, sb)
+        diffs.append(Difference(test=key, a=sa, b=sb, t=t, df=df, significant=significant))
+    return Comparison(
+        a_label=a_label,
+        b_label=b_label,
+        diffs=tuple(diffs),
+        settings=tuple(_settings(a_rows[0], b_rows[0])),
+        only_in_a=tuple(k for k in a if k not in b),
+        only_in_b=tuple(k for k in b if k not in a),
+    )
+
+
+def _keyed(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    threads = {r.get("n_threads") for r in rows}
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        key = label_of(r) + (f" t{r.get('n_threads')}" if len(threads) > 1 else "")
+        out.setdefault(key, r)
+    return out
+
+
+def _same_model(a_label: str, a: dict[str, Any], b_label: str, b: dict[str, Any]) -> None:
+    ka, kb = (a.get("model_size"), a.get("model_n_params")), (b.get("model_size"), b.get("model_n_params"))
+    if None not in ka and None not in kb and ka != kb:
+        raise BadInputError(
+            f"{a_label} and {b_label} ran different models ({a.get('model_type') or '?'}, {ka[0]} bytes vs "
+            f"{b.get('model_type') or '?'}, {kb[0]} bytes): compare two runs of one model"
+        )
+
+
+def _settings(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    out = []
+    for field, name in SETTINGS:
+        va, vb = a.get(field), b.get(field)
+        if va is not None and vb is not None and va != vb:
+            out.append(f"{name}: {va} vs {vb}")
+    return out

@@ -1,0 +1,252 @@
+"""Run history: every `profile` and `bench` run kept in a local SQLite database.
+
+One row per run: indexed columns to list and filter by (when, model, host, backend,
+llama.cpp version, threads, the headline figures, the verdict) beside the whole result as
+JSON. WAL mode and one transaction per run: an interrupted or killed run leaves the
+database as it was, and two ggprof processes can write at once (the second waits).
+
+The schema is versioned (`PRAGMA user_version`) and migrated forward in place; a database
+from a newer ggprof, or a file that is not a database, is refused untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from ggprof.errors import BadInputError
+from ggprof.units import clean_name
+
+SCHEMA_VERSION = 2
+BUSY_TIMEOUT_MS = 30_000
+
+# Version 1: the first schema (what ggprof 0.1 wrote): the run and its JSON.
+SCHEMA_V1 = """
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created_at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    model_key TEXT NOT NULL,
+    model_name TEXT,
+    host_fingerprint TEXT NOT NULL,
+    payload TEXT NOT NULL
+);
+CREATE INDEX runs_model ON runs (model_key);
+CREATE INDEX runs_host ON runs (host_fingerprint);
+"""
+# Version 2: what a run was compared and listed by, as columns (filled from the JSON on migration).
+MIGRATE_V1_TO_V2 = """
+ALTER TABLE runs ADD COLUMN backend TEXT;
+ALTER TABLE runs ADD COLUMN llama_cpp_version TEXT;
+ALTER TABLE runs ADD COLUMN n_threads INTEGER;
+ALTER TABLE runs ADD COLUMN pp_tok_s REAL;
+ALTER TABLE runs ADD COLUMN pp_stddev_tok_s REAL;
+ALTER TABLE runs ADD COLUMN tg_tok_s REAL;
+ALTER TABLE runs ADD COLUMN tg_stddev_tok_s REAL;
+ALTER TABLE runs ADD COLUMN efficiency REAL;
+ALTER TABLE runs ADD COLUMN verdict TEXT;
+CREATE INDEX runs_created ON runs (created_at);
+"""
+COLUMNS = (
+    "backend",
+    "llama_cpp_version",
+    "n_threads",
+    "pp_tok_s",
+    "pp_stddev_tok_s",
+    "tg_tok_s",
+    "tg_stddev_tok_s",
+    "efficiency",
+    "verdict",
+)
+
+
+class HistoryError(BadInputError):
+    """The history database cannot be used (newer schema, not a database)."""
+
+
+def default_path() -> Path:
+    """<user data dir>/history.db; GGPROF_DB overrides."""
+    return Path(os.environ.get("GGPROF_DB") or Path(platformdirs.user_data_dir("ggprof")) / "history.db")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    id: int
+    created_at: str
+    kind: str
+    model_key: str
+    model_name: str | None
+    host_fingerprint: str
+    backend: str | None
+    llama_cpp_version: str | None
+    n_threads: int | None
+    pp_tok_s: float | None
+    pp_stddev_tok_s: float | None
+    tg_tok_s: float | None
+    tg_stddev_tok_s: float | None
+    efficiency: float | None
+    verdict: str | None
+    payload: dict[str, Any]
+
+
+@contextmanager
+def connect(path: Path, create: bool = True) -> Iterator[sqlite3.Connection]:
+    """An open, migrated database. HistoryError (one line) for anything that is not ours."""
+    if not create and not path.exists():
+        raise HistoryError(f"{clean_name(path)}: no history database (run `ggprof profile` or `ggprof bench` first)")
+    if path.exists() and not path.is_file():
+        raise HistoryError(f"{clean_name(path)}: not a regular file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    try:
+        _prepare(conn, path)
+        yield conn
+    except sqlite3.DatabaseError as e:
+        raise HistoryError(f"{clean_name(path)}: {e}") from None
+    finally:
+        conn.close()
+
+
+def _prepare(conn: sqlite3.Connection, path: Path) -> None:
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as e:
+        raise HistoryError(f"{clean_name(path)}: not a ggprof history database ({e})") from None
+    if version > SCHEMA_VERSION:
+        raise HistoryError(
+            f"{clean_name(path)}: written by a newer ggprof (schema {version}; this one reads up to "
+            f"{SCHEMA_VERSION}): upgrade ggprof, or pass --db with another file"
+        )
+    if version == 0 and tables:
+        raise HistoryError(
+            f"{clean_name(path)}: an SQLite database, but not a ggprof history (tables: {sorted(tables)})"
+        )
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        conn.execute("PRAGMA journal_mode = WAL")
+    if version < SCHEMA_VERSION:
+        migrate(conn, version)
+
+
+def migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Bring the schema from `version` to SCHEMA_VERSION in one transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        now = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have migrated meanwhile
+        if now < 1:
+            for statement in _statements(SCHEMA_V1):
+                conn.execute(statement)
+        if now < 2:
+            for statement in _statements(MIGRATE_V1_TO_V2):
+                conn.execute(statement)
+            for row_id, payload in conn.execute("SELECT id, payload FROM runs").fetchall():
+                columns = summary_columns(json.loads(payload))
+                conn.execute(
+                    f"UPDATE runs SET {', '.join(f'{c} = ?' for c in COLUMNS)} WHERE id = ?",
+                    (*(columns[c] for c in COLUMNS), row_id),
+                )
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def summary_columns(record: dict[str, Any]) -> dict[str, Any]:
+    """The indexed columns of a run record (see `record` in ggprof.cli.history)."""
+    result = record.get("result") or {}
+    rows = result.get("bench") if record.get("kind") == "profile" else result.get("rows")
+    rows = rows or []
+    pp = next((r for r in rows if r.get("n_prompt") and not r.get("n_gen")), None)
+    tg = next((r for r in rows if r.get("n_gen") and not r.get("n_prompt")), None)
+    context = result.get("context") or {}
+    backends = context.get("backends_used") or []
+    return {
+        "backend": backends[0] if backends else None,
+        "llama_cpp_version": context.get("llama_cpp_python_version"),
+        "n_threads": context.get("n_threads") or (rows[0].get("n_threads") if rows else None),
+        "pp_tok_s": pp.get("avg_ts") if pp else None,
+        "pp_stddev_tok_s": pp.get("stddev_ts") if pp else None,
+        "tg_tok_s": tg.get("avg_ts") if tg else None,
+        "tg_stddev_tok_s": tg.get("stddev_ts") if tg else None,
+        "efficiency": result.get("efficiency"),
+        "verdict": result.get("verdict"),
+    }
+
+
+def save(path: Path, record: dict[str, Any]) -> int:
+    """Store one run in one transaction; its id."""
+    columns = summary_columns(record)
+    with connect(path) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            cur = conn.execute(
+                f"INSERT INTO runs (created_at, kind, model_key, model_name, host_fingerprint, payload, "
+                f"{', '.join(COLUMNS)}) VALUES ({', '.join('?' * (6 + len(COLUMNS)))})",
+                (
+                    record["created_at"],
+                    record["kind"],
+                    record["model"]["key"],
+                    record["model"].get("name"),
+                    record["host"]["fingerprint"],
+                    json.dumps(record, allow_nan=False),
+                    *(columns[c] for c in COLUMNS),
+                ),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return int(cur.lastrowid or 0)
+
+
+def runs(
+    path: Path, model: str | None = None, host: str | None = None, since: str | None = None, limit: int = 1000
+) -> list[Run]:
+    """Runs, newest first, filtered by model (key or name substring), host fingerprint prefix, date."""
+    where, args = [], []
+    if model:
+        where.append("(model_key = ? OR model_name LIKE ?)")
+        args += [model, f"%{model}%"]
+    if host:
+        where.append("host_fingerprint LIKE ?")
+        args.append(f"{host}%")
+    if since:
+        where.append("created_at >= ?")
+        args.append(since)
+    sql = "SELECT * FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id DESC LIMIT ?"
+    with connect(path, create=False) as conn:
+        conn.row_factory = sqlite3.Row
+        return [_run(r) for r in conn.execute(sql, (*args, limit))]
+
+
+def get(path: Path, run_id: int | None = None) -> Run:
+    """One run by id (the latest without one); HistoryError naming what is missing."""
+    with connect(path, create=False) as conn:
+        conn.row_factory = sqlite3.Row
+        if run_id is None:
+            row = conn.execute("SELECT * FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        else:
+            row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise HistoryError(f"{clean_name(path)}: no run {run_id}" if run_id is not None else f"{path}: no runs yet")
+    return _run(row)
+
+
+def _run(row: sqlite3.Row) -> Run:
+    data = dict(row)
+    payload = json.loads(data.pop("payload"))
+    return Run(**data, payload=payload)

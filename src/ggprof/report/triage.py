@@ -1,0 +1,114 @@
+"""`ggprof report`: a Markdown block to paste into a llama.cpp, Ollama or LM Studio issue.
+
+Everything in it comes from the kept run. Nothing secret: paths under the home folder are
+shown as ~, and neither the user name nor the host name appears.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from ggprof import __version__
+from ggprof.history import Run
+from ggprof.units import clean, fmt_bytes, fmt_rate, sig3
+
+
+def private(text: str) -> str:
+    """`text` with the home folder as ~ and the user's name removed."""
+    home = str(Path.home())
+    if home and home != os.sep:
+        text = text.replace(home, "~")
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = ""
+    if len(user) >= 3:
+        text = re.sub(rf"\b{re.escape(user)}\b", "<user>", text)
+    return clean(text)
+
+
+def triage_dict(run: Run) -> dict[str, Any]:
+    p = run.payload
+    result = p.get("result") or {}
+    return {
+        "run": run.id,
+        "created_at": run.created_at,
+        "kind": run.kind,
+        "ggprof_version": p.get("ggprof_version"),
+        "command": private(" ".join(p.get("command") or [])),
+        "host": {k: v for k, v in (p.get("host") or {}).items() if k != "fingerprint"},
+        "model": p.get("model"),
+        "device": result.get("device"),
+        "device_description": private(str(result.get("device_description") or "")),
+        "context": result.get("context"),
+        "verdict": result.get("verdict"),
+        "findings": result.get("findings") or [],
+        "rows": result.get("bench") or result.get("rows") or [],
+    }
+
+
+def _line(label: str, value: object) -> str:
+    return f"- **{label}:** {private(str(value))}"
+
+
+def triage_markdown(run: Run) -> str:
+    d = triage_dict(run)
+    host, model, ctx, device = d["host"], d["model"] or {}, d["context"] or {}, d["device"] or {}
+    rows = d["rows"]
+    first = rows[0] if rows else {}
+    lines = [f"### ggprof {d['kind']}: {private(model.get('name') or model.get('file') or '?')}", ""]
+    lines += [
+        _line("host", f"{host.get('cpu_model')}, {host.get('physical_cores')} cores ({host.get('logical_cores')} "
+              f"logical), {fmt_bytes(host.get('ram_total_bytes') or 0)} RAM; {host.get('os')}"),
+        _line("GPUs", ", ".join(host.get("devices") or []) or "none detected"),
+    ]  # fmt: skip
+    if device:
+        bw = device.get("bandwidth_bytes_per_s")
+        source = device.get("bandwidth_source") or "?"
+        lines.append(
+            _line(
+                "bandwidth", f"{fmt_rate(bw) if bw else 'unknown'} ({source}: {device.get('bandwidth_detail') or ''})"
+            )
+        )
+    version = ctx.get("llama_cpp_python_version") or first.get("llama_cpp_python_version")
+    lines += [
+        _line("llama.cpp", f"llama-cpp-python {version}, "
+              f"backends {','.join(ctx.get('backends_used') or []) or first.get('backends')}, "
+              f"build {first.get('build_commit') or 'unknown'}"),
+        _line("flags", f"-t {first.get('n_threads')} -ngl {first.get('n_gpu_layers')} -b {first.get('n_batch')} "
+              f"-ub {first.get('n_ubatch')} -fa {first.get('flash_attn')} -ctk {first.get('type_k')} "
+              f"-ctv {first.get('type_v')}"),
+        _line("compiled with", " ".join(ctx.get("simd_compiled") or []) or "?"),
+        _line("model", f"{model.get('architecture')} {model.get('quant_label') or ''}, "
+              f"{sig3((model.get('n_params') or 0) / 1e6)}M params, {fmt_bytes(model.get('file_size_bytes') or 0)}; "
+              f"a token reads {fmt_bytes(model.get('decode_bytes_per_token') or 0, binary=False)} of weights"),
+        _line("command", f"`{d['command']}`"),
+        "",
+        "| test | t/s | ± |",
+        "| --- | ---: | ---: |",
+    ]  # fmt: skip
+    for r in rows:
+        name = ("pp" if r.get("n_prompt") else "tg") + str(r.get("n_prompt") or r.get("n_gen"))
+        name += f" @ d{r['n_depth']}" if r.get("n_depth") else ""
+        lines.append(f"| {name} | {sig3(r.get('avg_ts') or 0)} | {sig3(r.get('stddev_ts') or 0)} |")
+    result = run.payload.get("result") or {}
+    if d["verdict"]:
+        tg = sig3(result.get("measured_tg_tok_s") or 0)
+        lines += ["", f"**Verdict: {d['verdict']}.** Measured decode {tg} tok/s; "
+                  f"ceiling {sig3(result.get('decode_ceiling_tok_s') or 0)} tok/s; expected "
+                  f"{sig3(result.get('expected_tok_s_low') or 0)}-{sig3(result.get('expected_tok_s_high') or 0)} tok/s "
+                  f"({private(str(result.get('expected_basis') or ''))})."]  # fmt: skip
+    for f in d["findings"]:
+        lines += ["", f"- **{f.get('severity')} `{private(str(f.get('code')))}`:** {private(str(f.get('title')))}"]
+        if f.get("expected") or f.get("observed"):
+            lines.append(f"  - expected {private(str(f.get('expected')))}; observed {private(str(f.get('observed')))}")
+        lines += [f"  - {private(str(e))}" for e in f.get("evidence") or []]
+        lines += [f"  - cause: {private(str(c))}" for c in f.get("causes") or []]
+        if f.get("next_step"):
+            lines.append(f"  - next: {private(str(f['next_step']))}")
+    lines += ["", f"<sub>ggprof {d['ggprof_version'] or __version__}, run {run.id} of {run.created_at}</sub>"]
+    return "\n".join(lines)
