@@ -73,7 +73,7 @@ def test_runs_are_kept_listed_and_filtered(tiny: Path, tmp_path: Path, run_cli) 
     jsonl = run_cli("history", "--db", str(db), "--format", "jsonl").stdout.splitlines()
     assert [json.loads(line)["id"] for line in jsonl] == [3, 2, 1]
     text = run_cli("history", "--db", str(db)).stdout
-    assert "plausible" in text.splitlines()[2] and "bench" in text.splitlines()[1]
+    assert text.splitlines()[2].endswith(f"  {profile['verdict']}") and text.splitlines()[1].endswith("  bench")
 
 
 @pytest.mark.slow

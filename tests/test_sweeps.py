@@ -175,7 +175,7 @@ def test_plot_without_matplotlib_says_how_to_install_it(
     ("args", "error"),
     [
         (["bench", "--plot", "x.svg"], "give --parallel too"),
-        (["profile", "--plot", "x.svg"], "give --threads-sweep too"),
+        (["profile", "--plot", "x.txt"], "--plot x.txt: give a .png or .svg file"),
     ],
 )
 def test_plot_needs_its_sweep(args: list[str], error: str, gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
