@@ -148,21 +148,8 @@ class Child:
     def run_test(self, model: Any, test: dict[str, Any]) -> None:
         ll = self.ll
         n_prompt, n_gen, n_depth = test["n_prompt"], test["n_gen"], test["n_depth"]
-        cp = ll.llama_context_default_params()
-        cp.n_ctx = n_prompt + n_gen + n_depth + (1 if n_prompt else 0)  # +1: the TTFT token after the prompt
-        cp.n_batch = self.req["n_batch"]
-        cp.n_ubatch = self.req["n_ubatch"]
-        cp.type_k = kv_cache_type(self.req["type_k"]).id
-        cp.type_v = kv_cache_type(self.req["type_v"]).id
-        cp.flash_attn_type = FLASH_ATTN_TYPES[self.req["flash_attn"]]
-        cp.n_threads = cp.n_threads_batch = self.req["n_threads"]
-        cp.swa_full = False
-        cp.no_perf = True
-        ctx = ll.llama_init_from_model(model, cp)
-        if not ctx:
-            self.fail("context", f"llama.cpp could not create a context of {cp.n_ctx} tokens", EXIT_RUN_FAILED)
-        self.attach_threadpool(ctx)
-        self.ctx, self.mem = ctx, ll.llama_get_memory(ctx)
+        n_ctx = n_prompt + n_gen + n_depth + (1 if n_prompt else 0)  # +1: the TTFT token after the prompt
+        ctx = self.open_context(model, n_ctx, self.req["n_batch"], self.req["n_ubatch"], n_seq=1)
         if not self.req.get("no_warmup"):
             if n_prompt:
                 self.prompt(n_prompt)
@@ -192,21 +179,7 @@ class Child:
         """n_gen steps, each one llama_batch carrying one token of each of B sequences (each
         sequence its own KV cells, seq_id = its index), synchronized; times every step."""
         ll, n_gen, b = self.ll, test["n_gen"], test["n_parallel"]
-        cp = ll.llama_context_default_params()
-        cp.n_ctx = b * (n_gen + 1)
-        cp.n_batch = cp.n_ubatch = max(b, 1)
-        cp.n_seq_max = b
-        cp.kv_unified = True  # one cache shared by the sequences, sized for all of them
-        cp.type_k = kv_cache_type(self.req["type_k"]).id
-        cp.type_v = kv_cache_type(self.req["type_v"]).id
-        cp.flash_attn_type = FLASH_ATTN_TYPES[self.req["flash_attn"]]
-        cp.n_threads = cp.n_threads_batch = self.req["n_threads"]
-        cp.no_perf = True
-        ctx = ll.llama_init_from_model(model, cp)
-        if not ctx:
-            self.fail("context", f"llama.cpp could not create a context for {b} sequences", EXIT_RUN_FAILED)
-        self.attach_threadpool(ctx)
-        self.ctx, self.mem = ctx, ll.llama_get_memory(ctx)
+        ctx = self.open_context(model, b * (n_gen + 1), max(b, 1), max(b, 1), n_seq=b)
         batch = ll.llama_batch_init(b, 0, b)
         try:
             self.batch_steps(batch, b, 1)  # warm-up
@@ -238,6 +211,26 @@ class Child:
             ll.llama_synchronize(self.ctx)
             times.append(time.perf_counter_ns() - t0)
         return times
+
+    def open_context(self, model: Any, n_ctx: int, n_batch: int, n_ubatch: int, n_seq: int) -> Any:
+        """A llama.cpp context with the request's KV types, flash attention and threads."""
+        ll = self.ll
+        cp = ll.llama_context_default_params()
+        cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = n_ctx, n_batch, n_ubatch, n_seq
+        cp.kv_unified = True  # one cache, sized for all the sequences (a batch sweep has several)
+        cp.type_k = kv_cache_type(self.req["type_k"]).id
+        cp.type_v = kv_cache_type(self.req["type_v"]).id
+        cp.flash_attn_type = FLASH_ATTN_TYPES[self.req["flash_attn"]]
+        cp.n_threads = cp.n_threads_batch = self.req["n_threads"]
+        cp.swa_full = False
+        cp.no_perf = True
+        ctx = ll.llama_init_from_model(model, cp)
+        if not ctx:
+            what = f"{n_seq} sequences of {n_ctx // n_seq} tokens" if n_seq > 1 else f"{n_ctx} tokens"
+            self.fail("context", f"llama.cpp could not create a context of {what}", EXIT_RUN_FAILED)
+        self.attach_threadpool(ctx)
+        self.ctx, self.mem = ctx, ll.llama_get_memory(ctx)
+        return ctx
 
     def attach_threadpool(self, ctx: Any) -> None:
         if self.threadpool:
