@@ -56,7 +56,7 @@ def test_tied_embeddings_lm_head_reads_all_of_token_embd(tmp_path: Path) -> None
 
 
 def test_gqa_kv_per_token_8b_and_70b_shapes(tmp_path: Path) -> None:
-    """REFERENCE.md: 8B MHA 512 KiB/token, GQA-8 128 KiB/token, 70B MHA 2.5 MiB/token."""
+    """docs/physics.md: 8B MHA 512 KiB/token, GQA-8 128 KiB/token, 70B MHA 2.5 MiB/token."""
     mha = load(
         tmp_path,
         Shape(n_layers=32, n_embd=4096, n_heads=32, n_kv_heads=32, n_ff=128, vocab=128, tokens=False),

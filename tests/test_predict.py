@@ -1,4 +1,4 @@
-"""`ggprof predict`: the worked figures of ../shared/REFERENCE.md, on GGUFs with those shapes
+"""`ggprof predict`: the worked figures of docs/physics.md, on GGUFs with those shapes
 (headers written here, data sections sparse holes), and bad input."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ggprof.predict import PredictInputs, batch_max, compute_buffer_bytes, layer
 BAND = EfficiencyBand(low=0.5, high=0.9, source="test")
 GiB = 2**30
 
-# An 8B MHA model in fp16 whose weights are 16 GB (the seeds' example): 32 layers of 4096,
+# An 8B MHA model in fp16 whose weights are 16 GB (docs/physics.md's example): 32 layers of 4096,
 # 32 heads and 32 KV heads of 128, FFN 14560, vocabulary 32000.
 LLAMA_8B_MHA_F16 = Shape(
     n_layers=32,
@@ -47,7 +47,7 @@ LLAMA_70B_F16 = Shape(
     tokens=False,
     context=131072,
 )
-# An 8B-class Q4_K model whose token reads 4.7 GB (tied embeddings, 36 layers): the seeds' "8B Q4_K_M 4.7 GB".
+# An 8B-class Q4_K model whose token reads 4.7 GB (tied embeddings, 36 layers): docs/physics.md's "8B Q4_K_M 4.7 GB".
 Q4_8B_TIED = Shape(
     n_layers=36,
     n_embd=4096,
@@ -85,7 +85,7 @@ def test_8b_fp16_at_3_3_tb_s(tmp_path: Path) -> None:
     dev = user_device(3300)
     p0 = predict(spec, dev, PredictInputs(depth=0, ctx=8192), BAND)
     assert p0.tpot_floor_ms == pytest.approx(spec.decode_bytes_per_token / 3.3e12 * 1e3)
-    assert p0.tpot_floor_ms == pytest.approx(4.8, abs=0.1)  # REFERENCE: ~4.8 ms
+    assert p0.tpot_floor_ms == pytest.approx(4.8, abs=0.1)  # docs/physics.md: ~4.8 ms
     assert p0.decode_ceiling_tok_s == pytest.approx(206, abs=5)  # ~200 tok/s
     p8k = predict(spec, dev, PredictInputs(depth=8192, ctx=8192), BAND)
     assert p8k.kv_bytes_at_depth == 4 * GiB  # 512 KiB x 8192
@@ -102,7 +102,7 @@ def test_8b_fp16_at_3_3_tb_s(tmp_path: Path) -> None:
 
 def test_prefill_flops_8b_1000_tokens(tmp_path: Path) -> None:
     spec = model(tmp_path, LLAMA_8B_MHA_F16, "8b.gguf")
-    # the seeds' rule: 2 x 8e9 x 1000 = 1.6e13 (every token through the whole model)
+    # the textbook rule: 2 x 8e9 x 1000 = 1.6e13 (every token through the whole model)
     assert prefill_flops(spec, 1000, logits_every_token=True) == pytest.approx(1.6e13, rel=0.03)
     # by hand: 2 x params x tokens + attention 2 x layers x heads x (128 + 128) x (1000 x 1001 / 2)
     attention = 2 * 32 * 32 * 256 * (1000 * 1001 // 2)
@@ -131,7 +131,7 @@ def test_seed_table_at_90_gb_s(tmp_path: Path) -> None:
     spec = model(tmp_path, Q4_8B_TIED, "8b-q4.gguf")
     assert spec.decode_bytes_per_token / 1e9 == pytest.approx(4.7, abs=0.05)
     p = predict(spec, user_device(90), PredictInputs(), BAND)
-    assert p.decode_ceiling_tok_s == pytest.approx(19, abs=0.5)  # the seed table: 19 tok/s
+    assert p.decode_ceiling_tok_s == pytest.approx(19, abs=0.5)  # docs/physics.md's table: 19 tok/s
     assert 50 * spec.decode_bytes_per_token / 1e9 == pytest.approx(235, abs=3)  # 50 tok/s needs ~235 GB/s
 
 
@@ -157,7 +157,7 @@ def test_desktop_table_at_90_gb_s(tmp_path: Path, n_layers: int, size_gb: float,
 
 
 def test_batch_max_on_an_80_gb_gpu(tmp_path: Path) -> None:
-    """The seeds: 80 GB GPU, 8B fp16 (16 GB), ctx 8192: about 15 sequences with MHA, about 60 with GQA."""
+    """docs/physics.md: 80 GB GPU, 8B fp16 (16 GB), ctx 8192: about 15 sequences with MHA, about 60 with GQA."""
     h100 = device_from_profile(ProfileDB.default().get("h100-sxm"))
     mha = model(tmp_path, LLAMA_8B_MHA_F16, "mha.gguf")
     gqa = model(tmp_path, LLAMA_8B_GQA_F16, "gqa.gguf")

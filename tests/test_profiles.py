@@ -38,10 +38,10 @@ def test_required_profiles_exist_with_sources() -> None:
 @pytest.mark.parametrize(
     ("pid", "gbs"),
     [
-        ("ddr4-3200-dual", 51.2),  # the seeds: 51 GB/s
-        ("ddr5-5600-dual", 89.6),  # the seeds: 90 GB/s
+        ("ddr4-3200-dual", 51.2),  # docs/physics.md: 51 GB/s
+        ("ddr5-5600-dual", 89.6),  # docs/physics.md: 90 GB/s
         ("apple-m3-pro", 150),
-        ("apple-m3-max", 400),  # the seeds' M3 Max variant
+        ("apple-m3-max", 400),  # the 40-core M3 Max, the variant most often quoted
         ("apple-m4-max", 546),
         ("rtx-4090", 1008),
         ("h100-sxm", 3350),
@@ -53,7 +53,7 @@ def test_published_bandwidth(pid: str, gbs: float) -> None:
     assert get_profile(pid).memory_bandwidth_gbs == gbs
 
 
-def test_h100_ridge_point_matches_seed() -> None:
+def test_h100_ridge_point_matches_physics_doc() -> None:
     h100 = get_profile("h100-sxm")
     assert h100.peak_flops is not None
     assert h100.peak_flops / h100.bandwidth_bytes_per_s == pytest.approx(295, abs=1)

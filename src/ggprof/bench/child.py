@@ -50,7 +50,7 @@ class Child:
     def __init__(self, out: TextIO, request: dict[str, Any]) -> None:
         self.out = out
         self.req = request
-        self.rng = random.Random(request.get("seed", 1))
+        self.rng = random.Random(request.get("rng_seed", 1))
 
     def emit(self, event: str, **fields: Any) -> None:
         self.out.write(json.dumps({"event": event, **fields}) + "\n")

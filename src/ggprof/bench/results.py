@@ -31,7 +31,7 @@ class BenchParams:
     n_ubatch: int = 512
     repack: str = "auto"
     timeout_s: float | None = None
-    seed: int = 1
+    rng_seed: int = 1
     probe_threads: int | None = None  # also decode with this many threads (thread-scaling evidence)
     n_parallel: tuple[int, ...] = ()  # a batch sweep: decode this many sequences together, each
 
@@ -63,7 +63,7 @@ class BenchParams:
             "flash_attn": self.flash_attn,
             "reps": self.reps,
             "repack": self.repack,
-            "seed": self.seed,
+            "rng_seed": self.rng_seed,
             "tests": self.tests(),
             "probe_threads": self.probe_threads,
             "parallel": list(self.n_parallel),

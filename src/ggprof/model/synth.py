@@ -139,7 +139,7 @@ def ensure_model(shape: str = DEFAULT_SHAPE, quant: str = DEFAULT_QUANT, path: P
         ) from None
 
 
-def write_model(shape: SynthShape, quant: str, path: Path, seed: int = 0) -> Path:
+def write_model(shape: SynthShape, quant: str, path: Path, rng_seed: int = 0) -> Path:
     import gguf
 
     if quant not in QUANTS:
@@ -147,7 +147,7 @@ def write_model(shape: SynthShape, quant: str, path: Path, seed: int = 0) -> Pat
     qtype, ftype = GGML_TYPES_BY_NAME[quant].id, QUANTS[quant]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(rng_seed)
     pool = rng.integers(0, 256, _POOL_BYTES, dtype=np.uint8)
     w = gguf.GGUFWriter(tmp, "llama")
     _metadata(w, shape, ftype)
