@@ -112,7 +112,7 @@ def plan(spec: ModelSpec, device: Device, inputs: PlanInputs) -> Plan:
     limits = {
         "memory": _floor_div(group * usable - weights - buffers, kv_seq),
         "bandwidth": _floor_div(slo_s * bw * group - read, kv_read),
-        "compute": _floor_div(slo_s * peak * group, 2 * spec.active_params) if peak else _UNLIMITED,
+        "compute": _floor_div(slo_s * peak * group, 2 * spec.active_params) if peak else UNLIMITED,
     }
     batch_max = min(limits.values())
     if batch_max < 1:
@@ -148,13 +148,13 @@ def plan(spec: ModelSpec, device: Device, inputs: PlanInputs) -> Plan:
     )
 
 
-_UNLIMITED = 2**62
+UNLIMITED = 2**62
 
 
 def _floor_div(numerator: float, denominator: float) -> int:
     if numerator <= 0:
         return 0
-    return _UNLIMITED if denominator <= 0 else int(numerator // denominator)
+    return UNLIMITED if denominator <= 0 else int(numerator // denominator)
 
 
 def _step_seconds(read: int, kv_read: int, batch: int, bw: float, peak: float | None, active_params: int) -> float:

@@ -46,9 +46,9 @@ def plan(
 
     from ggprof.capacity import PlanInputs
     from ggprof.capacity import plan as make_plan
+    from ggprof.machine.device import with_memory
     from ggprof.machine.host import describe_host
     from ggprof.machine.target import resolve_target
-    from ggprof.pipelines.fit import with_memory
     from ggprof.report.plan import plan_dict, plan_text
 
     ext = extensions()

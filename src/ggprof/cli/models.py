@@ -142,10 +142,11 @@ def fit(
 
     from ggprof.cli.base import extensions
     from ggprof.errors import BadInputError
+    from ggprof.machine.device import with_memory
     from ggprof.machine.host import describe_host
     from ggprof.machine.target import resolve_target
     from ggprof.model.stores import default_locations
-    from ggprof.pipelines.fit import FitOptions, fit_models, scan, with_memory
+    from ggprof.pipelines.fit import FitOptions, fit_models, scan
     from ggprof.report.fit import fit_dict, fit_text
 
     ext = extensions()

@@ -6,7 +6,7 @@ math in ggprof.predict takes. No behaviour beyond small derived properties.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ggprof.figures import Figure
 
@@ -63,3 +63,10 @@ class ExpectedSpeed:
     low_tok_s: float
     high_tok_s: float
     basis: str
+
+
+def with_memory(device: Device, memory_bytes: int | None, source: str) -> Device:
+    """The device with a user-given memory size (it also counts as free: nothing else is known)."""
+    if memory_bytes is None:
+        return device
+    return replace(device, memory_bytes=memory_bytes, memory_available_bytes=memory_bytes, memory_source=source)

@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ggprof.errors import BadInputError, GGProfError
-from ggprof.machine.device import Device
 from ggprof.machine.target import Target
 from ggprof.model.ggml import GGML_TYPES_BY_NAME
 from ggprof.model.gguf import GGUFHeader, read_model_files
@@ -243,10 +242,3 @@ def why_not(f: Fitted, options: FitOptions) -> str | None:
 def _params(spec: ModelSpec) -> str:
     n = spec.n_params
     return f"{n / 1e9:.3g}B" if n >= 1e9 else f"{n / 1e6:.3g}M"
-
-
-def with_memory(device: Device, memory_bytes: int | None, source: str) -> Device:
-    """The device with a user-given memory size (it also counts as free: nothing else is known)."""
-    if memory_bytes is None:
-        return device
-    return replace(device, memory_bytes=memory_bytes, memory_available_bytes=memory_bytes, memory_source=source)

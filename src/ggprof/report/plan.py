@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from ggprof.capacity import _UNLIMITED, Plan
+from ggprof.capacity import UNLIMITED, Plan
 from ggprof.model.spec import ModelSpec
 from ggprof.units import clean, fmt_bytes, fmt_rate, sig3
 
@@ -34,7 +34,7 @@ def plan_dict(spec: ModelSpec, p: Plan, device_note: str) -> dict[str, Any]:
         "memory_per_device_bytes": p.memory_per_device_bytes,
         "bandwidth_bytes_per_s": p.device.bandwidth_bytes_per_s,
         "tpot_floor_ms": p.tpot_floor_ms,
-        "batch_limits": {k: (None if v >= _UNLIMITED else v) for k, v in p.batch_limits.items()},
+        "batch_limits": {k: (None if v >= UNLIMITED else v) for k, v in p.batch_limits.items()},
         "group_size": p.group_size,
         "batch_per_device": p.batch_per_group,
         "step_time_ms": p.step_time_ms,
@@ -51,7 +51,7 @@ def gb(n: float) -> str:
 
 
 def _limit(n: int) -> str:
-    return "no limit" if n >= _UNLIMITED else f"{n:,}"
+    return "no limit" if n >= UNLIMITED else f"{n:,}"
 
 
 def plan_text(spec: ModelSpec, p: Plan, device_note: str) -> str:
