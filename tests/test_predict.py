@@ -127,7 +127,7 @@ def test_llama_3_1_70b_kv_at_128k(tmp_path: Path) -> None:
     assert spec.kv_bytes_at(131072) / 1e9 == pytest.approx(42.9, abs=0.1)
 
 
-def test_seed_table_at_90_gb_s(tmp_path: Path) -> None:
+def test_depth_table_at_90_gb_s(tmp_path: Path) -> None:
     spec = model(tmp_path, Q4_8B_TIED, "8b-q4.gguf")
     assert spec.decode_bytes_per_token / 1e9 == pytest.approx(4.7, abs=0.05)
     p = predict(spec, user_device(90), PredictInputs(), BAND)

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ggprof import Backend, Causes, Device, Diagnosis, Figure
+from ggprof_backends import _fitted
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
-    from ggprof import JudgeCase, ProfileDB
+    from ggprof import EfficiencyBand, JudgeCase, ModelSpec, ProfileDB
 
 GPU_CAUSES = Causes(
     impossible=(
@@ -57,6 +58,7 @@ def gpu_device(
         bandwidth=bandwidth,
         peak_flops=peak,
         profile_id=profile.id if profile else None,
+        architecture=profile.architecture if profile else None,
         unified_memory=unified_memory,
         memory_available_bytes=memory_available_bytes,
         notes=all_notes,
@@ -67,6 +69,19 @@ class GPUBackend(Backend):
     """What the GPU backends share: their causes, and the offload checks of a slow run."""
 
     causes = GPU_CAUSES
+    prefill_causes = (
+        "layers not offloaded (-ngl lower than the layer count): the CPU did part of the prompt",
+        "a build without the GPU's fast matrix kernels (tensor/matrix cores unused, an old llama.cpp)",
+        "a tiny physical batch (-ub) or batch (-b): the weights are read again every few tokens",
+        "a debug build, or power and thermal limits",
+    )
+
+    def efficiency_band(self, model: ModelSpec | None, device: Device | None) -> EfficiencyBand:
+        """Fitted on published results for this backend (`_fitted`), else the flat band."""
+        return _fitted.decode_band(self.name, model, device) or self.band
+
+    def prefill_band(self, model: ModelSpec | None, device: Device | None) -> EfficiencyBand | None:
+        return _fitted.prefill_band(self.name, model, device)
 
     def diagnose(self, case: JudgeCase) -> Diagnosis:
         ctx = case.context

@@ -24,9 +24,10 @@ from ggprof import (
     hookimpl,
 )
 from ggprof.units import fmt_bytes, fmt_rate, sig3
+from ggprof_backends import _fitted
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
-    from ggprof import HostContext, JudgeCase
+    from ggprof import HostContext, JudgeCase, ModelSpec
 
 # int8 multiply-add operations per cycle per core (2 ops per MAC), widest unit first.
 INT8_OPS_PER_CYCLE = (
@@ -71,6 +72,14 @@ class CPUBackend(Backend):
             "a llama.cpp build without AVX2/NEON, or another program competing for the CPU",
         )
     )
+
+    def efficiency_band(self, model: ModelSpec | None, device: Device | None) -> EfficiencyBand:
+        """Fitted on published CPU results where the dataset has them, else the flat band;
+        a measured run is also held to its thread probe (compute_roof)."""
+        return _fitted.decode_band(self.name, model, device) or self.band
+
+    def prefill_band(self, model: ModelSpec | None, device: Device | None) -> EfficiencyBand | None:
+        return _fitted.prefill_band(self.name, model, device)
 
     def compute_roof(self, case: JudgeCase) -> ExpectedSpeed | None:
         return compute_roof(case)

@@ -31,6 +31,8 @@ _API = {
     "Finding": "ggprof.verdict.finding",
     "HostContext": "ggprof.machine.host",
     "JudgeCase": "ggprof.verdict.finding",
+    "ModelSpec": "ggprof.model.spec",
+    "SpeedFits": "ggprof.speed",
     "Prediction": "ggprof.predict",
     "ProfileDB": "ggprof.machine.profiles",
     "RunContext": "ggprof.bench.context",
@@ -49,9 +51,11 @@ __all__ = [
     "Finding",
     "HostContext",
     "JudgeCase",
+    "ModelSpec",
     "Prediction",
     "ProfileDB",
     "RunContext",
+    "SpeedFits",
     "SwaPattern",
     "__version__",
     "hookimpl",
@@ -65,8 +69,9 @@ if TYPE_CHECKING:
     from ggprof.machine.host import HostContext
     from ggprof.machine.profiles import ProfileDB
     from ggprof.machine.tools import run_tool
-    from ggprof.model.spec import SwaPattern
+    from ggprof.model.spec import ModelSpec, SwaPattern
     from ggprof.predict import Prediction
+    from ggprof.speed import SpeedFits
     from ggprof.verdict.backend import Backend, Causes, Diagnosis
     from ggprof.verdict.finding import Finding, JudgeCase
 

@@ -48,7 +48,7 @@ def expected_decode(
     if band is None:
         return None
     low, high = band.low * ceiling_tok_s, band.high * ceiling_tok_s
-    basis = f"{band.low:.0%}-{band.high:.0%} of the bandwidth ceiling"
+    basis = f"{band.low:.0%}-{band.high:.0%} of the bandwidth ceiling; {band.source}"
     if roof is None or (roof.high_tok_s >= high and roof.low_tok_s >= low):
         return ExpectedSpeed(low_tok_s=low, high_tok_s=high, basis=basis)
     return ExpectedSpeed(
@@ -117,6 +117,7 @@ class Prediction:
     batch_max: int | None
     active_params: int
     rules: tuple[str, ...] = field(default=())
+    prefill_band: EfficiencyBand | None = None  # fraction of the compute ceiling (None: ceiling only)
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -291,7 +292,12 @@ def device_memory(d: Device) -> tuple[int | None, int | None]:
 
 # -- the whole prediction --------------------------------------------------------------------
 def predict(
-    spec: ModelSpec, device: Device, inputs: PredictInputs, band: EfficiencyBand | None, cpu: Device | None = None
+    spec: ModelSpec,
+    device: Device,
+    inputs: PredictInputs,
+    band: EfficiencyBand | None,
+    cpu: Device | None = None,
+    prefill_band: EfficiencyBand | None = None,
 ) -> Prediction:
     """Ceilings and fit for `spec` on `device` (with `cpu` holding layers not offloaded)."""
     if spec.decode_bytes_per_token <= 0:
@@ -313,6 +319,7 @@ def predict(
         device=device,
         cpu=cpu,
         band=band,
+        prefill_band=prefill_band,
         placement=place,
         decode_bytes_per_token=spec.decode_bytes_per_token,
         kv_bytes_per_token=spec.kv_bytes_per_token(ck, cv),

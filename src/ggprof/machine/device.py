@@ -27,6 +27,7 @@ class Device:
     llc_bytes: int | None = None
     memory_available_bytes: int | None = None
     notes: tuple[str, ...] = ()
+    architecture: str | None = None  # from its profile: the chip generation the speed fits group by
 
     @property
     def bandwidth_bytes_per_s(self) -> float | None:

@@ -39,6 +39,7 @@ LIMITS = {
     "memory_gb": 1e6,
     "peak_fp16_tflops": 1e5,
     "peak_fp32_tflops": 1e5,
+    "peak_int8_tops": 1e5,
     "gpu_cores": 1e6,
 }
 _ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
@@ -55,8 +56,11 @@ class Profile:
     memory_gb: float | None = None
     peak_fp16_tflops: float | None = None
     peak_fp32_tflops: float | None = None
+    peak_int8_tops: float | None = None  # int8 dot products where no fp16 matrix unit exists (Pascal's DP4A)
     gpu_cores: int | None = None
     match: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()  # other ids `--device` accepts (apple-m2-ultra-76c for apple-m2-ultra)
+    architecture: str | None = None  # the chip generation (ampere, rdna3, apple-m2): kernels differ by it
     sources: dict[str, str] = field(default_factory=dict)
     notes: str | None = None
     path: Path | None = None
@@ -67,8 +71,9 @@ class Profile:
 
     @property
     def peak_flops(self) -> float | None:
-        """The highest published dense peak (fp16 tensor cores where known), FLOP/s."""
-        peaks = [p for p in (self.peak_fp16_tflops, self.peak_fp32_tflops) if p]
+        """The highest published dense peak llama.cpp's kernels can use (fp16 tensor cores where
+        known, int8 dot products on chips without them), FLOP/s."""
+        peaks = [p for p in (self.peak_fp16_tflops, self.peak_fp32_tflops, self.peak_int8_tops) if p]
         return max(peaks) * 1e12 if peaks else None
 
     def matches(self, device_name: str) -> int:
@@ -129,6 +134,9 @@ class ProfileDB:
         profiles = self.all()
         if profile_id in profiles:
             return profiles[profile_id]
+        for p in profiles.values():
+            if profile_id in p.aliases:
+                return p
         close = difflib.get_close_matches(profile_id.lower(), list(profiles), n=4, cutoff=0.4)
         hint = f"; closest: {', '.join(close)}" if close else "; `ggprof profiles` lists them"
         raise BadInputError(f"unknown device {clean(profile_id)[:80]!r}{hint}")
@@ -184,8 +192,11 @@ def parse_profile(path: Path) -> Profile:
         memory_gb=v.positive("memory_gb"),
         peak_fp16_tflops=v.positive("peak_fp16_tflops"),
         peak_fp32_tflops=v.positive("peak_fp32_tflops"),
+        peak_int8_tops=v.positive("peak_int8_tops"),
         gpu_cores=v.integer("gpu_cores"),
         match=tuple(v.regex_list("match")),
+        aliases=tuple(v.string_list("aliases")),
+        architecture=v.optional_string("architecture"),
         sources=v.string_table("sources"),
         notes=v.optional_string("notes"),
         path=path,

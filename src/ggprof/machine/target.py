@@ -50,6 +50,7 @@ def device_from_profile(p: Profile) -> Device:
         peak_flops=Figure(p.peak_flops, "profile", p.id) if p.peak_flops else None,
         profile_id=p.id,
         unified_memory=p.kind == "soc",
+        architecture=p.architecture,
     )
 
 

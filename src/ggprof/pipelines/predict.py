@@ -31,4 +31,8 @@ def predict_with(spec: ModelSpec, target: Target, inputs: PredictInputs, ext: Ex
         band = backend.efficiency_band(spec, target.device) if backend else None
     except Exception:  # a backend plugin's bug: no expected band; the ceilings stand (judge reports the plugin)
         band = None
-    return predict(spec, target.device, inputs, band, target.cpu)
+    try:
+        prefill_band = backend.prefill_band(spec, target.device) if backend else None
+    except Exception:
+        prefill_band = None
+    return predict(spec, target.device, inputs, band, target.cpu, prefill_band)

@@ -63,6 +63,12 @@ class Backend(ABC):
     name: str = ""
     band: EfficiencyBand = EfficiencyBand(low=0.5, high=0.9, source="assumption")
     causes: Causes = Causes()
+    prefill_causes: tuple[str, ...] = (
+        "the build lacks the fast matrix path (no BLAS on a CPU, no tensor/matrix cores used on a GPU)",
+        "a debug build, or one without the CPU's SIMD extensions",
+        "a tiny physical batch (-ub) re-reads the weights for every few tokens",
+        "layers not offloaded: part of the prompt ran on the CPU",
+    )
 
     @abstractmethod
     def detect(self, host: HostContext) -> Detection:
@@ -75,6 +81,11 @@ class Backend(ABC):
     def efficiency_band(self, model: ModelSpec | None, device: Device | None) -> EfficiencyBand:
         """The fraction of the decode bandwidth ceiling llama.cpp reaches here."""
         return self.band
+
+    def prefill_band(self, model: ModelSpec | None, device: Device | None) -> EfficiencyBand | None:
+        """The fraction of the prefill compute ceiling llama.cpp reaches here (None: judge
+        against the ceiling only)."""
+        return None
 
     def compute_roof(self, case: JudgeCase) -> ExpectedSpeed | None:
         """A measured limit below the bandwidth band (e.g. too few cores), if the run shows one."""

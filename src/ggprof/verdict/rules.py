@@ -185,12 +185,35 @@ def prefill_findings(b: Backend, case: JudgeCase) -> list[Finding]:
                 plugin=b.name,
             )
         ]
+    band = p.prefill_band
+    expected = f"at most {tps(ceiling)}"
+    if band is not None:
+        expected = (
+            f"{tps(band.low * ceiling)} to {tps(band.high * ceiling)} ({band.low:.0%}-{band.high:.0%} of the "
+            f"compute ceiling; {band.source})"
+        )
+        if pp < band.low * ceiling * (1 - case.tolerance):
+            return [
+                Finding(
+                    severity="suspicious",
+                    code="PREFILL_BELOW_BAND",
+                    title=f"prefill at {tps(pp)} is {pp / ceiling:.1%} of the compute ceiling {tps(ceiling)}, "
+                    "below the expected band",
+                    expected=expected,
+                    observed=tps(pp),
+                    evidence=evidence,
+                    causes=b.prefill_causes,
+                    next_step="check the build (GPU/BLAS support, release mode), -ngl and -ub; "
+                    "`ggprof profile` records them",
+                    plugin=b.name,
+                )
+            ]
     return [
         Finding(
             severity="plausible",
             code="PREFILL_PLAUSIBLE",
             title=f"prefill at {tps(pp)} is {pp / ceiling:.1%} of the compute ceiling {tps(ceiling)}",
-            expected=f"at most {tps(ceiling)}",
+            expected=expected,
             observed=tps(pp),
             evidence=evidence,
             plugin=b.name,

@@ -1,0 +1,135 @@
+"""Reference models: the headers of published models, rebuilt so results can be judged.
+
+Published llama.cpp results name a model (`llama 7B Q4_0`); judging them needs the bytes a
+token reads, so the header is rebuilt with llama.cpp's shapes and its quantizer's choice of
+type per tensor (llama-quant.cpp: `llama_tensor_get_type`), data section left as a hole.
+A reference is `<shape>-<scheme>`: `llama2-7b-q4_0`, `llama3-8b-q4_k_m`, `synth-8b-q4_0`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ggprof.errors import BadInputError
+from ggprof.model.synth import SHAPES as SYNTH_SHAPES
+
+
+@dataclass(frozen=True)
+class RefShape:
+    n_embd: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    n_ff: int
+    vocab: int
+    description: str
+    tied: bool = False
+
+
+SHAPES: dict[str, RefShape] = {
+    "llama2-7b": RefShape(4096, 32, 32, 32, 11008, 32000, "LLaMA 2 7B (and CodeLlama 7B)"),
+    "llama2-13b": RefShape(5120, 40, 40, 40, 13824, 32000, "LLaMA 2 13B"),
+    "mistral-7b": RefShape(4096, 32, 32, 8, 14336, 32000, "Mistral 7B v0.1/v0.2"),
+    "mistral-7b-v03": RefShape(4096, 32, 32, 8, 14336, 32768, "Mistral 7B v0.3"),
+    "llama3-8b": RefShape(4096, 32, 32, 8, 14336, 128256, "Llama 3 / 3.1 8B"),
+    **{
+        f"synth-{s.name}": RefShape(
+            s.n_embd, s.n_layers, s.n_heads, s.n_kv_heads, s.n_ff, s.vocab, s.description, s.tied
+        )
+        for s in SYNTH_SHAPES.values()
+        if not s.n_experts
+    },
+}
+SCHEMES = ("q4_0", "q8_0", "f16", "q6_k", "q4_k_m")
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    for scheme in SCHEMES:
+        shape = ref.removesuffix(f"-{scheme}")
+        if shape != ref and shape in SHAPES:
+            return shape, scheme
+    raise BadInputError(
+        f"unknown reference model {ref[:80]!r} (shapes: {', '.join(SHAPES)}; schemes: {', '.join(SCHEMES)})"
+    )
+
+
+def _use_more_bits(i: int, n: int) -> bool:
+    """llama-quant.cpp: the layers Q4_K_M gives Q6_K for attn_v and ffn_down."""
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def tensor_types(shape: RefShape, scheme: str, synthetic: bool) -> list[tuple[str, tuple[int, ...], str]]:
+    """(name, ggml shape, ggml type name) for every tensor."""
+    e, hd = shape.n_embd, shape.n_embd // shape.n_heads
+    kv = shape.n_kv_heads * hd
+    base = {"q4_0": "Q4_0", "q8_0": "Q8_0", "f16": "F16", "q6_k": "Q6_K", "q4_k_m": "Q4_K"}[scheme]
+    # llama.cpp's quantizer keeps the output layer at Q6_K below Q8_0; synth writes one type.
+    head = base if synthetic or scheme in ("q8_0", "f16") else "Q6_K"
+    out = [("token_embd.weight", (e, shape.vocab), base), ("output_norm.weight", (e,), "F32")]
+    if not shape.tied:
+        out.append(("output.weight", (e, shape.vocab), head))
+    for i in range(shape.n_layers):
+        more = scheme == "q4_k_m" and _use_more_bits(i, shape.n_layers)
+        out += [
+            (f"blk.{i}.attn_norm.weight", (e,), "F32"),
+            (f"blk.{i}.attn_q.weight", (e, e), base),
+            (f"blk.{i}.attn_k.weight", (e, kv), base),
+            (f"blk.{i}.attn_v.weight", (e, kv), "Q6_K" if more else base),
+            (f"blk.{i}.attn_output.weight", (e, e), base),
+            (f"blk.{i}.ffn_norm.weight", (e,), "F32"),
+            (f"blk.{i}.ffn_gate.weight", (e, shape.n_ff), base),
+            (f"blk.{i}.ffn_up.weight", (e, shape.n_ff), base),
+            (f"blk.{i}.ffn_down.weight", (shape.n_ff, e), "Q6_K" if more else base),
+        ]
+    return out
+
+
+def reference_path(ref: str, folder: Path) -> Path:
+    """Write (once) the header of reference model `ref` into `folder`; the data is a hole."""
+    import gguf
+    import numpy as np
+
+    shape_name, scheme = split_ref(ref)
+    shape = SHAPES[shape_name]
+    synthetic = shape_name.startswith("synth-")
+    tensors = tensor_types(shape, scheme, synthetic)
+    key = hashlib.sha256(repr((shape, scheme, synthetic, 1)).encode()).hexdigest()[:12]
+    path = folder / f"{ref}-{key}.gguf"
+    if path.exists():
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    a = "llama"
+    w = gguf.GGUFWriter(tmp, a)
+    w.add_name(f"{shape.description} ({scheme}, reference header)")
+    w.add_uint32(f"{a}.context_length", 4096)
+    w.add_uint32(f"{a}.embedding_length", shape.n_embd)
+    w.add_uint32(f"{a}.block_count", shape.n_layers)
+    w.add_uint32(f"{a}.feed_forward_length", shape.n_ff)
+    w.add_uint32(f"{a}.attention.head_count", shape.n_heads)
+    w.add_uint32(f"{a}.attention.head_count_kv", shape.n_kv_heads)
+    w.add_uint32(f"{a}.vocab_size", shape.vocab)
+    data = 0
+    for name, ggml_shape, type_name in tensors:
+        qtype = gguf.GGMLQuantizationType[type_name]
+        block, size = gguf.GGML_QUANT_SIZES[qtype]
+        n = 1
+        for d in ggml_shape:
+            n *= d
+        nbytes = n // block * size
+        w.add_tensor_info(name, tuple(reversed(ggml_shape)), np.dtype(np.float32), nbytes, raw_dtype=qtype)
+        data += w.ggml_pad(nbytes, w.data_alignment)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    for f in w.fout or []:
+        f.close()
+    w.fout = None
+    with open(tmp, "r+b") as fh:
+        fh.seek(0, 2)
+        fh.truncate(w.ggml_pad(fh.tell(), w.data_alignment) + data)
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,219 @@
+"""Calibration on published results: load the dataset, fit the speed models, judge every row.
+
+A dataset row is one published llama.cpp result (JSON lines): where it was published
+(`source`), the device (a profile id: its bandwidth and peak FLOP/s, with their sources),
+the backend, the model (`model_ref`, a reference header: ggprof.model.reference), the test
+as llama-bench names it (`tg128`, `pp512`, `pp512@d4096`) and the tok/s. Rows that do not
+hold up are rejected with their line number, never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ggprof.errors import BadInputError
+from ggprof.figures import Figure
+from ggprof.files import read_text
+from ggprof.machine.profiles import Profile, ProfileDB
+from ggprof.machine.target import DeviceChoice, device_from_profile
+from ggprof.model.reference import reference_path, split_ref
+from ggprof.model.spec import ModelSpec, load_model
+from ggprof.pipelines.check import Checker, Reported
+from ggprof.pipelines.extensions import Extensions
+from ggprof.predict import PredictInputs, predict
+from ggprof.speed import ALL, Point, SpeedFits, dominant_family, fit_backends
+from ggprof.verdict.finding import Severity
+
+BACKENDS = ("cpu", "cuda", "metal", "rocm", "vulkan")
+TEST = re.compile(r"^(pp|tg)(\d{1,6})(?:@d(\d{1,7}))?$")
+BANDWIDTH_AGREEMENT = 0.05  # a row's published bandwidth vs its device profile's
+MAX_DATASET_BYTES = 16 << 20
+REQUIRED = ("source", "hardware", "device", "backend", "model", "model_ref", "test", "tok_s")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultRow:
+    line: int
+    source: str
+    hardware: str
+    profile: Profile
+    backend: str
+    model: str
+    model_ref: str
+    kind: str  # "tg" (decode) or "pp" (prefill)
+    n_tokens: int
+    depth: int
+    tok_s: float
+    raw: dict[str, object] = field(repr=False, compare=False)
+
+    @property
+    def label(self) -> str:
+        return f"line {self.line}: {self.hardware} {self.backend} {self.model_ref} {self.raw['test']}"
+
+
+def load_dataset(path: Path, profiles: ProfileDB) -> list[ResultRow]:
+    """Every row, validated; BadInputError naming the first bad row (its line and why)."""
+    rows = []
+    for i, line in enumerate(read_text(path, MAX_DATASET_BYTES, BadInputError).splitlines(), start=1):
+        if line.strip():
+            rows.append(parse_row(i, line, profiles))
+    if not rows:
+        raise BadInputError(f"{path}: no rows")
+    return rows
+
+
+def parse_row(line_no: int, line: str, profiles: ProfileDB) -> ResultRow:
+    def bad(why: str) -> BadInputError:
+        return BadInputError(f"dataset line {line_no}: {why}")
+
+    try:
+        r = json.loads(line)
+    except ValueError as e:
+        raise bad(f"not JSON ({e})") from None
+    if not isinstance(r, dict):
+        raise bad("not a JSON object")
+    for key in REQUIRED:
+        if r.get(key) in (None, ""):
+            raise bad(f"no {key!r}: every row says where it was published and what ran")
+    source = str(r["source"])
+    if not (source.startswith("https://") or source.startswith("docs/")):
+        raise bad(f"source {source[:80]!r} is neither a public URL nor a measurement kept in docs/")
+    device = str(r["device"])
+    if device not in profiles:
+        raise bad(f"unknown device {device[:60]!r}: add its profile (with sourced figures) first")
+    profile = profiles.get(device)
+    backend = str(r["backend"])
+    if backend not in BACKENDS or backend not in profile.backends:
+        raise bad(f"backend {backend[:20]!r} is not one of {device}'s ({', '.join(profile.backends)})")
+    try:
+        split_ref(str(r["model_ref"]))
+    except BadInputError as e:
+        raise bad(str(e)) from None
+    m = TEST.match(str(r["test"]))
+    if not m:
+        raise bad(f"test {str(r['test'])[:20]!r} is not llama-bench's ppN, tgN or ppN@dD")
+    tok_s = r["tok_s"]
+    if isinstance(tok_s, bool) or not isinstance(tok_s, (int, float)) or not 0 < tok_s < 1e7:
+        raise bad(f"tok_s {tok_s!r} is not a positive number")
+    published = r.get("bandwidth_gbs")
+    if published is not None:
+        if not isinstance(published, (int, float)) or published <= 0:
+            raise bad(f"bandwidth_gbs {published!r} is not a positive number")
+        if abs(published / profile.memory_bandwidth_gbs - 1) > BANDWIDTH_AGREEMENT:
+            raise bad(
+                f"bandwidth {published} GB/s disagrees with profile {device} ({profile.memory_bandwidth_gbs} GB/s)"
+            )
+    return ResultRow(
+        line=line_no,
+        source=source,
+        hardware=str(r["hardware"]),
+        profile=profile,
+        backend=backend,
+        model=str(r["model"]),
+        model_ref=str(r["model_ref"]),
+        kind=m.group(1),
+        n_tokens=int(m.group(2)),
+        depth=int(m.group(3) or 0),
+        tok_s=float(tok_s),
+        raw=r,
+    )
+
+
+class References:
+    """The reference models' headers, written once into a folder and read once each."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._specs: dict[str, ModelSpec] = {}
+
+    def spec(self, ref: str) -> ModelSpec:
+        if ref not in self._specs:
+            self._specs[ref] = load_model(reference_path(ref, self.folder))
+        return self._specs[ref]
+
+
+def prefill_ceiling_tok_s(spec: ModelSpec, row: ResultRow) -> float | None:
+    device = device_from_profile(row.profile)
+    p = predict(spec, device, PredictInputs(prompt=row.n_tokens, depth=row.depth, gen=1), None, None)
+    return p.prefill_ceiling_tok_s
+
+
+def fit_all(rows: list[ResultRow], refs: References, dataset: str) -> SpeedFits:
+    """One decode and one prefill fit per backend with rows (depth-0 rows only)."""
+    decode: dict[str, list[Point]] = {}
+    prefill: dict[str, list[Point]] = {}
+    for row in rows:
+        if row.depth:
+            continue
+        spec = refs.spec(row.model_ref)
+        if row.kind == "tg":
+            decode.setdefault(row.backend, []).append(
+                Point(
+                    group=dominant_family(spec),
+                    ideal_s=spec.decode_bytes_per_token / row.profile.bandwidth_bytes_per_s,
+                    units=spec.n_layers,
+                    measured_s=1.0 / row.tok_s,
+                    device=row.profile.id,
+                )
+            )
+        else:
+            ceiling = prefill_ceiling_tok_s(spec, row)
+            if ceiling:
+                prefill.setdefault(row.backend, []).append(
+                    Point(
+                        group=row.profile.architecture or ALL,
+                        ideal_s=1.0 / ceiling,
+                        units=1.0,
+                        measured_s=1.0 / row.tok_s,
+                        device=row.profile.id,
+                    )
+                )
+    return SpeedFits(decode=fit_backends("decode", decode), prefill=fit_backends("prefill", prefill), dataset=dataset)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowVerdict:
+    row: ResultRow
+    slowdown: float
+    severity: Severity
+    low_tok_s: float | None
+    high_tok_s: float | None
+    codes: tuple[str, ...]
+
+
+def judge_row(
+    row: ResultRow, refs: References, ext: Extensions, slowdown: float = 1.0, use_profile: bool = True
+) -> RowVerdict:
+    """`ggprof check MODEL --tg X (or --pp X) --device ID --backend B`, the row's tok/s divided
+    by `slowdown`. Without `use_profile`: `--bandwidth <the profile's GB/s>` (no FLOP/s)."""
+    spec = refs.spec(row.model_ref)
+    if use_profile:
+        choice = DeviceChoice(device_id=row.profile.id)
+    else:
+        choice = DeviceChoice(bandwidth=Figure(row.profile.bandwidth_bytes_per_s, "user", "published"))
+    tok_s = row.tok_s / slowdown
+    reported = Reported(
+        tg_tok_s=tok_s if row.kind == "tg" else None,
+        pp_tok_s=tok_s if row.kind == "pp" else None,
+        depth=row.depth,
+        n_prompt=row.n_tokens if row.kind == "pp" else 512,
+        backend=row.backend,
+        label=row.label,
+    )
+    judged = Checker(spec, choice, ext).check(reported)
+    code_prefix = "DECODE" if row.kind == "tg" else "PREFILL"
+    mine = [f for f in judged.verdict.findings if f.code.startswith(code_prefix)]
+    order: dict[Severity, int] = {"impossible": 3, "suspicious": 2, "plausible": 1, "unknown": 0}
+    severity: Severity = max((f.severity for f in mine), key=lambda s: order[s], default="unknown")
+    p = judged.prediction
+    low = high = None
+    if p is not None and row.kind == "tg" and p.expected is not None:
+        low, high = p.expected.low_tok_s, p.expected.high_tok_s
+    elif p is not None and row.kind == "pp" and p.prefill_band is not None and p.prefill_ceiling_tok_s:
+        low, high = p.prefill_band.low * p.prefill_ceiling_tok_s, p.prefill_band.high * p.prefill_ceiling_tok_s
+    return RowVerdict(
+        row=row, slowdown=slowdown, severity=severity, low_tok_s=low, high_tok_s=high, codes=tuple(f.code for f in mine)
+    )

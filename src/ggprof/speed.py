@@ -1,0 +1,268 @@
+"""Expected speed fitted on published results: the model behind the decode and prefill bands.
+
+Decode time per token is the bytes a token reads at the fraction of bandwidth the weight
+type's kernels reach, plus a cost per layer that does not scale with bytes (kernel launches,
+synchronisation, graph building, the host round trip):
+
+    TPOT = sum over weight families f of  bytes_f x read_factor_f / bandwidth  +  n_layers x layer_s
+
+read_factor = 1 / (achievable fraction of bandwidth). The per-layer term dominates when the
+bandwidth ceiling is high (small models, fast devices), which is why a flat "x% of the
+ceiling" band calls honest results on an H100 or an M2 Ultra suspicious.
+
+read_factor = 1 / (achievable fraction of bandwidth), per weight family of the model's
+dominant type. Prefill has the same form per prompt token, on the compute ceiling:
+
+    time per prompt token = read_factor_arch / ceiling tok/s  +  token_s
+
+with one factor per chip architecture (llama.cpp's matrix kernels differ by generation far
+more than by weight type). Both bands are as wide as the fit's residuals on the published
+results (their 2nd to 98th percentile), never a chosen number. Fitting is least squares on
+relative error; the fitted parameters are data (`SpeedFits.load`), refitted by
+`benchmarks/calibrate.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from ggprof.errors import BadInputError
+from ggprof.files import read_text
+from ggprof.machine.device import EfficiencyBand
+from ggprof.model.spec import ROW_LOOKUP_TENSORS, ModelSpec
+
+# Weight families: types read by the same kind of kernel (ggml's type names).
+FAMILIES = {
+    "F32": "f16",
+    "F16": "f16",
+    "BF16": "f16",
+    "Q8_0": "q8_0",
+    "Q8_1": "q8_0",
+    "Q4_0": "q4_0",
+    "Q4_1": "q4_0",
+    "Q5_0": "q4_0",
+    "Q5_1": "q4_0",
+    "IQ4_NL": "q4_0",
+    "MXFP4": "q4_0",
+}
+QUANTILES = (0.02, 0.98)  # the band: these residual percentiles of the fit
+MAX_FITS_BYTES = 1 << 20
+
+
+def family(ggml_type: str) -> str:
+    """The kernel family of a ggml type: f16, q8_0, q4_0 (the legacy blocks), k, iq."""
+    if ggml_type in FAMILIES:
+        return FAMILIES[ggml_type]
+    if ggml_type.endswith("_K"):
+        return "k"
+    if ggml_type.startswith("IQ") or ggml_type.startswith("TQ"):
+        return "iq"
+    return "other"
+
+
+def decode_bytes_by_family(spec: ModelSpec) -> dict[str, float]:
+    """The weight bytes one decode step reads, by weight family (the rules of ModelSpec)."""
+    out: dict[str, float] = {}
+    for t in spec.tensors:
+        if t.name in ROW_LOOKUP_TENSORS and not (t.name == "token_embd.weight" and spec.tied_embeddings):
+            continue  # one row of the input embedding: noise
+        f = family(t.ggml_type.name)
+        out[f] = out.get(f, 0.0) + float(t.n_bytes * spec.decode_share(t))
+    return out
+
+
+def dominant_family(spec: ModelSpec) -> str:
+    by = decode_bytes_by_family(spec)
+    return max(by, key=lambda f: by[f]) if by else "other"
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default), q in 0..1."""
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("no values")
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+MIN_OWN_SPREAD_ROWS = 12  # fewer rows: a backend's band takes the spread of all backends' fits
+ALL = "all"  # the group of a device whose architecture has no fitted factor
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinearFit:
+    """time = sum_g read_factor_g x x_g + per_unit_s x units, x_g the ideal time of group g.
+
+    For decode the groups are weight families and a unit is a layer (seconds per token); for
+    prefill the groups are architectures and the unit is the token itself."""
+
+    backend: str
+    kind: str  # "decode" or "prefill"
+    read_factor: dict[str, float]
+    per_unit_s: float
+    residual_low: float  # ln(measured / predicted) at the 2nd percentile
+    residual_high: float  # ... at the 98th
+    spread_source: str  # "own" or "all backends (n rows here)"
+    n: int
+    devices: int
+    median_error: float  # median |measured / predicted - 1| on the fitted rows
+
+    def predicted_s(self, group: str | None, ideal_s: float, units: float) -> tuple[float, float]:
+        """(fastest, slowest) predicted time; a group without a factor takes the fitted range."""
+        a = self.read_factor.get(group or "")
+        known = list(self.read_factor.values()) or [1.0]
+        lo, hi = (a, a) if a is not None else (min(known), max(known))
+        base = units * self.per_unit_s
+        return base + lo * ideal_s, base + hi * ideal_s
+
+    def band(self, group: str | None, ideal_s: float, units: float) -> EfficiencyBand:
+        """The band as fractions of the ideal (ceiling) speed, which EfficiencyBand holds."""
+        fast, slow = self.predicted_s(group, ideal_s, units)
+        high = min(ideal_s / fast * math.exp(self.residual_high), 1.0)
+        low = min(ideal_s / slow * math.exp(self.residual_low), high)
+        missing = group not in self.read_factor
+        extra = f"; no published results for {group or 'this device'}: the range of the fitted ones" if missing else ""
+        return EfficiencyBand(low=low, high=high, source=self.describe() + extra)
+
+    def describe(self) -> str:
+        factors = ", ".join(f"{g} {1 / a:.0%}" for g, a in sorted(self.read_factor.items()))
+        if self.kind == "decode":
+            model = f"bandwidth reached {factors}, plus {self.per_unit_s * 1e6:.0f} us per layer"
+        else:
+            model = f"compute ceiling reached {factors}, plus {self.per_unit_s * 1e6:.1f} us per token"
+        spread = f"{math.exp(self.residual_low) - 1:+.0%}/{math.exp(self.residual_high) - 1:+.0%}"
+        src = "" if self.spread_source == "own" else f", taken from {self.spread_source}"
+        return (
+            f"fitted on {self.n} public {self.backend} {self.kind} results ({self.devices} devices): {model}; "
+            f"residual spread {spread} (2nd-98th percentile{src})"
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpeedFits:
+    decode: dict[str, LinearFit] = field(default_factory=dict)
+    prefill: dict[str, LinearFit] = field(default_factory=dict)
+    dataset: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def load(cls, path: Path) -> SpeedFits:
+        try:
+            data = json.loads(read_text(path, MAX_FITS_BYTES, BadInputError))
+            return cls(
+                decode={k: LinearFit(**v) for k, v in data.get("decode", {}).items()},
+                prefill={k: LinearFit(**v) for k, v in data.get("prefill", {}).items()},
+                dataset=str(data.get("dataset", "")),
+            )
+        except (ValueError, TypeError, AttributeError) as e:
+            raise BadInputError(f"{path}: not a speed-fits file ({e})") from None
+
+    def decode_band(self, backend: str, spec: ModelSpec, bandwidth_bytes_per_s: float) -> EfficiencyBand | None:
+        fit = self.decode.get(backend)
+        if fit is None:
+            return None
+        ideal = spec.decode_bytes_per_token / bandwidth_bytes_per_s
+        return fit.band(dominant_family(spec), ideal, spec.n_layers)
+
+    def prefill_band(
+        self, backend: str, spec: ModelSpec, peak_flops: float, architecture: str | None
+    ) -> EfficiencyBand | None:
+        fit = self.prefill.get(backend)
+        if fit is None:
+            return None
+        ideal = 2.0 * spec.active_params / peak_flops  # seconds per prompt token at the peak
+        group = architecture if architecture in fit.read_factor else (ALL if ALL in fit.read_factor else architecture)
+        return fit.band(group, ideal, 1.0)
+
+
+# -- fitting ---------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class Point:
+    """One published result: its group, ideal time, units (layers or 1) and measured time."""
+
+    group: str
+    ideal_s: float
+    units: float
+    measured_s: float
+    device: str
+
+
+def fit_linear(backend: str, kind: str, points: list[Point]) -> LinearFit:
+    """Least squares on relative error with read factors >= 1 (at most the ceiling) and a
+    per-unit time >= 0: each row is divided by its measured time, so every result weighs
+    the same whatever its speed; a coefficient past its bound is pinned there and the rest
+    refitted."""
+    import numpy as np
+
+    if not points:
+        raise ValueError(f"no {kind} points for {backend}")
+    groups = sorted({p.group for p in points})
+    a = np.array(
+        [
+            [(p.ideal_s if p.group == g else 0.0) / p.measured_s for g in groups] + [p.units / p.measured_s]
+            for p in points
+        ]
+    )
+    y = np.ones(len(points))
+    bounds = [1.0] * len(groups) + [0.0]
+    fixed: dict[int, float] = {}
+    values: dict[int, float] = {}
+    for _ in range(len(bounds)):
+        free = [i for i in range(len(bounds)) if i not in fixed]
+        rest = y - sum((a[:, i] * v for i, v in fixed.items()), np.zeros(len(points)))
+        coef = np.linalg.lstsq(a[:, free], rest, rcond=None)[0] if free else []
+        bad = [(i, c) for i, c in zip(free, coef, strict=True) if c < bounds[i]]
+        if not bad:
+            values = {**dict(zip(free, (float(c) for c in coef), strict=True)), **fixed}
+            break
+        i, _ = min(bad, key=lambda ic: ic[1] - bounds[ic[0]])
+        fixed[i] = bounds[i]
+    else:  # every coefficient pinned at its bound
+        values = dict(fixed)
+    fit = LinearFit(
+        backend=backend,
+        kind=kind,
+        read_factor={g: values[i] for i, g in enumerate(groups)},
+        per_unit_s=values[len(groups)],
+        residual_low=0.0,
+        residual_high=0.0,
+        spread_source="own",
+        n=len(points),
+        devices=len({p.device for p in points}),
+        median_error=0.0,
+    )
+    res = residuals(fit, points)
+    return replace(
+        fit,
+        residual_low=percentile(res, QUANTILES[0]),
+        residual_high=percentile(res, QUANTILES[1]),
+        median_error=percentile([abs(math.exp(r) - 1) for r in res], 0.5),
+    )
+
+
+def residuals(fit: LinearFit, points: list[Point]) -> list[float]:
+    """ln(measured speed / predicted speed) of each point."""
+    return [math.log(fit.predicted_s(p.group, p.ideal_s, p.units)[0] / p.measured_s) for p in points]
+
+
+def fit_backends(kind: str, points: dict[str, list[Point]]) -> dict[str, LinearFit]:
+    """One fit per backend; a backend with few rows takes the residual spread of all fits."""
+    fits = {b: fit_linear(b, kind, pts) for b, pts in sorted(points.items())}
+    pooled = [r for b, pts in points.items() for r in residuals(fits[b], pts)]
+    for b, fit in fits.items():
+        if fit.n < MIN_OWN_SPREAD_ROWS:
+            lo, hi = percentile(pooled, QUANTILES[0]), percentile(pooled, QUANTILES[1])
+            fits[b] = replace(
+                fit,
+                residual_low=min(lo, fit.residual_low),
+                residual_high=max(hi, fit.residual_high),
+                spread_source=f"all backends' fits ({fit.n} rows here)",
+            )
+    return fits

@@ -1,0 +1,139 @@
+"""The expected-speed fits on published llama.cpp results (benchmarks/data/llama-cpp-results.jsonl).
+
+The dataset is loaded and validated row by row; the committed fits must be what a refit of
+the dataset gives; a few published rows per backend are judged plausible as published and
+suspicious made 2.5x (decode) or 4x (prefill) slower. The shares over the whole dataset are
+printed by benchmarks/calibrate.py (docs/calibration.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ggprof_backends import _fitted
+from ggprof_backends.cuda import nvml_bandwidth, parse_nvidia_smi
+
+from ggprof.errors import BadInputError
+from ggprof.machine.profiles import ProfileDB, builtin_dir
+from ggprof.pipelines.calibrate import References, ResultRow, fit_all, judge_row, load_dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASET = ROOT / "benchmarks" / "data" / "llama-cpp-results.jsonl"
+H200 = Path(__file__).parent / "data" / "h200"
+
+
+@pytest.fixture(scope="module")
+def refs(tmp_path_factory: pytest.TempPathFactory) -> References:
+    return References(tmp_path_factory.mktemp("refs"))
+
+
+@pytest.fixture(scope="module")
+def profiles() -> ProfileDB:
+    return ProfileDB([builtin_dir()])
+
+
+@pytest.fixture(scope="module")
+def rows(profiles: ProfileDB) -> list[ResultRow]:
+    return load_dataset(DATASET, profiles)
+
+
+def test_every_row_is_sourced_and_its_device_profiled(rows: list[ResultRow], profiles) -> None:  # type: ignore[no-untyped-def]
+    assert len(rows) >= 300
+    assert {r.backend for r in rows} >= {"cuda", "metal", "rocm", "vulkan"}
+    for r in rows:
+        assert r.source.startswith(("https://", "docs/")), r.label
+        assert r.profile.source and r.profile.peak_flops, r.label  # bandwidth and FLOP/s, sourced
+    for r in rows:
+        if r.source.startswith("docs/"):
+            assert (ROOT / r.source).is_file(), r.label  # our own measurements are kept
+    assert len(profiles.all()) >= 100
+    assert profiles.get("gtx-1080-ti").memory_bandwidth_gbs == 484
+    assert profiles.get("apple-m2-ultra-60c").gpu_cores == 60
+    assert profiles.get("apple-m2-ultra-76c").id == "apple-m2-ultra"  # an alias
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"source": None}, "dataset line 2: no 'source'"),
+        ({"source": "a forum post"}, "dataset line 2: source 'a forum post' is neither"),
+        ({"device": "gtx-9090"}, "dataset line 2: unknown device 'gtx-9090'"),
+        ({"model_ref": "llama9-1t-q4_0"}, "dataset line 2: unknown reference model"),
+        ({"test": "tg-5"}, "dataset line 2: test 'tg-5'"),
+        ({"tok_s": -3}, "dataset line 2: tok_s -3"),
+        ({"bandwidth_gbs": 999}, "dataset line 2: bandwidth 999 GB/s disagrees with profile"),
+        ({"backend": "metal"}, "dataset line 2: backend 'metal' is not one of"),
+    ],
+)
+def test_a_bad_row_is_rejected_naming_it(tmp_path: Path, profiles, change: dict, message: str) -> None:  # type: ignore[no-untyped-def]
+    good = json.loads(next(line for line in DATASET.read_text().splitlines() if '"cuda"' in line))
+    bad = {k: v for k, v in {**good, **change}.items() if v is not None}
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(BadInputError) as e:
+        load_dataset(path, profiles)
+    assert str(e.value).startswith(message)
+
+
+def test_committed_fits_are_a_refit_of_the_dataset(rows: list[ResultRow], refs: References) -> None:
+    fresh = fit_all(rows, refs, dataset="benchmarks/data/llama-cpp-results.jsonl")
+    assert json.loads(fresh.to_json()) == json.loads(_fitted.FITS_PATH.read_text()), (
+        "run benchmarks/calibrate.py --write"
+    )
+    decode = fresh.decode["cuda"]
+    assert decode.per_unit_s > 0  # the cost per layer that a flat band misses
+    assert 0.5 < 1 / decode.read_factor["q4_0"] <= 1.0
+
+
+# (backend, dataset rows by hardware and test): published results, judged as published and slowed
+CASES = [
+    ("metal", "Apple M2 Ultra 60-core GPU", "llama2-7b-q4_0"),
+    ("metal", "Apple M2 Max 38-core GPU", "llama2-7b-f16"),
+    ("metal", "Apple M1 7-core GPU", "llama2-7b-q8_0"),
+    ("cuda", "H100 80 GB", "llama2-7b-q4_0"),
+    ("cuda", "A100 80 GB", "llama2-7b-q4_0"),
+    ("cuda", "GTX 1080 Ti", "llama2-7b-q4_0"),
+    ("cuda", "RTX 4090", "llama2-7b-q4_0"),
+    ("rocm", "AMD Radeon RX 7900 XTX", "llama3-8b-q4_k_m"),
+    ("rocm", "AMD Radeon RX 6700 XT", "mistral-7b-q4_0"),
+    ("vulkan", "AMD Radeon RX 6700 XT", "mistral-7b-q4_0"),
+    ("vulkan", "Intel Arc A770", "llama3-8b-q4_k_m"),
+]
+
+
+@pytest.mark.parametrize(("backend", "hardware", "ref"), CASES)
+def test_published_rows_plausible_and_slowed_rows_suspicious(
+    rows: list[ResultRow], refs: References, ext, backend: str, hardware: str, ref: str
+) -> None:  # type: ignore[no-untyped-def]
+    picked = [r for r in rows if (r.backend, r.hardware, r.model_ref) == (backend, hardware, ref)]
+    assert picked
+    for row in picked:
+        honest = judge_row(row, refs, ext)
+        assert honest.severity == "plausible", (row.label, honest)
+        slowed = judge_row(row, refs, ext, slowdown=2.5 if row.kind == "tg" else 4.0)
+        assert slowed.severity == "suspicious", (row.label, slowed)
+        assert set(slowed.codes) & {"DECODE_BELOW_BAND", "PREFILL_BELOW_BAND"}
+
+
+def test_check_with_a_published_bandwidth_says_what_the_band_rests_on(rows, refs, run_cli) -> None:  # type: ignore[no-untyped-def]
+    row = next(r for r in rows if r.hardware == "Apple M2 Ultra 60-core GPU" and r.kind == "tg")
+    model = refs.spec(row.model_ref).path
+    r = run_cli("check", str(model), "--tg", str(row.tok_s), "--bandwidth", "800", "--backend", "metal", "--json")
+    d = json.loads(r.stdout)
+    assert (r.exit_code, d["verdict"]) == (0, "plausible")
+    expected = {f["code"]: f for f in d["findings"]}["DECODE_PLAUSIBLE"]["expected"]
+    assert "fitted on 79 public metal decode results" in expected and "residual spread" in expected
+    r = run_cli("check", str(model), "--tg", str(row.tok_s / 2.5), "--bandwidth", "800", "--backend", "metal")
+    assert r.exit_code == 3 and "DECODE_BELOW_BAND" in r.stdout
+
+
+def test_cuda_detection_from_a_recorded_h200(profiles) -> None:  # type: ignore[no-untyped-def]
+    """nvidia-smi and NVML as recorded on an H200 (benchmarks/device_cuda.sh, 2026-11-29)."""
+    (device,) = parse_nvidia_smi((H200 / "nvidia-smi-query.csv").read_text(), profiles)
+    assert (device.name, device.profile_id, device.architecture) == ("NVIDIA H200", "h200", "hopper")
+    assert device.memory_bytes == 143771 * (1 << 20)
+    nvml = json.loads((H200 / "nvml.json").read_text())["devices"][0]
+    bw = nvml_bandwidth(nvml["max_clock_mem_mhz"], nvml["memory_bus_width_bits"])
+    assert bw.value == pytest.approx(4.814e12, rel=1e-3)  # the H200's published 4.8 TB/s
+    assert "NVIDIA H200" in (H200 / "nvidia-smi-q.txt").read_text()
