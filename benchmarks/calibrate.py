@@ -55,6 +55,8 @@ def main() -> int:
     print(f"{len(rows)} rows from {args.dataset.name}, {len({r.profile.id for r in rows})} devices\n")
     for b, f in _fitted.fits().decode.items():
         print(f"decode  {b:7s} {f.describe()}")
+    for b, f in _fitted.fits().decode_arch.items():
+        print(f"decode  {b:7s} with the device's architecture: {f.describe()}")
     for b, f in _fitted.fits().prefill.items():
         print(f"prefill {b:7s} {f.describe()}")
 

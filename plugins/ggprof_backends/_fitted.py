@@ -25,7 +25,7 @@ def decode_band(backend: str, model: ModelSpec | None, device: Device | None) ->
     bandwidth = device.bandwidth_bytes_per_s if device is not None else None
     if model is None or not bandwidth:
         return None
-    return fits().decode_band(backend, model, bandwidth)
+    return fits().decode_band(backend, model, bandwidth, device.architecture if device else None)
 
 
 def prefill_band(backend: str, model: ModelSpec | None, device: Device | None) -> EfficiencyBand | None:

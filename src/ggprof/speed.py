@@ -28,6 +28,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
@@ -96,15 +97,19 @@ ALL = "all"  # the group of a device whose architecture has no fitted factor
 
 @dataclass(frozen=True, kw_only=True)
 class LinearFit:
-    """time = sum_g read_factor_g x x_g + per_unit_s x units, x_g the ideal time of group g.
+    """time = sum_g read_factor_g x arch_factor x ideal_g + per_unit_s x units + per_gb_s x GB.
 
-    For decode the groups are weight families and a unit is a layer (seconds per token); for
-    prefill the groups are architectures and the unit is the token itself."""
+    For decode the groups are weight families, a unit is a layer, and per_gb_s is a cost per
+    GB read whatever the bandwidth (seconds per token); arch_factor, when fitted, says how
+    far each chip generation's kernels stay from the others. For prefill the groups are
+    architectures and the unit is the token itself."""
 
     backend: str
     kind: str  # "decode" or "prefill"
     read_factor: dict[str, float]
     per_unit_s: float
+    per_gb_s: float = 0.0
+    arch_factor: dict[str, float] = field(default_factory=dict)  # empty: not by architecture
     residual_low: float  # ln(measured / predicted) at the 2nd percentile
     residual_high: float  # ... at the 98th
     spread_source: str  # "own" or "all backends (n rows here)"
@@ -112,27 +117,39 @@ class LinearFit:
     devices: int
     median_error: float  # median |measured / predicted - 1| on the fitted rows
 
-    def predicted_s(self, group: str | None, ideal_s: float, units: float) -> tuple[float, float]:
-        """(fastest, slowest) predicted time; a group without a factor takes the fitted range."""
-        a = self.read_factor.get(group or "")
-        known = list(self.read_factor.values()) or [1.0]
-        lo, hi = (a, a) if a is not None else (min(known), max(known))
-        base = units * self.per_unit_s
-        return base + lo * ideal_s, base + hi * ideal_s
+    def predicted_s(
+        self, group: str | None, ideal_s: float, units: float, gb: float = 0.0, arch: str | None = None
+    ) -> tuple[float, float]:
+        """(fastest, slowest) predicted time; a group (or an architecture) without a factor
+        takes the range of the fitted ones."""
+        lo, hi = _factor(self.read_factor, group)
+        alo, ahi = _factor(self.arch_factor, arch) if self.arch_factor else (1.0, 1.0)
+        base = units * self.per_unit_s + gb * self.per_gb_s
+        return base + lo * alo * ideal_s, base + hi * ahi * ideal_s
 
-    def band(self, group: str | None, ideal_s: float, units: float) -> EfficiencyBand:
+    def band(
+        self, group: str | None, ideal_s: float, units: float, gb: float = 0.0, arch: str | None = None
+    ) -> EfficiencyBand:
         """The band as fractions of the ideal (ceiling) speed, which EfficiencyBand holds."""
-        fast, slow = self.predicted_s(group, ideal_s, units)
+        fast, slow = self.predicted_s(group, ideal_s, units, gb, arch)
         high = min(ideal_s / fast * math.exp(self.residual_high), 1.0)
         low = min(ideal_s / slow * math.exp(self.residual_low), high)
-        missing = group not in self.read_factor
-        extra = f"; no published results for {group or 'this device'}: the range of the fitted ones" if missing else ""
+        missing = [x for x, table in ((group, self.read_factor), (arch, self.arch_factor)) if table and x not in table]
+        extra = (
+            f"; no published results for {'/'.join(m or '?' for m in missing)}: the range of the fitted ones"
+            if missing
+            else ""
+        )
         return EfficiencyBand(low=low, high=high, source=self.describe() + extra)
 
     def describe(self) -> str:
         factors = ", ".join(f"{g} {1 / a:.0%}" for g, a in sorted(self.read_factor.items()))
         if self.kind == "decode":
-            model = f"bandwidth reached {factors}, plus {self.per_unit_s * 1e6:.0f} us per layer"
+            model = f"bandwidth reached {factors}"
+            if self.arch_factor:
+                archs = ", ".join(f"{a} x{1 / f:.2f}" for a, f in sorted(self.arch_factor.items()))
+                model += f" (by architecture: {archs})"
+            model += f", plus {self.per_unit_s * 1e6:.0f} us per layer and {self.per_gb_s * 1e3:.2f} ms per GB"
         else:
             model = f"compute ceiling reached {factors}, plus {self.per_unit_s * 1e6:.1f} us per token"
         spread = f"{math.exp(self.residual_low) - 1:+.0%}/{math.exp(self.residual_high) - 1:+.0%}"
@@ -143,9 +160,17 @@ class LinearFit:
         )
 
 
+def _factor(table: dict[str, float], key: str | None) -> tuple[float, float]:
+    if key is not None and key in table:
+        return table[key], table[key]
+    known = list(table.values()) or [1.0]
+    return min(known), max(known)
+
+
 @dataclass(frozen=True, kw_only=True)
 class SpeedFits:
-    decode: dict[str, LinearFit] = field(default_factory=dict)
+    decode: dict[str, LinearFit] = field(default_factory=dict)  # by weight family only
+    decode_arch: dict[str, LinearFit] = field(default_factory=dict)  # ... and by the device's architecture
     prefill: dict[str, LinearFit] = field(default_factory=dict)
     dataset: str = ""
 
@@ -158,18 +183,26 @@ class SpeedFits:
             data = json.loads(read_text(path, MAX_FITS_BYTES, BadInputError))
             return cls(
                 decode={k: LinearFit(**v) for k, v in data.get("decode", {}).items()},
+                decode_arch={k: LinearFit(**v) for k, v in data.get("decode_arch", {}).items()},
                 prefill={k: LinearFit(**v) for k, v in data.get("prefill", {}).items()},
                 dataset=str(data.get("dataset", "")),
             )
         except (ValueError, TypeError, AttributeError) as e:
             raise BadInputError(f"{path}: not a speed-fits file ({e})") from None
 
-    def decode_band(self, backend: str, spec: ModelSpec, bandwidth_bytes_per_s: float) -> EfficiencyBand | None:
-        fit = self.decode.get(backend)
+    def decode_band(
+        self, backend: str, spec: ModelSpec, bandwidth_bytes_per_s: float, architecture: str | None = None
+    ) -> EfficiencyBand | None:
+        """The device's architecture narrows the band where the data has it; without one (a
+        bandwidth given by hand) the weight family alone decides."""
+        by_arch = self.decode_arch.get(backend)
+        fit = by_arch if by_arch is not None and architecture in by_arch.arch_factor else self.decode.get(backend)
         if fit is None:
             return None
-        ideal = spec.decode_bytes_per_token / bandwidth_bytes_per_s
-        return fit.band(dominant_family(spec), ideal, spec.n_layers)
+        nbytes = spec.decode_bytes_per_token
+        return fit.band(
+            dominant_family(spec), nbytes / bandwidth_bytes_per_s, spec.n_layers, nbytes / 1e9, architecture
+        )
 
     def prefill_band(
         self, backend: str, spec: ModelSpec, peak_flops: float, architecture: str | None
@@ -185,52 +218,88 @@ class SpeedFits:
 # -- fitting ---------------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class Point:
-    """One published result: its group, ideal time, units (layers or 1) and measured time."""
+    """One published result: its group, ideal time, units (layers or 1), GB read, measured time."""
 
     group: str
     ideal_s: float
     units: float
     measured_s: float
     device: str
+    gb: float = 0.0
+    arch: str | None = None
 
 
-def fit_linear(backend: str, kind: str, points: list[Point]) -> LinearFit:
-    """Least squares on relative error with read factors >= 1 (at most the ceiling) and a
-    per-unit time >= 0: each row is divided by its measured time, so every result weighs
-    the same whatever its speed; a coefficient past its bound is pinned there and the rest
-    refitted."""
+def _bounded_lstsq(a: Any, bounds: list[float]) -> list[float]:
+    """Least squares of a @ x = 1 with x_i >= bounds_i: a coefficient past its bound is pinned
+    there and the rest refitted."""
+    import numpy as np
+
+    y = np.ones(a.shape[0])
+    fixed: dict[int, float] = {}
+    for _ in range(len(bounds)):
+        free = [i for i in range(len(bounds)) if i not in fixed]
+        rest = y - sum((a[:, i] * v for i, v in fixed.items()), np.zeros(a.shape[0]))
+        coef = np.linalg.lstsq(a[:, free], rest, rcond=None)[0] if free else []
+        bad = [(i, float(c)) for i, c in zip(free, coef, strict=True) if c < bounds[i]]
+        if not bad:
+            values = {**{i: float(c) for i, c in zip(free, coef, strict=True)}, **fixed}
+            return [values[i] for i in range(len(bounds))]
+        i, _ = min(bad, key=lambda ic: ic[1] - bounds[ic[0]])
+        fixed[i] = bounds[i]
+    return [fixed[i] for i in range(len(bounds))]
+
+
+def fit_linear(backend: str, kind: str, points: list[Point], by_arch: bool = False) -> LinearFit:
+    """Least squares on relative error (each row divided by its measured time, so every result
+    weighs the same whatever its speed), read factors >= 1 (at most the ceiling), constants
+    >= 0. With `by_arch`, read factor = family factor x architecture factor, fitted by
+    alternating the two (each step is linear); the best architecture's factor is 1."""
     import numpy as np
 
     if not points:
         raise ValueError(f"no {kind} points for {backend}")
     groups = sorted({p.group for p in points})
-    a = np.array(
-        [
-            [(p.ideal_s if p.group == g else 0.0) / p.measured_s for g in groups] + [p.units / p.measured_s]
-            for p in points
-        ]
-    )
-    y = np.ones(len(points))
-    bounds = [1.0] * len(groups) + [0.0]
-    fixed: dict[int, float] = {}
-    values: dict[int, float] = {}
-    for _ in range(len(bounds)):
-        free = [i for i in range(len(bounds)) if i not in fixed]
-        rest = y - sum((a[:, i] * v for i, v in fixed.items()), np.zeros(len(points)))
-        coef = np.linalg.lstsq(a[:, free], rest, rcond=None)[0] if free else []
-        bad = [(i, c) for i, c in zip(free, coef, strict=True) if c < bounds[i]]
-        if not bad:
-            values = {**dict(zip(free, (float(c) for c in coef), strict=True)), **fixed}
+    archs = sorted({p.arch or ALL for p in points}) if by_arch else []
+    per_gb = kind == "decode"
+    fam = {g: 1.0 for g in groups}
+    arch = {a: 1.0 for a in archs}
+    c = k = 0.0
+
+    def consts(p: Point) -> list[float]:
+        return [p.units / p.measured_s] + ([p.gb / p.measured_s] if per_gb else [])
+
+    for _ in range(30 if by_arch else 1):
+        m = np.array(
+            [
+                [(p.ideal_s * arch.get(p.arch or ALL, 1.0) if p.group == g else 0.0) / p.measured_s for g in groups]
+                + consts(p)
+                for p in points
+            ]
+        )
+        x = _bounded_lstsq(m, [1.0 / min(arch.values(), default=1.0)] * len(groups) + [0.0] * (2 if per_gb else 1))
+        fam = dict(zip(groups, x[: len(groups)], strict=True))
+        c, k = x[len(groups)], (x[len(groups) + 1] if per_gb else 0.0)
+        if not by_arch:
             break
-        i, _ = min(bad, key=lambda ic: ic[1] - bounds[ic[0]])
-        fixed[i] = bounds[i]
-    else:  # every coefficient pinned at its bound
-        values = dict(fixed)
+        m = np.array(
+            [
+                [(p.ideal_s * fam[p.group] if (p.arch or ALL) == a else 0.0) / p.measured_s for a in archs] + consts(p)
+                for p in points
+            ]
+        )
+        x = _bounded_lstsq(m, [1.0 / min(fam.values())] * len(archs) + [0.0] * (2 if per_gb else 1))
+        arch = dict(zip(archs, x[: len(archs)], strict=True))
+        c, k = x[len(archs)], (x[len(archs) + 1] if per_gb else 0.0)
+        s = min(arch.values())
+        arch = {a: v / s for a, v in arch.items()}
+        fam = {g: v * s for g, v in fam.items()}
     fit = LinearFit(
         backend=backend,
         kind=kind,
-        read_factor={g: values[i] for i, g in enumerate(groups)},
-        per_unit_s=values[len(groups)],
+        read_factor=fam,
+        per_unit_s=c,
+        per_gb_s=k,
+        arch_factor=arch,
         residual_low=0.0,
         residual_high=0.0,
         spread_source="own",
@@ -249,12 +318,17 @@ def fit_linear(backend: str, kind: str, points: list[Point]) -> LinearFit:
 
 def residuals(fit: LinearFit, points: list[Point]) -> list[float]:
     """ln(measured speed / predicted speed) of each point."""
-    return [math.log(fit.predicted_s(p.group, p.ideal_s, p.units)[0] / p.measured_s) for p in points]
+    return [
+        math.log(fit.predicted_s(p.group, p.ideal_s, p.units, p.gb, p.arch or ALL)[0] / p.measured_s) for p in points
+    ]
 
 
-def fit_backends(kind: str, points: dict[str, list[Point]]) -> dict[str, LinearFit]:
-    """One fit per backend; a backend with few rows takes the residual spread of all fits."""
-    fits = {b: fit_linear(b, kind, pts) for b, pts in sorted(points.items())}
+def fit_backends(kind: str, points: dict[str, list[Point]], by_arch: bool = False) -> dict[str, LinearFit]:
+    """One fit per backend; a backend with few rows takes the residual spread of all fits, and
+    gets no fit by architecture (a factor per chip generation would only replay its rows)."""
+    if by_arch:
+        points = {b: pts for b, pts in points.items() if len(pts) >= MIN_OWN_SPREAD_ROWS}
+    fits = {b: fit_linear(b, kind, pts, by_arch) for b, pts in sorted(points.items())}
     pooled = [r for b, pts in points.items() for r in residuals(fits[b], pts)]
     for b, fit in fits.items():
         if fit.n < MIN_OWN_SPREAD_ROWS:

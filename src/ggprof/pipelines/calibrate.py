@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ggprof.errors import BadInputError
@@ -24,7 +24,7 @@ from ggprof.model.spec import ModelSpec, load_model
 from ggprof.pipelines.check import Checker, Reported
 from ggprof.pipelines.extensions import Extensions
 from ggprof.predict import PredictInputs, predict
-from ggprof.speed import ALL, Point, SpeedFits, dominant_family, fit_backends
+from ggprof.speed import ALL, MIN_OWN_SPREAD_ROWS, Point, SpeedFits, dominant_family, fit_backends
 from ggprof.verdict.finding import Severity
 
 BACKENDS = ("cpu", "cuda", "metal", "rocm", "vulkan")
@@ -157,6 +157,8 @@ def fit_all(rows: list[ResultRow], refs: References, dataset: str) -> SpeedFits:
                     units=spec.n_layers,
                     measured_s=1.0 / row.tok_s,
                     device=row.profile.id,
+                    gb=spec.decode_bytes_per_token / 1e9,
+                    arch=row.profile.architecture,
                 )
             )
         else:
@@ -171,7 +173,17 @@ def fit_all(rows: list[ResultRow], refs: References, dataset: str) -> SpeedFits:
                         device=row.profile.id,
                     )
                 )
-    return SpeedFits(decode=fit_backends("decode", decode), prefill=fit_backends("prefill", prefill), dataset=dataset)
+    # A factor per architecture needs rows to rest on: a backend with few prefill rows gets one
+    # factor for all its devices (and the spread of all backends), as its decode fit does.
+    for backend, pts in prefill.items():
+        if len(pts) < MIN_OWN_SPREAD_ROWS:
+            prefill[backend] = [replace(p, group=ALL) for p in pts]
+    return SpeedFits(
+        decode=fit_backends("decode", decode),
+        decode_arch=fit_backends("decode", decode, by_arch=True),
+        prefill=fit_backends("prefill", prefill),
+        dataset=dataset,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
