@@ -49,6 +49,15 @@ FAMILIES = {
     "IQ4_NL": "q4_0",
     "MXFP4": "q4_0",
 }
+# How findings name the families (and the group of a backend fitted without architectures).
+LABELS = {
+    "f16": "F16/BF16",
+    "q8_0": "Q8_0",
+    "q4_0": "Q4/Q5 blocks",
+    "k": "K-quants",
+    "iq": "I-quants",
+    "all": "all devices",
+}
 QUANTILES = (0.02, 0.98)  # the band: these residual percentiles of the fit
 MAX_FITS_BYTES = 1 << 20
 
@@ -143,7 +152,7 @@ class LinearFit:
         return EfficiencyBand(low=low, high=high, source=self.describe() + extra)
 
     def describe(self) -> str:
-        factors = ", ".join(f"{g} {1 / a:.0%}" for g, a in sorted(self.read_factor.items()))
+        factors = ", ".join(f"{LABELS.get(g, g)} {1 / a:.0%}" for g, a in sorted(self.read_factor.items()))
         if self.kind == "decode":
             model = f"bandwidth reached {factors}"
             if self.arch_factor:
