@@ -1,25 +1,25 @@
 """Expected speed fitted on published results: the model behind the decode and prefill bands.
 
-Decode time per token is the bytes a token reads at the fraction of bandwidth the weight
-type's kernels reach, plus a cost per layer that does not scale with bytes (kernel launches,
-synchronisation, graph building, the host round trip):
+Decode time per token is the bytes a token reads at the fraction of bandwidth the kernels of
+the model's dominant weight type reach, plus costs that do not scale with the bandwidth
+figure: one per layer (kernel launches, synchronisation, graph building, the host round
+trip) and one per GB read (memory a device's nominal bandwidth does not deliver at batch 1):
 
-    TPOT = sum over weight families f of  bytes_f x read_factor_f / bandwidth  +  n_layers x layer_s
+    TPOT = bytes x read_factor[family] x arch_factor[architecture] / bandwidth
+           + n_layers x layer_s + GB x gb_s
 
-read_factor = 1 / (achievable fraction of bandwidth). The per-layer term dominates when the
-bandwidth ceiling is high (small models, fast devices), which is why a flat "x% of the
-ceiling" band calls honest results on an H100 or an M2 Ultra suspicious.
+read_factor = 1 / (achievable fraction of bandwidth); arch_factor is used only when the
+device (so its chip generation) is known. The per-layer term dominates when the bandwidth
+ceiling is high (small models, fast devices), which is why a flat "x% of the ceiling" band
+calls honest results on an H100 or an M2 Ultra suspicious. Prefill has the same form per
+prompt token, on the compute ceiling:
 
-read_factor = 1 / (achievable fraction of bandwidth), per weight family of the model's
-dominant type. Prefill has the same form per prompt token, on the compute ceiling:
+    time per prompt token = read_factor[architecture] / ceiling tok/s + token_s
 
-    time per prompt token = read_factor_arch / ceiling tok/s  +  token_s
-
-with one factor per chip architecture (llama.cpp's matrix kernels differ by generation far
-more than by weight type). Both bands are as wide as the fit's residuals on the published
-results (their 2nd to 98th percentile), never a chosen number. Fitting is least squares on
-relative error; the fitted parameters are data (`SpeedFits.load`), refitted by
-`benchmarks/calibrate.py`.
+(llama.cpp's matrix kernels differ by chip generation far more than by weight type). Both
+bands are as wide as the fit's residuals on the published results (their 2nd to 98th
+percentile), never a chosen number. Fitting is least squares on relative error; the fitted
+parameters are data (`SpeedFits.load`), refitted by `benchmarks/calibrate.py`.
 """
 
 from __future__ import annotations
