@@ -258,11 +258,14 @@ def _bounded_lstsq(a: Any, bounds: list[float]) -> list[float]:
     return [fixed[i] for i in range(len(bounds))]
 
 
-def fit_linear(backend: str, kind: str, points: list[Point], by_arch: bool = False) -> LinearFit:
+def fit_linear(
+    backend: str, kind: str, points: list[Point], by_arch: bool = False, constants: bool = True
+) -> LinearFit:
     """Least squares on relative error (each row divided by its measured time, so every result
     weighs the same whatever its speed), read factors >= 1 (at most the ceiling), constants
-    >= 0. With `by_arch`, read factor = family factor x architecture factor, fitted by
-    alternating the two (each step is linear); the best architecture's factor is 1."""
+    >= 0 (none without `constants`). With `by_arch`, read factor = family factor x
+    architecture factor, fitted by alternating the two (each step is linear); the best
+    architecture's factor is 1."""
     import numpy as np
 
     if not points:
@@ -270,12 +273,17 @@ def fit_linear(backend: str, kind: str, points: list[Point], by_arch: bool = Fal
     groups = sorted({p.group for p in points})
     archs = sorted({p.arch or ALL for p in points}) if by_arch else []
     per_gb = kind == "decode"
+    n_const = (2 if per_gb else 1) if constants else 0
     fam = {g: 1.0 for g in groups}
     arch = {a: 1.0 for a in archs}
     c = k = 0.0
 
     def consts(p: Point) -> list[float]:
-        return [p.units / p.measured_s] + ([p.gb / p.measured_s] if per_gb else [])
+        return ([p.units / p.measured_s] + ([p.gb / p.measured_s] if per_gb else []))[:n_const]
+
+    def split(x: list[float], n: int) -> tuple[float, float]:
+        rest = [*x[n:], 0.0, 0.0]
+        return rest[0], rest[1] if per_gb else 0.0
 
     for _ in range(30 if by_arch else 1):
         m = np.array(
@@ -285,9 +293,9 @@ def fit_linear(backend: str, kind: str, points: list[Point], by_arch: bool = Fal
                 for p in points
             ]
         )
-        x = _bounded_lstsq(m, [1.0 / min(arch.values(), default=1.0)] * len(groups) + [0.0] * (2 if per_gb else 1))
+        x = _bounded_lstsq(m, [1.0 / min(arch.values(), default=1.0)] * len(groups) + [0.0] * n_const)
         fam = dict(zip(groups, x[: len(groups)], strict=True))
-        c, k = x[len(groups)], (x[len(groups) + 1] if per_gb else 0.0)
+        c, k = split(x, len(groups))
         if not by_arch:
             break
         m = np.array(
@@ -296,9 +304,9 @@ def fit_linear(backend: str, kind: str, points: list[Point], by_arch: bool = Fal
                 for p in points
             ]
         )
-        x = _bounded_lstsq(m, [1.0 / min(fam.values())] * len(archs) + [0.0] * (2 if per_gb else 1))
+        x = _bounded_lstsq(m, [1.0 / min(fam.values())] * len(archs) + [0.0] * n_const)
         arch = dict(zip(archs, x[: len(archs)], strict=True))
-        c, k = x[len(archs)], (x[len(archs) + 1] if per_gb else 0.0)
+        c, k = split(x, len(archs))
         s = min(arch.values())
         arch = {a: v / s for a, v in arch.items()}
         fam = {g: v * s for g, v in fam.items()}
@@ -333,11 +341,15 @@ def residuals(fit: LinearFit, points: list[Point]) -> list[float]:
 
 
 def fit_backends(kind: str, points: dict[str, list[Point]], by_arch: bool = False) -> dict[str, LinearFit]:
-    """One fit per backend; a backend with few rows takes the residual spread of all fits, and
-    gets no fit by architecture (a factor per chip generation would only replay its rows)."""
+    """One fit per backend. A backend with few rows gets one factor per group and no constant
+    (more parameters would only replay its rows), no fit by architecture, and the residual
+    spread of all fits."""
     if by_arch:
         points = {b: pts for b, pts in points.items() if len(pts) >= MIN_OWN_SPREAD_ROWS}
-    fits = {b: fit_linear(b, kind, pts, by_arch) for b, pts in sorted(points.items())}
+    fits = {
+        b: fit_linear(b, kind, pts, by_arch, constants=len(pts) >= MIN_OWN_SPREAD_ROWS)
+        for b, pts in sorted(points.items())
+    }
     pooled = [r for b, pts in points.items() for r in residuals(fits[b], pts)]
     for b, fit in fits.items():
         if fit.n < MIN_OWN_SPREAD_ROWS:

@@ -35,6 +35,10 @@ SHAPES: dict[str, RefShape] = {
     "mistral-7b": RefShape(4096, 32, 32, 8, 14336, 32000, "Mistral 7B v0.1/v0.2"),
     "mistral-7b-v03": RefShape(4096, 32, 32, 8, 14336, 32768, "Mistral 7B v0.3"),
     "llama3-8b": RefShape(4096, 32, 32, 8, 14336, 128256, "Llama 3 / 3.1 8B"),
+    "llama3-70b": RefShape(8192, 80, 64, 8, 28672, 128256, "Llama 3 / 3.1 70B"),
+    "llama3.2-3b": RefShape(3072, 28, 24, 8, 8192, 128256, "Llama 3.2 3B", tied=True),
+    "tinyllama-1.1b": RefShape(2048, 22, 32, 4, 5632, 32000, "TinyLlama 1.1B"),
+    "qwen2.5-14b": RefShape(5120, 48, 40, 8, 13824, 152064, "Qwen2.5 14B (attention biases left out)"),
     **{
         f"synth-{s.name}": RefShape(
             s.n_embd, s.n_layers, s.n_heads, s.n_kv_heads, s.n_ff, s.vocab, s.description, s.tied
