@@ -59,6 +59,13 @@ def main() -> int:
         print(f"decode  {b:7s} with the device's architecture: {f.describe()}")
     for b, f in _fitted.fits().prefill.items():
         print(f"prefill {b:7s} {f.describe()}")
+    for kind, fitted in (("tg", _fitted.fits().decode), ("pp", _fitted.fits().prefill)):
+        for b in sorted({r.backend for r in rows if r.kind == kind} - set(fitted)):
+            mine = [r for r in rows if r.backend == b and r.kind == kind]
+            devices = len({r.profile.id for r in mine})
+            print(
+                f"{'decode ' if kind == 'tg' else 'prefill'} {b:7s} not fitted: {len(mine)} rows on {devices} device(s); its plugin's own band applies"
+            )
 
     honest = [judge_row(r, refs, ext) for r in rows]
     slowed = [judge_row(r, refs, ext, slowdown=SLOWDOWN[r.kind]) for r in rows]

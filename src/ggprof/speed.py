@@ -101,6 +101,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 MIN_OWN_SPREAD_ROWS = 12  # fewer rows: a backend's band takes the spread of all backends' fits
+MIN_FIT_DEVICES = 3  # a fit on one or two devices describes those devices, not the backend: none
 ALL = "all"  # the group of a device whose architecture has no fitted factor
 
 
@@ -341,9 +342,11 @@ def residuals(fit: LinearFit, points: list[Point]) -> list[float]:
 
 
 def fit_backends(kind: str, points: dict[str, list[Point]], by_arch: bool = False) -> dict[str, LinearFit]:
-    """One fit per backend. A backend with few rows gets one factor per group and no constant
-    (more parameters would only replay its rows), no fit by architecture, and the residual
-    spread of all fits."""
+    """One fit per backend with rows from at least MIN_FIT_DEVICES devices (else none: the
+    backend keeps its own band). A backend with few rows gets one factor per group and no
+    constant (more parameters would only replay its rows), no fit by architecture, and the
+    residual spread of all fits."""
+    points = {b: pts for b, pts in points.items() if len({p.device for p in pts}) >= MIN_FIT_DEVICES}
     if by_arch:
         points = {b: pts for b, pts in points.items() if len(pts) >= MIN_OWN_SPREAD_ROWS}
     fits = {
