@@ -63,9 +63,8 @@ def main() -> int:
         for b in sorted({r.backend for r in rows if r.kind == kind} - set(fitted)):
             mine = [r for r in rows if r.backend == b and r.kind == kind]
             devices = len({r.profile.id for r in mine})
-            print(
-                f"{'decode ' if kind == 'tg' else 'prefill'} {b:7s} not fitted: {len(mine)} rows on {devices} device(s); its plugin's own band applies"
-            )
+            what = "decode " if kind == "tg" else "prefill"
+            print(f"{what} {b:7s} not fitted: {len(mine)} rows on {devices} devices; its plugin's own band applies")
 
     honest = [judge_row(r, refs, ext) for r in rows]
     slowed = [judge_row(r, refs, ext, slowdown=SLOWDOWN[r.kind]) for r in rows]
