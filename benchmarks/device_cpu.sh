@@ -6,17 +6,7 @@
 # Run from the repository root on a machine with no network. It expects, under .whl/: the
 # ggprof wheel, gguf/platformdirs/diskcache wheels, and a CPU build of llama-cpp-python as a
 # wheel (pip caches the one it builds). Writes at most 8 files into $OUT.
-set -u
-OUT=${OUT:-$PWD/device-out}
-mkdir -p "$OUT"
-T0=$(date +%s)
-LOG=$OUT/run.log
-log() { echo "[$(($(date +%s) - T0))s] $*" | tee -a "$LOG"; }
-export PYTHONUNBUFFERED=1
-
-log "install the wheels"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >>"$LOG" 2>&1 || { log "wheel install failed"; exit 1; }
-export PYTHONPATH=/tmp/site
+. "$(dirname "$0")/device_setup.sh"
 { lscpu; free -g; } >"$OUT/lscpu.txt" 2>&1
 python3 -m ggprof host --json >"$OUT/host.json" 2>>"$LOG"
 log "host: rc=$?"

@@ -7,18 +7,7 @@
 # pure-Python dependencies that machine lacks (gguf, platformdirs, diskcache), and a
 # llama-cpp-python sdist with vendor/llama.cpp/{models,docs,benches} removed (to travel).
 # Writes at most 8 files into $OUT (default ./device-out).
-set -u
-OUT=${OUT:-$PWD/device-out}
-mkdir -p "$OUT"
-REPO=$PWD
-T0=$(date +%s)
-LOG=$OUT/run.log
-log() { echo "[$(($(date +%s) - T0))s] $*" | tee -a "$LOG"; }
-export PYTHONUNBUFFERED=1
-
-log "install the wheels"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >>"$LOG" 2>&1 || { log "wheel install failed"; exit 1; }
-export PYTHONPATH=/tmp/site
+. "$(dirname "$0")/device_setup.sh"
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 { uname -a; nvcc --version | tail -2; python3 --version; nproc; free -g | head -2; } >>"$LOG" 2>&1
