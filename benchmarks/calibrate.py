@@ -2,14 +2,14 @@
 
     python benchmarks/calibrate.py            # judge the dataset with the committed fits
     python benchmarks/calibrate.py --write    # refit, write plugins/ggprof_backends/speed-fits.json, judge
-    python benchmarks/calibrate.py --plot docs/calibration-measured-vs-expected.png
+    python benchmarks/calibrate.py --plot docs/calibration-published.png
 
 Each row is judged as `ggprof check MODEL --tg X (or --pp X) --device ID --backend B` on the
-reference header of its model; decode rows also as `--bandwidth <published GB/s>` (no
-device). Printed per backend: honest results judged impossible and suspicious, the same rows
-made 2.5x slower (decode) or 4x slower (prefill) judged suspicious, and the median error of
-the band's midpoint. The issue's targets: 0 impossible, <= 5% suspicious, >= 95% of the
-slowed rows suspicious, median midpoint error <= 15%.
+reference header of its model, and again as `--bandwidth <published GB/s> --flops <published
+peak>` with no device (so no architecture). Printed per backend: honest results judged
+impossible and suspicious, the same rows made 2.5x slower (decode) or 4x slower (prefill)
+judged suspicious, and the median error of the band's midpoint. Targets: 0 impossible,
+<= 5% suspicious, >= 95% of the slowed rows suspicious, median midpoint error <= 15%.
 """
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ def main() -> int:
         print(f"decode  {b:7s} with the device's architecture: {f.describe()}")
     for b, f in _fitted.fits().prefill.items():
         print(f"prefill {b:7s} {f.describe()}")
+    for b, f in _fitted.fits().prefill_any.items():
+        print(f"prefill {b:7s} without the architecture: {f.describe()}")
     for kind, fitted in (("tg", _fitted.fits().decode), ("pp", _fitted.fits().prefill)):
         for b in sorted({r.backend for r in rows if r.kind == kind} - set(fitted)):
             mine = [r for r in rows if r.backend == b and r.kind == kind]
@@ -68,12 +70,12 @@ def main() -> int:
 
     honest = [judge_row(r, refs, ext) for r in rows]
     slowed = [judge_row(r, refs, ext, slowdown=SLOWDOWN[r.kind]) for r in rows]
-    by_bw = [judge_row(r, refs, ext, use_profile=False) for r in rows if r.kind == "tg"]
-    by_bw_slow = [judge_row(r, refs, ext, slowdown=2.5, use_profile=False) for r in rows if r.kind == "tg"]
+    by_bw = [judge_row(r, refs, ext, use_profile=False) for r in rows]
+    by_bw_slow = [judge_row(r, refs, ext, slowdown=SLOWDOWN[r.kind], use_profile=False) for r in rows]
 
     print()
     print(table("--device ID (profile figures)", honest, slowed))
-    print(table("--bandwidth GB/s (published figure, no device)", by_bw, by_bw_slow))
+    print(table("--bandwidth GB/s --flops TFLOPS (published figures, no device)", by_bw, by_bw_slow))
     bad = [v for v in honest if v.severity in ("impossible", "suspicious")]
     for v in bad:
         mid = f"{v.low_tok_s:.1f}-{v.high_tok_s:.1f}" if v.low_tok_s and v.high_tok_s else "-"

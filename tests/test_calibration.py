@@ -97,7 +97,7 @@ CASES = [
     ("cuda", "GTX 1080 Ti", "llama2-7b-q4_0"),
     ("cuda", "RTX 4090", "llama2-7b-q4_0"),
     ("rocm", "AMD Radeon RX 7900 XTX", "llama3-8b-q4_k_m"),
-    ("rocm", "AMD Radeon RX 6700 XT", "mistral-7b-q4_0"),
+    ("rocm", "AMD Radeon PRO W7900", "llama2-7b-q4_0"),
     ("vulkan", "AMD Radeon RX 6700 XT", "mistral-7b-q4_0"),
     ("vulkan", "Intel Arc A770", "llama3-8b-q4_k_m"),
     ("cpu", "Intel Core i9-13900K, DDR5-6400", "llama2-7b-q4_0"),  # the CPU plugin's own band

@@ -181,7 +181,8 @@ def _factor(table: dict[str, float], key: str | None) -> tuple[float, float]:
 class SpeedFits:
     decode: dict[str, LinearFit] = field(default_factory=dict)  # by weight family only
     decode_arch: dict[str, LinearFit] = field(default_factory=dict)  # ... and by the device's architecture
-    prefill: dict[str, LinearFit] = field(default_factory=dict)
+    prefill: dict[str, LinearFit] = field(default_factory=dict)  # by the device's architecture
+    prefill_any: dict[str, LinearFit] = field(default_factory=dict)  # one factor: architecture unknown
     dataset: str = ""
 
     def to_json(self) -> str:
@@ -195,6 +196,7 @@ class SpeedFits:
                 decode={k: LinearFit(**v) for k, v in data.get("decode", {}).items()},
                 decode_arch={k: LinearFit(**v) for k, v in data.get("decode_arch", {}).items()},
                 prefill={k: LinearFit(**v) for k, v in data.get("prefill", {}).items()},
+                prefill_any={k: LinearFit(**v) for k, v in data.get("prefill_any", {}).items()},
                 dataset=str(data.get("dataset", "")),
             )
         except (ValueError, TypeError, AttributeError) as e:
@@ -217,11 +219,15 @@ class SpeedFits:
     def prefill_band(
         self, backend: str, spec: ModelSpec, peak_flops: float, architecture: str | None
     ) -> EfficiencyBand | None:
+        """By the device's architecture where the data has it; without one (FLOP/s given by
+        hand, or an architecture with no published result) the fit with one factor for all."""
         fit = self.prefill.get(backend)
+        if fit is None or architecture not in fit.read_factor:
+            fit = self.prefill_any.get(backend, fit)
         if fit is None:
             return None
         ideal = 2.0 * spec.active_params / peak_flops  # seconds per prompt token at the peak
-        group = architecture if architecture in fit.read_factor else (ALL if ALL in fit.read_factor else architecture)
+        group = architecture if architecture in fit.read_factor else ALL
         return fit.band(group, ideal, 1.0)
 
 

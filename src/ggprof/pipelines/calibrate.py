@@ -173,15 +173,15 @@ def fit_all(rows: list[ResultRow], refs: References, dataset: str) -> SpeedFits:
                         device=row.profile.id,
                     )
                 )
-    # A factor per architecture needs rows to rest on: a backend with few prefill rows gets one
-    # factor for all its devices (and the spread of all backends), as its decode fit does.
-    for backend, pts in prefill.items():
-        if len(pts) < MIN_OWN_SPREAD_ROWS:
-            prefill[backend] = [replace(p, group=ALL) for p in pts]
+    # One factor for all devices: what FLOP/s given by hand (no architecture) is judged by, and
+    # all a backend with few prefill rows gets (a factor per architecture needs rows to rest on).
+    prefill_any = {b: [replace(p, group=ALL) for p in pts] for b, pts in prefill.items()}
+    by_arch = {b: pts for b, pts in prefill.items() if len(pts) >= MIN_OWN_SPREAD_ROWS}
     return SpeedFits(
         decode=fit_backends("decode", decode),
         decode_arch=fit_backends("decode", decode, by_arch=True),
-        prefill=fit_backends("prefill", prefill),
+        prefill=fit_backends("prefill", by_arch),
+        prefill_any=fit_backends("prefill", prefill_any),
         dataset=dataset,
     )
 
@@ -200,12 +200,17 @@ def judge_row(
     row: ResultRow, refs: References, ext: Extensions, slowdown: float = 1.0, use_profile: bool = True
 ) -> RowVerdict:
     """`ggprof check MODEL --tg X (or --pp X) --device ID --backend B`, the row's tok/s divided
-    by `slowdown`. Without `use_profile`: `--bandwidth <the profile's GB/s>` (no FLOP/s)."""
+    by `slowdown`. Without `use_profile`: `--bandwidth <the profile's GB/s>` and `--flops <its
+    peak>`, no device (so no architecture)."""
     spec = refs.spec(row.model_ref)
     if use_profile:
         choice = DeviceChoice(device_id=row.profile.id)
     else:
-        choice = DeviceChoice(bandwidth=Figure(row.profile.bandwidth_bytes_per_s, "user", "published"))
+        peak = row.profile.peak_flops
+        choice = DeviceChoice(
+            bandwidth=Figure(row.profile.bandwidth_bytes_per_s, "user", "published"),
+            flops=Figure(peak, "user", "published") if peak else None,
+        )
     tok_s = row.tok_s / slowdown
     reported = Reported(
         tg_tok_s=tok_s if row.kind == "tg" else None,
