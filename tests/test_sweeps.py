@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -117,11 +118,28 @@ def test_thread_sweep_on_gemma_names_the_best_count(gemma_path: Path, run_cli) -
     s = json.loads(r.stdout)["threads_sweep"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert [p["threads"] for p in s["curve"]] == list(sweep_counts(facts))
-    assert s["best_tg_threads"] == facts.physical_cores and s["advice"] == f"-t {facts.physical_cores}"
-    expected = "SMT siblings" if facts.logical_cores > facts.physical_cores else "physical cores"
-    assert s["reason"].startswith(expected), s["reason"]
+    # Which count wins is a measurement (a busy machine may favour fewer threads), so the test checks
+    # that the advice follows the curve measured and the reason fits it, not a count fixed in advance.
+    tg = {p["threads"]: p["tg_tok_s"] for p in s["curve"]}
+    best = max(tg, key=lambda t: tg[t])
+    assert s["best_tg_threads"] == best and s["advice"] == f"-t {best}"
+    if s["reason"].startswith("bandwidth:"):
+        pass
+    elif best == facts.physical_cores:
+        expected = "SMT siblings" if facts.logical_cores > facts.physical_cores else "physical cores"
+        assert s["reason"].startswith(expected), s["reason"]
+    else:
+        assert s["reason"].startswith(("fewer threads than cores", "still rising", "efficiency cores")), s["reason"]
     text = run_cli("profile", str(gemma_path), "-p", "16", "-n", "8", "-r", "1", "--threads-sweep").stdout
-    assert f"use: -t {facts.physical_cores}" in text
+    curve = re.search(r"^threads: (.*) tok/s$", text, re.M)
+    advice = re.search(r"^  use: -t (\d+)$", text, re.M)
+    assert curve and advice, text
+    printed = {
+        int(t): float(v.replace(",", ""))
+        for t, v in re.findall(r"(\d+): (?:pp [\d.,]+ / )?tg ([\d.,]+)", curve.group(1))
+    }
+    assert sorted(printed) == list(sweep_counts(facts))
+    assert printed[int(advice.group(1))] == max(printed.values())
 
 
 @pytest.mark.slow
