@@ -23,6 +23,7 @@ from pathlib import Path
 from ggprof.paths import cache_dir
 from ggprof.pipelines.calibrate import References, RowVerdict, fit_all, judge_row, load_dataset
 from ggprof.plugins import extensions
+from ggprof.speed import OUTLIER_FACTOR
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT / "benchmarks" / "data" / "llama-cpp-results.jsonl"
@@ -61,6 +62,15 @@ def main() -> int:
         print(f"prefill {b:7s} {f.describe()}")
     for b, f in _fitted.fits().prefill_any.items():
         print(f"prefill {b:7s} without the architecture: {f.describe()}")
+    for name, table in (
+        ("decode", _fitted.fits().decode),
+        ("decode with the architecture", _fitted.fits().decode_arch),
+        ("prefill", _fitted.fits().prefill),
+        ("prefill without the architecture", _fitted.fits().prefill_any),
+    ):
+        for b, f in table.items():
+            for label in f.left_out:
+                print(f"  left out of the {b} {name} fit ({OUTLIER_FACTOR:g}x off): {label}")
     for kind, fitted in (("tg", _fitted.fits().decode), ("pp", _fitted.fits().prefill)):
         for b in sorted({r.backend for r in rows if r.kind == kind} - set(fitted)):
             mine = [r for r in rows if r.backend == b and r.kind == kind]

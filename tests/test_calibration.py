@@ -100,7 +100,9 @@ CASES = [
     ("rocm", "AMD Radeon PRO W7900", "llama2-7b-q4_0"),
     ("vulkan", "AMD Radeon RX 6700 XT", "mistral-7b-q4_0"),
     ("vulkan", "Intel Arc A770", "llama3-8b-q4_k_m"),
-    ("cpu", "Intel Core i9-13900K, DDR5-6400", "llama2-7b-q4_0"),  # the CPU plugin's own band
+    ("cpu", "Intel Core i9-13900K, DDR5-6400", "llama2-7b-q4_0"),  # the band fitted on public CPU results
+    ("cpu", "AMD EPYC 9274F (12 x DDR5-4800)", "llama2-7b-q4_0"),  # 33% of 460.8 GB/s: the flat band said suspicious
+    ("cpu", "Intel Core Ultra 7 258V (32 GB LPDDR5X-8533)", "llama2-7b-q4_0"),
 ]
 
 
@@ -169,6 +171,28 @@ def test_the_fit_recovers_known_parameters() -> None:
     fast, slow = fit.predicted_s("q4_0", 5e9 / 600e9, 36, 5.0)
     assert fast == slow == pytest.approx(tpot(5e9, 600e9, 36), rel=0.03)
     assert -0.04 < fit.residual_low < 0 < fit.residual_high < 0.04
+
+
+def test_a_result_far_off_the_fit_is_left_out_and_named() -> None:
+    """Eleven coherent results and one 5x slower (an old build, a misconfigured run): the fit and
+    its band rest on the eleven, and the twelfth is named, not averaged in."""
+    from ggprof.speed import OUTLIER_FACTOR, Point, fit_backends
+
+    def point(i: int, slow: float = 1.0) -> Point:
+        ideal = 1 / (1000 + 150 * i)
+        return Point(
+            group="all", ideal_s=ideal, units=1.0, measured_s=ideal / 0.4 * slow * (1 + 0.01 * (i % 3)),
+            device=f"gpu{i % 4}", label=f"row {i}",
+        )  # fmt: skip
+
+    coherent = [point(i) for i in range(11)]
+    (fit,) = fit_backends("prefill", {"vulkan": [*coherent, point(11, slow=5.0)]}).values()
+    assert fit.left_out == ("row 11",) and fit.n == 11 and OUTLIER_FACTOR < 5
+    assert 1 / fit.read_factor["all"] == pytest.approx(0.4, rel=0.05)
+    assert fit.residual_low > -0.05  # the band is as wide as the eleven, not the twelfth
+    assert "1 result(s) over 3x off left out" in fit.describe()
+    (clean,) = fit_backends("prefill", {"vulkan": coherent}).values()
+    assert clean.left_out == ()
 
 
 def test_an_h100_result_is_plausible_with_its_architecture_and_without(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]

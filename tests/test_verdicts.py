@@ -214,10 +214,16 @@ def test_llama_bench_results(gemma_path: Path, tmp_path: Path, run_cli) -> None:
     pp, tg = d["rows"]
     assert pp["measured_pp_tok_s"] == pytest.approx(602.930606) and "PREFILL_NO_PEAK" in codes(pp)
     assert tg["measured_tg_tok_s"] == pytest.approx(48.287829)
-    # 48.3 tok/s is 40% of the 121 tok/s ceiling at 30 GB/s: below the 55-85% band. A report has
-    # no run context, so `check` cannot tell it is compute-bound on 2 cores; the causes say so.
-    assert tg["verdict"] == "suspicious" and list(codes(tg)) == ["DECODE_BELOW_BAND"]
+    # 48.3 tok/s is 40% of the 121 tok/s ceiling at 30 GB/s: inside the band fitted on public CPU
+    # results (a 12-channel EPYC lands at 33-45% of its published bandwidth), so plausible ...
+    assert tg["verdict"] == "plausible" and list(codes(tg)) == ["DECODE_PLAUSIBLE"]
+    assert "public cpu" in json.dumps(tg)
     rows = json.loads(src.read_text())
+    rows[1]["avg_ts"] = 48.287829 / 2.5  # ... and the same run 2.5x slower is not
+    slow = tmp_path / "slow.jsonl"
+    slow.write_text("\n".join(json.dumps(r) for r in rows))
+    code, d = check(run_cli, str(gemma_path), "--llama-bench", str(slow), "--bandwidth", "30")
+    assert d["rows"][1]["verdict"] == "suspicious" and list(codes(d["rows"][1])) == ["DECODE_BELOW_BAND"]
     rows[1]["avg_ts"] = 500.0  # a claim 4x over the ceiling
     fake = tmp_path / "fake.jsonl"
     fake.write_text("\n".join(json.dumps(r) for r in rows))

@@ -57,11 +57,12 @@ OTHER_LOAD_PERCENT = 20.0
 
 class CPUBackend(Backend):
     name = "cpu"
-    # llama.cpp CPU decode typically lands near 70% of the bandwidth ceiling (docs/physics.md).
+    # Against a measured streaming bandwidth, llama.cpp CPU decode lands near 70% of the ceiling
+    # (local runs: docs/calibration.md; docs/physics.md).
     band = EfficiencyBand(
         low=0.55,
         high=0.85,
-        source="~70% of the bandwidth ceiling is typical for llama.cpp CPU decode (docs/physics.md)",
+        source="~70% of the measured-bandwidth ceiling is typical for llama.cpp CPU decode (docs/physics.md)",
     )
     causes = Causes(
         slow=(
@@ -74,8 +75,12 @@ class CPUBackend(Backend):
     )
 
     def efficiency_band(self, model: ModelSpec | None, device: Device | None) -> EfficiencyBand:
-        """Fitted on published CPU results where the dataset has them, else the flat band;
-        a measured run is also held to its thread probe (compute_roof)."""
+        """Against a published bandwidth (a profile, a figure given by hand): the band fitted on
+        public CPU results, which are fractions of published bandwidth. Against this host's
+        measured bandwidth, already what its memory delivers, the band calibrated on measured
+        local runs (docs/calibration.md); a measured run is also held to its thread probe."""
+        if device is not None and device.bandwidth is not None and device.bandwidth.source == "measured":
+            return self.band
         return _fitted.decode_band(self.name, model, device) or self.band
 
     def prefill_band(self, model: ModelSpec | None, device: Device | None) -> EfficiencyBand | None:

@@ -102,6 +102,11 @@ def percentile(values: list[float], q: float) -> float:
 
 MIN_OWN_SPREAD_ROWS = 12  # fewer rows: a backend's band takes the spread of all backends' fits
 MIN_FIT_DEVICES = 3  # a fit on one or two devices describes those devices, not the backend: none
+# A result more than 3x away from the fit's median residual is left out of the fit and its spread
+# (and named by benchmarks/calibrate.py): one misconfigured or old-build row must not widen a
+# whole backend's band. 3x is beyond any coherent group's spread in the data (the widest kept,
+# CUDA prefill without the architecture, spans -59%/+39%).
+OUTLIER_FACTOR = 3.0
 ALL = "all"  # the group of a device whose architecture has no fitted factor
 
 
@@ -126,6 +131,7 @@ class LinearFit:
     n: int
     devices: int
     median_error: float  # median |measured / predicted - 1| on the fitted rows
+    left_out: tuple[str, ...] = ()  # results left out of the fit and its spread (OUTLIER_FACTOR)
 
     def predicted_s(
         self, group: str | None, ideal_s: float, units: float, gb: float = 0.0, arch: str | None = None
@@ -164,9 +170,10 @@ class LinearFit:
             model = f"compute ceiling reached {factors}, plus {self.per_unit_s * 1e6:.1f} us per token"
         spread = f"{math.exp(self.residual_low) - 1:+.0%}/{math.exp(self.residual_high) - 1:+.0%}"
         src = "" if self.spread_source == "own" else f", taken from {self.spread_source}"
+        out = f"; {len(self.left_out)} result(s) over {OUTLIER_FACTOR:g}x off left out" if self.left_out else ""
         return (
             f"fitted on {self.n} public {self.backend} {self.kind} results ({self.devices} devices): {model}; "
-            f"residual spread {spread} (2nd-98th percentile{src})"
+            f"residual spread {spread} (2nd-98th percentile{src}){out}"
         )
 
 
@@ -175,6 +182,10 @@ def _factor(table: dict[str, float], key: str | None) -> tuple[float, float]:
         return table[key], table[key]
     known = list(table.values()) or [1.0]
     return min(known), max(known)
+
+
+def _fit(v: dict[str, Any]) -> LinearFit:
+    return LinearFit(**{**v, "left_out": tuple(v.get("left_out", ()))})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,10 +204,10 @@ class SpeedFits:
         try:
             data = json.loads(read_text(path, MAX_FITS_BYTES, BadInputError))
             return cls(
-                decode={k: LinearFit(**v) for k, v in data.get("decode", {}).items()},
-                decode_arch={k: LinearFit(**v) for k, v in data.get("decode_arch", {}).items()},
-                prefill={k: LinearFit(**v) for k, v in data.get("prefill", {}).items()},
-                prefill_any={k: LinearFit(**v) for k, v in data.get("prefill_any", {}).items()},
+                decode={k: _fit(v) for k, v in data.get("decode", {}).items()},
+                decode_arch={k: _fit(v) for k, v in data.get("decode_arch", {}).items()},
+                prefill={k: _fit(v) for k, v in data.get("prefill", {}).items()},
+                prefill_any={k: _fit(v) for k, v in data.get("prefill_any", {}).items()},
                 dataset=str(data.get("dataset", "")),
             )
         except (ValueError, TypeError, AttributeError) as e:
@@ -243,6 +254,7 @@ class Point:
     device: str
     gb: float = 0.0
     arch: str | None = None
+    label: str = ""  # which result (named when it is left out of a fit)
 
 
 def _bounded_lstsq(a: Any, bounds: list[float]) -> list[float]:
@@ -347,6 +359,13 @@ def residuals(fit: LinearFit, points: list[Point]) -> list[float]:
     ]
 
 
+def inliers(fit: LinearFit, points: list[Point]) -> list[Point]:
+    """The points within OUTLIER_FACTOR of the fit's median residual."""
+    res = residuals(fit, points)
+    mid = percentile(res, 0.5)
+    return [p for p, r in zip(points, res, strict=True) if abs(r - mid) <= math.log(OUTLIER_FACTOR)]
+
+
 def fit_backends(kind: str, points: dict[str, list[Point]], by_arch: bool = False) -> dict[str, LinearFit]:
     """One fit per backend with rows from at least MIN_FIT_DEVICES devices (else none: the
     backend keeps its own band). A backend with few rows gets one factor per group and no
@@ -355,10 +374,16 @@ def fit_backends(kind: str, points: dict[str, list[Point]], by_arch: bool = Fals
     points = {b: pts for b, pts in points.items() if len({p.device for p in pts}) >= MIN_FIT_DEVICES}
     if by_arch:
         points = {b: pts for b, pts in points.items() if len(pts) >= MIN_OWN_SPREAD_ROWS}
-    fits = {
-        b: fit_linear(b, kind, pts, by_arch, constants=len(pts) >= MIN_OWN_SPREAD_ROWS)
-        for b, pts in sorted(points.items())
-    }
+    fits: dict[str, LinearFit] = {}
+    for b, pts in sorted(points.items()):
+        fit = fit_linear(b, kind, pts, by_arch, constants=len(pts) >= MIN_OWN_SPREAD_ROWS)
+        kept = inliers(fit, pts)
+        if len(kept) < len(pts):
+            fit = replace(
+                fit_linear(b, kind, kept, by_arch, constants=len(pts) >= MIN_OWN_SPREAD_ROWS),
+                left_out=tuple(p.label for p in pts if p not in kept),
+            )
+        points[b], fits[b] = kept, fit
     pooled = [r for b, pts in points.items() for r in residuals(fits[b], pts)]
     for b, fit in fits.items():
         if fit.n < MIN_OWN_SPREAD_ROWS:

@@ -159,6 +159,7 @@ def fit_all(rows: list[ResultRow], refs: References, dataset: str) -> SpeedFits:
                     device=row.profile.id,
                     gb=spec.decode_bytes_per_token / 1e9,
                     arch=row.profile.architecture,
+                    label=row.label,
                 )
             )
         else:
@@ -171,6 +172,7 @@ def fit_all(rows: list[ResultRow], refs: References, dataset: str) -> SpeedFits:
                         units=1.0,
                         measured_s=1.0 / row.tok_s,
                         device=row.profile.id,
+                        label=row.label,
                     )
                 )
     # One factor for all devices: what FLOP/s given by hand (no architecture) is judged by, and
