@@ -62,13 +62,13 @@ def main() -> int:
         print(f"prefill {b:7s} {f.describe()}")
     for b, f in _fitted.fits().prefill_any.items():
         print(f"prefill {b:7s} without the architecture: {f.describe()}")
-    for name, table in (
+    for name, fitted_table in (
         ("decode", _fitted.fits().decode),
         ("decode with the architecture", _fitted.fits().decode_arch),
         ("prefill", _fitted.fits().prefill),
         ("prefill without the architecture", _fitted.fits().prefill_any),
     ):
-        for b, f in table.items():
+        for b, f in fitted_table.items():
             for label in f.left_out:
                 print(f"  left out of the {b} {name} fit ({OUTLIER_FACTOR:g}x off): {label}")
     for kind, fitted in (("tg", _fitted.fits().decode), ("pp", _fitted.fits().prefill)):

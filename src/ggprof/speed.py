@@ -102,11 +102,11 @@ def percentile(values: list[float], q: float) -> float:
 
 MIN_OWN_SPREAD_ROWS = 12  # fewer rows: a backend's band takes the spread of all backends' fits
 MIN_FIT_DEVICES = 3  # a fit on one or two devices describes those devices, not the backend: none
-# A result more than 3x away from the fit's median residual is left out of the fit and its spread
-# (and named by benchmarks/calibrate.py): one misconfigured or old-build row must not widen a
-# whole backend's band. 3x is beyond any coherent group's spread in the data (the widest kept,
-# CUDA prefill without the architecture, spans -59%/+39%).
-OUTLIER_FACTOR = 3.0
+# A result more than 4x away from the fit's median residual is left out of the fit and its spread
+# (and named by benchmarks/calibrate.py). 4x is the slowdown a prefill band must catch (2.5x for
+# decode): a row already that far below the others, kept in, would stretch the band over exactly
+# the runs it exists to flag. Such rows are old builds or misconfigured runs (docs/calibration.md).
+OUTLIER_FACTOR = 4.0
 ALL = "all"  # the group of a device whose architecture has no fitted factor
 
 
@@ -165,9 +165,12 @@ class LinearFit:
             if self.arch_factor:
                 archs = ", ".join(f"{a} x{1 / f:.2f}" for a, f in sorted(self.arch_factor.items()))
                 model += f" (by architecture: {archs})"
-            model += f", plus {self.per_unit_s * 1e6:.0f} us per layer and {self.per_gb_s * 1e3:.2f} ms per GB"
+            costs = [f"{self.per_unit_s * 1e6:.0f} us per layer"] if self.per_unit_s else []
+            costs += [f"{self.per_gb_s * 1e3:.2f} ms per GB"] if self.per_gb_s else []
+            model += f", plus {' and '.join(costs)}" if costs else ""
         else:
-            model = f"compute ceiling reached {factors}, plus {self.per_unit_s * 1e6:.1f} us per token"
+            model = f"compute ceiling reached {factors}"
+            model += f", plus {self.per_unit_s * 1e6:.1f} us per token" if self.per_unit_s else ""
         spread = f"{math.exp(self.residual_low) - 1:+.0%}/{math.exp(self.residual_high) - 1:+.0%}"
         src = "" if self.spread_source == "own" else f", taken from {self.spread_source}"
         out = f"; {len(self.left_out)} result(s) over {OUTLIER_FACTOR:g}x off left out" if self.left_out else ""
