@@ -76,6 +76,9 @@ def main() -> int:
             mine = [r for r in rows if r.backend == b and r.kind == kind]
             devices = len({r.profile.id for r in mine})
             what = "decode " if kind == "tg" else "prefill"
+            if kind == "pp" and b in _fitted.fits().prefill_any:
+                print(f"{what} {b:7s} not fitted by architecture ({len(mine)} rows): one factor for all its devices")
+                continue
             print(f"{what} {b:7s} not fitted: {len(mine)} rows on {devices} devices; its plugin's own band applies")
 
     honest = [judge_row(r, refs, ext) for r in rows]
