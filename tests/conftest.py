@@ -3,6 +3,7 @@ through ggprof's real entry point (one-line errors, exit statuses)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterator
@@ -33,6 +34,18 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 
     yield
     plugins.reset()
+
+
+@pytest.fixture(autouse=True)
+def _no_process_outlives_its_test() -> Iterator[None]:
+    """A test that fails half way must not leave a llama.cpp run decoding on a core for the rest
+    of the session (it made later, timing-sensitive tests fail): its subprocesses are killed."""
+    import psutil
+
+    yield
+    for proc in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
 
 
 @pytest.fixture

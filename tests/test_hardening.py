@@ -372,9 +372,12 @@ def llama_child(proc: subprocess.Popen[str], timeout_s: float = 60) -> psutil.Pr
     """The llama.cpp child of a running `ggprof bench`, once it is decoding."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        kids = [c for c in psutil.Process(proc.pid).children() if "ggprof.bench.child" in " ".join(c.cmdline())]
-        if kids and kids[0].cpu_times().user > 0.5:
-            return kids[0]
+        for kid in psutil.Process(proc.pid).children():
+            try:  # a short-lived helper can be a zombie (or gone) by the time it is asked
+                if "ggprof.bench.child" in " ".join(kid.cmdline()) and kid.cpu_times().user > 0.5:
+                    return kid
+            except psutil.Error:
+                continue
         time.sleep(0.2)
     raise AssertionError("the llama.cpp child did not start")
 
@@ -385,7 +388,12 @@ def llama_child(proc: subprocess.Popen[str], timeout_s: float = 60) -> psutil.Pr
 )
 def test_a_signal_ends_bench_and_its_child(sig: int, status: int, word: str, gemma_path: Path) -> None:
     proc = start_bench(gemma_path)
-    child = llama_child(proc)
+    try:
+        child = llama_child(proc)
+    except BaseException:  # the run ends (and its pipes close) even when the child was not found
+        proc.kill()
+        proc.communicate(timeout=60)
+        raise
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == status and f"Error: {word}" in err
@@ -396,9 +404,11 @@ def test_a_signal_ends_bench_and_its_child(sig: int, status: int, word: str, gem
 @pytest.mark.slow
 def test_kill_9_of_ggprof_ends_the_child_too(gemma_path: Path) -> None:
     proc = start_bench(gemma_path)
-    child = llama_child(proc)
-    proc.kill()
-    proc.communicate(timeout=30)
+    try:
+        child = llama_child(proc)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
     child.wait(timeout=10)
     assert not child.is_running()
 

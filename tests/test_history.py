@@ -82,9 +82,11 @@ def test_kill_9_mid_profile_loses_no_earlier_run(tiny: Path, gemma_path: Path, t
     first = ggprof_sub("bench", str(tiny), *QUICK, "--db", str(db))
     first.communicate(timeout=120)
     proc = ggprof_sub("profile", str(gemma_path), "-p", "0", "-n", "20000", "-r", "1", "--db", str(db))
-    child = llama_child(proc)  # llama.cpp is running
-    proc.kill()
-    proc.communicate(timeout=30)
+    try:
+        child = llama_child(proc)  # llama.cpp is running
+    finally:  # killed and its pipes closed even when the child was not found
+        proc.kill()
+        proc.communicate(timeout=30)
     child.wait(timeout=10)
     conn = sqlite3.connect(db)
     try:
