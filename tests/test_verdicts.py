@@ -256,9 +256,13 @@ PROFILE_KEYS = {
 def test_profile_gemma_end_to_end(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     """An honest run of the real Gemma model on this machine's 2 threads is plausible, with the
     thread probe (1 thread) giving the compute roof the band is capped by."""
-    r = run_cli("profile", str(gemma_path), "-p", "128", "-n", "64", "-r", "5", "-t", "2", "--json")
-    d = json.loads(r.stdout)
-    noted = [(f["code"], f["observed"], f["expected"]) for f in d["findings"] if f["severity"] != "plausible"]
+    for attempt in range(2):  # a run disturbed by a neighbour (shared machine) says so; then once more
+        r = run_cli("profile", str(gemma_path), "-p", "128", "-n", "64", "-r", "5", "-t", "2", "--json")
+        d = json.loads(r.stdout)
+        noted = [(f["code"], f["observed"], f["expected"]) for f in d["findings"] if f["severity"] != "plausible"]
+        if r.exit_code == 0 or attempt == 1:
+            break
+        assert "RUN_TOO_NOISY" in {code for code, _, _ in noted}, noted  # not plausible only when it was noisy
     assert r.exit_code == 0, (noted, d["context"]["cpu_load_during_percent"])  # a quiet machine: nothing else running
     assert set(d) >= PROFILE_KEYS
     assert d["verdict"] == "plausible"
