@@ -373,7 +373,8 @@ def fit_backends(kind: str, points: dict[str, list[Point]], by_arch: bool = Fals
     """One fit per backend with rows from at least MIN_FIT_DEVICES devices (else none: the
     backend keeps its own band). A backend with few rows gets one factor per group and no
     constant (more parameters would only replay its rows), no fit by architecture, and the
-    residual spread of all fits."""
+    residual spread of all fits. A row more than OUTLIER_FACTOR off the first fit is left out
+    of the refit and its spread, and named in `left_out`."""
     points = {b: pts for b, pts in points.items() if len({p.device for p in pts}) >= MIN_FIT_DEVICES}
     if by_arch:
         points = {b: pts for b, pts in points.items() if len(pts) >= MIN_OWN_SPREAD_ROWS}
