@@ -8,12 +8,14 @@ printed by benchmarks/calibrate.py (docs/calibration.md)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from ggprof_backends import _fitted
 from ggprof_backends.cuda import nvml_bandwidth, parse_nvidia_smi
 
+from ggprof import SpeedFits
 from ggprof.errors import BadInputError
 from ggprof.machine.profiles import ProfileDB, builtin_dir
 from ggprof.pipelines.calibrate import References, ResultRow, fit_all, judge_row, load_dataset
@@ -78,13 +80,33 @@ def test_a_bad_row_is_rejected_naming_it(tmp_path: Path, profiles, change: dict,
 
 
 def test_committed_fits_are_a_refit_of_the_dataset(rows: list[ResultRow], refs: References) -> None:
+    """Equal to the digits stored: a least-squares refit differs in the 13th-15th digit from
+    one CPU, BLAS or numpy to another, which must not fail this test."""
     fresh = fit_all(rows, refs, dataset="benchmarks/data/llama-cpp-results.jsonl")
-    assert json.loads(fresh.to_json()) == json.loads(_fitted.FITS_PATH.read_text()), (
-        "run benchmarks/calibrate.py --write"
-    )
+    assert fresh.differences(SpeedFits.load(_fitted.FITS_PATH)) == [], "run benchmarks/calibrate.py --write"
     decode = fresh.decode["cuda"]
     assert decode.per_unit_s > 0  # the cost per layer that a flat band misses
     assert 0.5 < 1 / decode.read_factor["q4_0"] <= 1.0
+
+
+def test_one_changed_row_makes_the_committed_fits_stale(rows: list[ResultRow], refs: References) -> None:
+    """The tolerance still catches a stale file: one CUDA decode row 10% faster moves the fit."""
+    committed = SpeedFits.load(_fitted.FITS_PATH)
+    i = next(i for i, r in enumerate(rows) if (r.backend, r.kind, r.depth) == ("cuda", "tg", 0))
+    changed = [*rows[:i], replace(rows[i], tok_s=rows[i].tok_s * 1.1), *rows[i + 1 :]]
+    stale = fit_all(changed, refs, dataset="benchmarks/data/llama-cpp-results.jsonl").differences(committed)
+    assert any(d.startswith("/decode/cuda/") for d in stale), stale
+
+
+def test_the_stored_fits_carry_meaningful_digits_only(rows: list[ResultRow], refs: References) -> None:
+    """Stored with six significant digits; noise in the last bits of a float is not stored."""
+    noisy = fit_all(rows, refs, dataset="x")
+    cuda = noisy.decode["cuda"]
+    jittered = replace(noisy, decode={**noisy.decode, "cuda": replace(cuda, per_unit_s=cuda.per_unit_s * (1 + 3e-13))})
+    assert jittered.to_json() == noisy.to_json()
+    assert jittered.differences(noisy) == []
+    for value in json.loads(noisy.to_json())["decode"]["cuda"]["read_factor"].values():
+        assert len(repr(value).replace(".", "").lstrip("0")) <= 6
 
 
 # (backend, dataset rows by hardware and test): published results, judged as published and slowed
@@ -98,7 +120,10 @@ CASES = [
     ("cuda", "RTX 4090", "llama2-7b-q4_0"),
     ("rocm", "AMD Radeon RX 7900 XTX", "llama3-8b-q4_k_m"),
     ("rocm", "AMD Radeon PRO W7900", "llama2-7b-q4_0"),
-    ("vulkan", "AMD Radeon RX 6700 XT", "mistral-7b-q4_0"),
+    # The scoreboard's current build; its March 2024 PR build reached half of that (44% of the
+    # ceiling vs 82%) and is now below the band: the band follows today's llama.cpp.
+    ("vulkan", "AMD Radeon RX 6700 XT", "llama2-7b-q4_0"),
+    ("vulkan", "RTX 4090", "llama2-7b-q4_0"),
     ("vulkan", "Intel Arc A770", "llama3-8b-q4_k_m"),
     ("cpu", "Intel Core i9-13900K, DDR5-6400", "llama2-7b-q4_0"),  # the band fitted on public CPU results
     ("cpu", "AMD EPYC 9274F (12 x DDR5-4800)", "llama2-7b-q4_0"),  # 33% of 460.8 GB/s: the flat band said suspicious

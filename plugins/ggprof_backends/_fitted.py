@@ -3,6 +3,8 @@ written by `benchmarks/calibrate.py --write` from benchmarks/data/llama-cpp-resu
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,9 +17,27 @@ if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
 FITS_PATH = Path(__file__).with_name("speed-fits.json")
 
 
-@cache
+_override: list[SpeedFits] = []  # set by `using` (calibration: fits that left a device out)
+
+
 def fits() -> SpeedFits:
+    return _override[-1] if _override else _committed()
+
+
+@cache
+def _committed() -> SpeedFits:
     return SpeedFits.load(FITS_PATH) if FITS_PATH.is_file() else SpeedFits()
+
+
+@contextmanager
+def using(other: SpeedFits) -> Iterator[None]:
+    """Judge with `other` instead of the committed fits inside the block (benchmarks/calibrate.py
+    judges each device with fits that never saw it)."""
+    _override.append(other)
+    try:
+        yield
+    finally:
+        _override.pop()
 
 
 def decode_band(backend: str, model: ModelSpec | None, device: Device | None) -> EfficiencyBand | None:

@@ -60,6 +60,37 @@ LABELS = {
 }
 QUANTILES = (0.02, 0.98)  # the band: these residual percentiles of the fit
 MAX_FITS_BYTES = 1 << 20
+# A least-squares fit is not bit-identical across CPUs, BLAS builds and numpy versions (the
+# 13th-15th significant digits differ). Stored with 6 significant digits and compared to 1e-5
+# (relative): one published row changed by 10% moves the fitted factors by 1e-4 or more.
+STORED_DIGITS = 6
+FIT_TOLERANCE = 1e-5
+
+
+# The vendor of each chip generation (profiles' `architecture`). A device whose own generation
+# has no published result for a backend is judged by its vendor's: the same drivers, compilers
+# and kernel paths, the next-closest evidence (Intel's Vulkan driver is not NVIDIA's).
+VENDOR_PREFIXES = (
+    ("apple-", "apple"),
+    ("xe", "intel"),
+    ("rdna", "amd"),
+    ("gcn", "amd"),
+    ("cdna", "amd"),
+    ("pascal", "nvidia"),
+    ("volta", "nvidia"),
+    ("turing", "nvidia"),
+    ("ampere", "nvidia"),
+    ("ada", "nvidia"),
+    ("hopper", "nvidia"),
+    ("blackwell", "nvidia"),
+)
+
+
+def vendor_of(architecture: str | None) -> str | None:
+    """apple, intel, amd or nvidia for a known chip generation, else None."""
+    if architecture is None:
+        return None
+    return next((v for prefix, v in VENDOR_PREFIXES if architecture.startswith(prefix)), None)
 
 
 def family(ggml_type: str) -> str:
@@ -100,7 +131,7 @@ def percentile(values: list[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-MIN_OWN_SPREAD_ROWS = 12  # fewer rows: a backend's band takes the spread of all backends' fits
+MIN_OWN_SPREAD_ROWS = 12  # fewer rows: a backend takes the mean spread of the backends with more
 MIN_FIT_DEVICES = 3  # a fit on one or two devices describes those devices, not the backend: none
 # A result more than 4x away from the fit's median residual is left out of the fit and its spread
 # (and named by benchmarks/calibrate.py). 4x is the slowdown a prefill band must catch (2.5x for
@@ -127,7 +158,7 @@ class LinearFit:
     arch_factor: dict[str, float] = field(default_factory=dict)  # empty: not by architecture
     residual_low: float  # ln(measured / predicted) at the 2nd percentile
     residual_high: float  # ... at the 98th
-    spread_source: str  # "own" or "all backends (n rows here)"
+    spread_source: str  # "own" or "the mean of the other backends' fits (n rows here)"
     n: int
     devices: int
     median_error: float  # median |measured / predicted - 1| on the fitted rows
@@ -180,6 +211,30 @@ class LinearFit:
         )
 
 
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.{STORED_DIGITS}g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def _differences(a: Any, b: Any, rel: float, path: str) -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = [f"{path}/{k}" for k in sorted(set(a) ^ set(b))]
+        for k in sorted(set(a) & set(b)):
+            out += _differences(a[k], b[k], rel, f"{path}/{k}")
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in _differences(x, y, rel, f"{path}/{i}")]
+    numbers = (int, float)
+    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
+        return [] if math.isclose(a, b, rel_tol=rel, abs_tol=1e-12) else [f"{path}: {a!r} vs {b!r}"]
+    return [] if a == b else [f"{path}: {a!r} vs {b!r}"]
+
+
 def _factor(table: dict[str, float], key: str | None) -> tuple[float, float]:
     if key is not None and key in table:
         return table[key], table[key]
@@ -195,12 +250,21 @@ def _fit(v: dict[str, Any]) -> LinearFit:
 class SpeedFits:
     decode: dict[str, LinearFit] = field(default_factory=dict)  # by weight family only
     decode_arch: dict[str, LinearFit] = field(default_factory=dict)  # ... and by the device's architecture
+    decode_vendor: dict[str, LinearFit] = field(default_factory=dict)  # ... and by its vendor
     prefill: dict[str, LinearFit] = field(default_factory=dict)  # by the device's architecture
+    prefill_vendor: dict[str, LinearFit] = field(default_factory=dict)  # by its vendor
     prefill_any: dict[str, LinearFit] = field(default_factory=dict)  # one factor: architecture unknown
     dataset: str = ""
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
+        """Rounded to STORED_DIGITS significant digits: the digits a fit on a few hundred
+        published results means, and the same file whatever CPU, BLAS or numpy refitted it."""
+        return json.dumps(_rounded(asdict(self)), indent=1, sort_keys=True) + "\n"
+
+    def differences(self, other: SpeedFits, rel: float = FIT_TOLERANCE) -> list[str]:
+        """Where two fits disagree (a key path each): numbers beyond `rel`, anything else
+        exactly. A refit on another machine agrees; a refit after one changed row does not."""
+        return _differences(json.loads(self.to_json()), json.loads(other.to_json()), rel, "")
 
     @classmethod
     def load(cls, path: Path) -> SpeedFits:
@@ -209,7 +273,9 @@ class SpeedFits:
             return cls(
                 decode={k: _fit(v) for k, v in data.get("decode", {}).items()},
                 decode_arch={k: _fit(v) for k, v in data.get("decode_arch", {}).items()},
+                decode_vendor={k: _fit(v) for k, v in data.get("decode_vendor", {}).items()},
                 prefill={k: _fit(v) for k, v in data.get("prefill", {}).items()},
+                prefill_vendor={k: _fit(v) for k, v in data.get("prefill_vendor", {}).items()},
                 prefill_any={k: _fit(v) for k, v in data.get("prefill_any", {}).items()},
                 dataset=str(data.get("dataset", "")),
             )
@@ -219,30 +285,38 @@ class SpeedFits:
     def decode_band(
         self, backend: str, spec: ModelSpec, bandwidth_bytes_per_s: float, architecture: str | None = None
     ) -> EfficiencyBand | None:
-        """The device's architecture narrows the band where the data has it; without one (a
-        bandwidth given by hand) the weight family alone decides."""
-        by_arch = self.decode_arch.get(backend)
-        fit = by_arch if by_arch is not None and architecture in by_arch.arch_factor else self.decode.get(backend)
+        """The device's architecture narrows the band where the data has it, else its vendor's;
+        without either (a bandwidth given by hand) the weight family alone decides."""
+        fit, key = self.decode.get(backend), architecture
+        by_arch, by_vendor, vendor = (
+            self.decode_arch.get(backend),
+            self.decode_vendor.get(backend),
+            vendor_of(architecture),
+        )
+        if by_arch is not None and architecture in by_arch.arch_factor:
+            fit = by_arch
+        elif by_vendor is not None and vendor in by_vendor.arch_factor:
+            fit, key = by_vendor, vendor
         if fit is None:
             return None
         nbytes = spec.decode_bytes_per_token
-        return fit.band(
-            dominant_family(spec), nbytes / bandwidth_bytes_per_s, spec.n_layers, nbytes / 1e9, architecture
-        )
+        return fit.band(dominant_family(spec), nbytes / bandwidth_bytes_per_s, spec.n_layers, nbytes / 1e9, key)
 
     def prefill_band(
         self, backend: str, spec: ModelSpec, peak_flops: float, architecture: str | None
     ) -> EfficiencyBand | None:
-        """By the device's architecture where the data has it; without one (FLOP/s given by
-        hand, or an architecture with no published result) the fit with one factor for all."""
+        """By the device's architecture where the data has it, else by its vendor; without
+        either (FLOP/s given by hand) the fit with one factor for all."""
+        group: str | None = architecture
         fit = self.prefill.get(backend)
         if fit is None or architecture not in fit.read_factor:
-            fit = self.prefill_any.get(backend, fit)
+            group, fit = vendor_of(architecture), self.prefill_vendor.get(backend)
+            if fit is None or group not in fit.read_factor:
+                fit = self.prefill_any.get(backend, self.prefill.get(backend))
         if fit is None:
             return None
         ideal = 2.0 * spec.active_params / peak_flops  # seconds per prompt token at the peak
-        group = architecture if architecture in fit.read_factor else ALL
-        return fit.band(group, ideal, 1.0)
+        return fit.band(group if group in fit.read_factor else ALL, ideal, 1.0)
 
 
 # -- fitting ---------------------------------------------------------------------------------
@@ -373,8 +447,9 @@ def fit_backends(kind: str, points: dict[str, list[Point]], by_arch: bool = Fals
     """One fit per backend with rows from at least MIN_FIT_DEVICES devices (else none: the
     backend keeps its own band). A backend with few rows gets one factor per group and no
     constant (more parameters would only replay its rows), no fit by architecture, and the
-    residual spread of all fits. A row more than OUTLIER_FACTOR off the first fit is left out
-    of the refit and its spread, and named in `left_out`."""
+    mean residual spread of the backends with rows enough for their own. A row more than
+    OUTLIER_FACTOR off the first fit is left out of the refit and its spread, and named in
+    `left_out`."""
     points = {b: pts for b, pts in points.items() if len({p.device for p in pts}) >= MIN_FIT_DEVICES}
     if by_arch:
         points = {b: pts for b, pts in points.items() if len(pts) >= MIN_OWN_SPREAD_ROWS}
@@ -388,14 +463,17 @@ def fit_backends(kind: str, points: dict[str, list[Point]], by_arch: bool = Fals
                 left_out=tuple(p.label for p in pts if p not in kept),
             )
         points[b], fits[b] = kept, fit
-    pooled = [r for b, pts in points.items() for r in residuals(fits[b], pts)]
+    # A typical backend's spread: the mean of the 2nd and 98th percentiles of the backends with
+    # rows enough for their own (row by row, the most heterogeneous backend would set it).
+    own = [f for f in fits.values() if f.n >= MIN_OWN_SPREAD_ROWS] or list(fits.values())
+    lo = sum(f.residual_low for f in own) / len(own) if own else 0.0
+    hi = sum(f.residual_high for f in own) / len(own) if own else 0.0
     for b, fit in fits.items():
         if fit.n < MIN_OWN_SPREAD_ROWS:
-            lo, hi = percentile(pooled, QUANTILES[0]), percentile(pooled, QUANTILES[1])
             fits[b] = replace(
                 fit,
                 residual_low=min(lo, fit.residual_low),
                 residual_high=max(hi, fit.residual_high),
-                spread_source=f"all backends' fits ({fit.n} rows here)",
+                spread_source=f"the mean of the other backends' fits ({fit.n} rows here)",
             )
     return fits

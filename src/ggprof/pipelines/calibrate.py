@@ -24,7 +24,7 @@ from ggprof.model.spec import ModelSpec, load_model
 from ggprof.pipelines.check import Checker, Reported
 from ggprof.pipelines.extensions import Extensions
 from ggprof.predict import PredictInputs, predict
-from ggprof.speed import ALL, MIN_OWN_SPREAD_ROWS, Point, SpeedFits, dominant_family, fit_backends
+from ggprof.speed import ALL, MIN_OWN_SPREAD_ROWS, Point, SpeedFits, dominant_family, fit_backends, vendor_of
 from ggprof.verdict.finding import Severity
 
 BACKENDS = ("cpu", "cuda", "metal", "rocm", "vulkan")
@@ -141,8 +141,23 @@ def prefill_ceiling_tok_s(spec: ModelSpec, row: ResultRow) -> float | None:
     return p.prefill_ceiling_tok_s
 
 
-def fit_all(rows: list[ResultRow], refs: References, dataset: str) -> SpeedFits:
-    """One decode and one prefill fit per backend with rows (depth-0 rows only)."""
+@dataclass(frozen=True, kw_only=True)
+class Points:
+    """The dataset's depth-0 rows as fitting points, by backend (built once: each needs the
+    model's header and, for prefill, a prediction)."""
+
+    decode: dict[str, list[Point]]
+    prefill: dict[str, list[Point]]
+
+    def without(self, device: str) -> Points:
+        """The points of every device but `device` (leave one device out)."""
+        return Points(
+            decode={b: [p for p in pts if p.device != device] for b, pts in self.decode.items()},
+            prefill={b: [p for p in pts if p.device != device] for b, pts in self.prefill.items()},
+        )
+
+
+def points_of(rows: list[ResultRow], refs: References) -> Points:
     decode: dict[str, list[Point]] = {}
     prefill: dict[str, list[Point]] = {}
     for row in rows:
@@ -172,17 +187,33 @@ def fit_all(rows: list[ResultRow], refs: References, dataset: str) -> SpeedFits:
                         units=1.0,
                         measured_s=1.0 / row.tok_s,
                         device=row.profile.id,
+                        arch=row.profile.architecture,
                         label=row.label,
                     )
                 )
+    return Points(decode=decode, prefill=prefill)
+
+
+def fit_all(rows: list[ResultRow], refs: References, dataset: str) -> SpeedFits:
+    """One decode and one prefill fit per backend with rows (depth-0 rows only)."""
+    return fit_points(points_of(rows, refs), dataset)
+
+
+def fit_points(points: Points, dataset: str) -> SpeedFits:
+    decode, prefill = points.decode, points.prefill
     # One factor for all devices: what FLOP/s given by hand (no architecture) is judged by, and
     # all a backend with few prefill rows gets (a factor per architecture needs rows to rest on).
     prefill_any = {b: [replace(p, group=ALL) for p in pts] for b, pts in prefill.items()}
     by_arch = {b: pts for b, pts in prefill.items() if len(pts) >= MIN_OWN_SPREAD_ROWS}
+    # The same points with the vendor in place of the chip generation (speed.vendor_of).
+    decode_vendor = {b: [replace(p, arch=vendor_of(p.arch)) for p in pts] for b, pts in decode.items()}
+    prefill_vendor = {b: [replace(p, group=vendor_of(p.arch) or ALL) for p in pts] for b, pts in by_arch.items()}
     return SpeedFits(
         decode=fit_backends("decode", decode),
         decode_arch=fit_backends("decode", decode, by_arch=True),
+        decode_vendor=fit_backends("decode", decode_vendor, by_arch=True),
         prefill=fit_backends("prefill", by_arch),
+        prefill_vendor=fit_backends("prefill", prefill_vendor),
         prefill_any=fit_backends("prefill", prefill_any),
         dataset=dataset,
     )
