@@ -8,8 +8,11 @@ Each row is judged as `ggprof check MODEL --tg X (or --pp X) --device ID --backe
 reference header of its model, and again as `--bandwidth <published GB/s> --flops <published
 peak>` with no device (so no architecture). Printed per backend: honest results judged
 impossible and suspicious, the same rows made 2.5x slower (decode) or 4x slower (prefill)
-judged suspicious, and the median error of the band's midpoint. Targets: 0 impossible,
-<= 5% suspicious, >= 95% of the slowed rows suspicious, median midpoint error <= 15%.
+judged suspicious, and the median error of the band's midpoint; first in sample (the rows
+the fit saw), then **leave one device out**: each device's rows judged by the fits made
+without that device, as a device the dataset does not hold will be. Targets, per backend
+with results on at least 5 devices: 0 impossible, <= 5% suspicious, >= 95% of the slowed
+rows suspicious.
 """
 
 from __future__ import annotations
@@ -73,14 +76,20 @@ def main() -> int:
         print(f"decode  {b:7s} {f.describe()}")
     for b, f in _fitted.fits().decode_arch.items():
         print(f"decode  {b:7s} with the device's architecture: {f.describe()}")
+    for b, f in _fitted.fits().decode_vendor.items():
+        print(f"decode  {b:7s} with the device's vendor (its architecture unseen): {f.describe()}")
     for b, f in _fitted.fits().prefill.items():
         print(f"prefill {b:7s} {f.describe()}")
+    for b, f in _fitted.fits().prefill_vendor.items():
+        print(f"prefill {b:7s} with the device's vendor (its architecture unseen): {f.describe()}")
     for b, f in _fitted.fits().prefill_any.items():
         print(f"prefill {b:7s} without the architecture: {f.describe()}")
     for name, fitted_table in (
         ("decode", _fitted.fits().decode),
         ("decode with the architecture", _fitted.fits().decode_arch),
+        ("decode with the vendor", _fitted.fits().decode_vendor),
         ("prefill", _fitted.fits().prefill),
+        ("prefill with the vendor", _fitted.fits().prefill_vendor),
         ("prefill without the architecture", _fitted.fits().prefill_any),
     ):
         for b, f in fitted_table.items():

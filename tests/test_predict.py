@@ -249,7 +249,8 @@ def test_predict_json_with_profile_device(tmp_path: Path, run_cli) -> None:  # t
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
     assert set(d) >= PREDICT_KEYS
-    assert (d["device_id"], d["bandwidth_source"], d["bandwidth_bytes_per_s"]) == ("ddr5-5600-dual", "profile", 89.6e9)
+    assert (d["device_id"], d["bandwidth_source"]) == ("ddr5-5600-dual", "profile")
+    assert d["bandwidth_bytes_per_s"] == pytest.approx(89.6e9)
     assert d["decode_ceiling_tok_s"] == pytest.approx(89.6e9 / d["decode_bytes_per_token"])
     assert d["expected_tok_s_low"] < d["decode_ceiling_tok_s"] * 0.7 < d["expected_tok_s_high"]
     assert [row["depth"] for row in d["depth_table"]] == [0, 4096, 8192]

@@ -250,7 +250,9 @@ def _bandwidth(host: HostContext) -> tuple[Figure | None, str | None]:
             f"read kernel, {host.bandwidth.threads} threads, {host.bandwidth.array_bytes >> 20} MiB arrays, "
             f"best of {len(read.samples_bytes_per_s)}, spread {read.spread:.0%}"
         )
-        return Figure(read.best_bytes_per_s, "measured", detail), profile_id
+        if host.bandwidth.unreliable:
+            detail += " (unreliable)"
+        return Figure(read.best_bytes_per_s, "measured", detail, spread=read.spread), profile_id
     if mem and mem.theoretical_bandwidth_bytes_per_s:
         return Figure(mem.theoretical_bandwidth_bytes_per_s, "os", f"theoretical: {mem.describe()}"), profile_id
     if profile_id:

@@ -15,6 +15,7 @@ class Figure:
     value: float
     source: Source
     detail: str = ""
+    spread: float | None = None  # measured: how far its repetitions disagreed, (best - worst) / best
 
     def describe(self) -> str:
         return f"{self.source}: {self.detail}" if self.detail else self.source

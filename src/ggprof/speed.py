@@ -195,7 +195,8 @@ class LinearFit:
             model = f"bandwidth reached {factors}"
             if self.arch_factor:
                 archs = ", ".join(f"{a} x{1 / f:.2f}" for a, f in sorted(self.arch_factor.items()))
-                model += f" (by architecture: {archs})"
+                by = "vendor" if set(self.arch_factor) <= {v for _, v in VENDOR_PREFIXES} | {ALL} else "architecture"
+                model += f" (by {by}: {archs})"
             costs = [f"{self.per_unit_s * 1e6:.0f} us per layer"] if self.per_unit_s else []
             costs += [f"{self.per_gb_s * 1e3:.2f} ms per GB"] if self.per_gb_s else []
             model += f", plus {' and '.join(costs)}" if costs else ""

@@ -16,7 +16,7 @@ from ggprof.figures import Figure
 from ggprof.machine import cache
 from ggprof.machine.device import Detection, Device
 from ggprof.machine.facts import HostFacts, gather_facts
-from ggprof.machine.measurements import BandwidthMeasurement, SgemmMeasurement
+from ggprof.machine.measurements import MAX_BANDWIDTH_SPREAD, BandwidthMeasurement, SgemmMeasurement
 from ggprof.machine.memory import MemoryConfig, detect_memory
 from ggprof.machine.profiles import ProfileDB
 
@@ -85,6 +85,13 @@ def describe_host(
     facts = gather_facts()
     warnings: list[str] = []
     cached = None if refresh else cache.load(facts)
+    if cached and cached[0].unreliable and measure:
+        # a noisy figure is never reused quietly: measure again (the new one replaces it)
+        warnings.append(
+            f"the cached bandwidth measurement's repetitions disagreed by {cached[0].read.spread:.0%} "
+            f"(over {MAX_BANDWIDTH_SPREAD:.0%}): measured again"
+        )
+        cached = None
     bandwidth = sgemm = None
     measured_at: float | None = None
     if cached:
@@ -101,6 +108,12 @@ def describe_host(
             cache.save(facts, bandwidth, sgemm)
         except OSError as e:  # the measurement stands; only reusing it later is lost
             warnings.append(f"could not cache the measurement in {cache.cache_path(facts).parent}: {e.strerror or e}")
+    if bandwidth is not None and bandwidth.unreliable:
+        warnings.append(
+            f"the bandwidth measurement is unreliable: its repetitions disagree by {bandwidth.read.spread:.0%} "
+            "(another program is using memory?); verdicts that rest on it say so. "
+            "`ggprof host --refresh` on a quiet machine measures it again"
+        )
     context = HostContext(facts=facts, memory=detect_memory(), bandwidth=bandwidth, sgemm=sgemm, profiles=profiles)
     detections = [_detect(d, context) for d in detectors]
     return HostReport(

@@ -4,6 +4,7 @@ decode against the backend's expected band, and whether the model fits the devic
 from __future__ import annotations
 
 from ggprof.machine.device import ExpectedSpeed
+from ggprof.machine.measurements import MAX_BANDWIDTH_SPREAD
 from ggprof.predict import Prediction, expected_decode, is_partial_offload
 from ggprof.units import fmt_bytes, fmt_rate, sig3
 from ggprof.verdict.backend import Backend
@@ -38,8 +39,27 @@ def findings(b: Backend, case: JudgeCase) -> list[Finding]:
 
 
 def noise_findings(b: Backend, case: JudgeCase) -> list[Finding]:
-    """Repetitions that disagree too much to judge the run: suspicious, naming the noise."""
+    """Repetitions that disagree too much to judge the run, or a measured bandwidth whose own
+    repetitions do: suspicious, naming the noise."""
     found = []
+    bw = case.prediction.device.bandwidth if case.prediction else None
+    if bw is not None and bw.source == "measured" and bw.spread is not None and bw.spread > MAX_BANDWIDTH_SPREAD:
+        found.append(
+            Finding(
+                severity="suspicious",
+                code="BANDWIDTH_UNRELIABLE",
+                title=f"the measured bandwidth this verdict rests on is unreliable: its repetitions "
+                f"disagree by {bw.spread:.0%}",
+                expected=f"at most {MAX_BANDWIDTH_SPREAD:.0%} between the best and the worst repetition",
+                observed=f"{bw.spread:.0%} ({fmt_rate(bw.value)} best; {bw.detail})",
+                causes=(
+                    "another program used memory while the bandwidth was measured",
+                    "power or thermal limits changed the clock during the measurement",
+                ),
+                next_step="`ggprof host --refresh` on a quiet machine, or pass --device ID / --bandwidth GB/s",
+                plugin=b.name,
+            )
+        )
     for test, tok_s, cv in (
         ("decode", case.measured_tg_tok_s, case.tg_cv),
         ("prefill", case.measured_pp_tok_s, case.pp_cv),
