@@ -1,7 +1,7 @@
 """Fit the expected-speed models on published llama.cpp results and measure the verdicts on them.
 
     python benchmarks/calibrate.py            # judge the dataset with the committed fits
-    python benchmarks/calibrate.py --write    # refit, write plugins/ggprof_backends/speed-fits.json, judge
+    python benchmarks/calibrate.py --write    # refit, write src/ggprof/calibration/speed-fits.json, judge
     python benchmarks/calibrate.py --plot docs/calibration-published.png
 
 Each row is judged as `ggprof check MODEL --tg X (or --pp X) --device ID --backend B` on the
@@ -24,7 +24,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from ggprof import calibration
 from ggprof.paths import cache_dir
+from ggprof.physics.expected import OUTLIER_FACTOR
 from ggprof.pipelines.calibrate import (
     References,
     ResultRow,
@@ -37,7 +39,6 @@ from ggprof.pipelines.calibrate import (
 )
 from ggprof.pipelines.extensions import Extensions
 from ggprof.plugins import extensions
-from ggprof.speed import OUTLIER_FACTOR
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT / "benchmarks" / "data" / "llama-cpp-results.jsonl"
@@ -47,13 +48,11 @@ SLOWDOWN = {"tg": 2.5, "pp": 4.0}
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", type=Path, default=DATASET)
-    ap.add_argument("--write", action="store_true", help="refit and write the plugin's speed-fits.json")
+    ap.add_argument("--write", action="store_true", help="refit and write src/ggprof/calibration/speed-fits.json")
     ap.add_argument("--plot", type=Path, help="draw measured vs expected (needs matplotlib)")
     ap.add_argument("--loo-only", action="store_true", help="only the leave-one-device-out tables")
     ap.add_argument("--missed", action="store_true", help="list the slowed rows leave-one-out did not catch")
     args = ap.parse_args()
-
-    from ggprof_backends import _fitted
 
     ext = extensions()
     rows = load_dataset(args.dataset, ext.profiles)
@@ -64,43 +63,43 @@ def main() -> int:
         dataset=str(args.dataset.relative_to(ROOT)) if args.dataset.is_relative_to(ROOT) else str(args.dataset),
     )
     if args.write:
-        _fitted.FITS_PATH.write_text(fresh.to_json())
-        _fitted._committed.cache_clear()
-        print(f"wrote {_fitted.FITS_PATH.relative_to(ROOT)}")
-    elif stale := _fitted.fits().differences(fresh):
+        calibration.FITS_PATH.write_text(fresh.to_json())
+        calibration.committed_fits.cache_clear()
+        print(f"wrote {calibration.FITS_PATH.relative_to(ROOT)}")
+    elif stale := calibration.speed_fits().differences(fresh):
         print(
             f"warning: the committed speed-fits.json differs from a refit of this dataset at {stale[0]} (run --write)"
         )
     print(f"{len(rows)} rows from {args.dataset.name}, {len({r.profile.id for r in rows})} devices\n")
-    for b, f in _fitted.fits().decode.items():
+    for b, f in calibration.speed_fits().decode.items():
         print(f"decode  {b:7s} {f.describe()}")
-    for b, f in _fitted.fits().decode_arch.items():
+    for b, f in calibration.speed_fits().decode_arch.items():
         print(f"decode  {b:7s} with the device's architecture: {f.describe()}")
-    for b, f in _fitted.fits().decode_vendor.items():
+    for b, f in calibration.speed_fits().decode_vendor.items():
         print(f"decode  {b:7s} with the device's vendor (its architecture unseen): {f.describe()}")
-    for b, f in _fitted.fits().prefill.items():
+    for b, f in calibration.speed_fits().prefill.items():
         print(f"prefill {b:7s} {f.describe()}")
-    for b, f in _fitted.fits().prefill_vendor.items():
+    for b, f in calibration.speed_fits().prefill_vendor.items():
         print(f"prefill {b:7s} with the device's vendor (its architecture unseen): {f.describe()}")
-    for b, f in _fitted.fits().prefill_any.items():
+    for b, f in calibration.speed_fits().prefill_any.items():
         print(f"prefill {b:7s} without the architecture: {f.describe()}")
     for name, fitted_table in (
-        ("decode", _fitted.fits().decode),
-        ("decode with the architecture", _fitted.fits().decode_arch),
-        ("decode with the vendor", _fitted.fits().decode_vendor),
-        ("prefill", _fitted.fits().prefill),
-        ("prefill with the vendor", _fitted.fits().prefill_vendor),
-        ("prefill without the architecture", _fitted.fits().prefill_any),
+        ("decode", calibration.speed_fits().decode),
+        ("decode with the architecture", calibration.speed_fits().decode_arch),
+        ("decode with the vendor", calibration.speed_fits().decode_vendor),
+        ("prefill", calibration.speed_fits().prefill),
+        ("prefill with the vendor", calibration.speed_fits().prefill_vendor),
+        ("prefill without the architecture", calibration.speed_fits().prefill_any),
     ):
         for b, f in fitted_table.items():
             for label in f.left_out:
                 print(f"  left out of the {b} {name} fit ({OUTLIER_FACTOR:g}x off): {label}")
-    for kind, fitted in (("tg", _fitted.fits().decode), ("pp", _fitted.fits().prefill)):
+    for kind, fitted in (("tg", calibration.speed_fits().decode), ("pp", calibration.speed_fits().prefill)):
         for b in sorted({r.backend for r in rows if r.kind == kind} - set(fitted)):
             mine = [r for r in rows if r.backend == b and r.kind == kind]
             devices = len({r.profile.id for r in mine})
             what = "decode " if kind == "tg" else "prefill"
-            if kind == "pp" and b in _fitted.fits().prefill_any:
+            if kind == "pp" and b in calibration.speed_fits().prefill_any:
                 print(f"{what} {b:7s} not fitted by architecture ({len(mine)} rows): one factor for all its devices")
                 continue
             print(f"{what} {b:7s} not fitted: {len(mine)} rows on {devices} devices; its plugin's own band applies")
@@ -120,7 +119,7 @@ def main() -> int:
     points = points_of(rows, refs)
     for device in sorted({r.profile.id for r in rows}):
         mine = [r for r in rows if r.profile.id == device]
-        with _fitted.using(fit_points(points.without(device), dataset="leave one out")):
+        with calibration.using(fit_points(points.without(device), dataset="leave one out")):
             loo += zip(*judge_all(mine, refs, ext), strict=True)
     honest, slowed, by_bw, by_bw_slow = (list(x) for x in zip(*loo, strict=True))
     seconds = time.perf_counter() - started

@@ -12,10 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from ggprof_backends import _fitted
 from ggprof_backends.cuda import nvml_bandwidth, parse_nvidia_smi
 
-from ggprof import SpeedFits
+from ggprof.calibration import committed_fits
 from ggprof.errors import BadInputError
 from ggprof.machine.profiles import ProfileDB, builtin_dir
 from ggprof.pipelines.calibrate import References, ResultRow, fit_all, judge_row, load_dataset
@@ -83,7 +82,7 @@ def test_committed_fits_are_a_refit_of_the_dataset(rows: list[ResultRow], refs: 
     """Equal to the digits stored: a least-squares refit differs in the 13th-15th digit from
     one CPU, BLAS or numpy to another, which must not fail this test."""
     fresh = fit_all(rows, refs, dataset="benchmarks/data/llama-cpp-results.jsonl")
-    assert fresh.differences(SpeedFits.load(_fitted.FITS_PATH)) == [], "run benchmarks/calibrate.py --write"
+    assert fresh.differences(committed_fits()) == [], "run benchmarks/calibrate.py --write"
     decode = fresh.decode["cuda"]
     assert decode.per_unit_s > 0  # the cost per layer that a flat band misses
     assert 0.5 < 1 / decode.read_factor["q4_0"] <= 1.0
@@ -91,7 +90,7 @@ def test_committed_fits_are_a_refit_of_the_dataset(rows: list[ResultRow], refs: 
 
 def test_one_changed_row_makes_the_committed_fits_stale(rows: list[ResultRow], refs: References) -> None:
     """The tolerance still catches a stale file: one CUDA decode row 10% faster moves the fit."""
-    committed = SpeedFits.load(_fitted.FITS_PATH)
+    committed = committed_fits()
     i = next(i for i, r in enumerate(rows) if (r.backend, r.kind, r.depth) == ("cuda", "tg", 0))
     changed = [*rows[:i], replace(rows[i], tok_s=rows[i].tok_s * 1.1), *rows[i + 1 :]]
     stale = fit_all(changed, refs, dataset="benchmarks/data/llama-cpp-results.jsonl").differences(committed)
@@ -173,7 +172,7 @@ def test_the_fit_recovers_known_parameters() -> None:
     law (a point it was not fitted on is predicted within 3%) and a band as wide as the noise."""
     import random
 
-    from ggprof.speed import Point, fit_linear
+    from ggprof.calibration.fitting import Point, fit_linear
 
     def tpot(nbytes: float, bw: float, layers: int) -> float:
         return nbytes * 1.25 / bw + layers * 40e-6
@@ -201,7 +200,8 @@ def test_the_fit_recovers_known_parameters() -> None:
 def test_a_result_far_off_the_fit_is_left_out_and_named() -> None:
     """Eleven coherent results and one 6x slower (an old build, a misconfigured run): the fit and
     its band rest on the eleven, and the twelfth is named, not averaged in."""
-    from ggprof.speed import OUTLIER_FACTOR, Point, fit_backends
+    from ggprof.calibration.fitting import Point, fit_backends
+    from ggprof.physics.expected import OUTLIER_FACTOR
 
     def point(i: int, slow: float = 1.0) -> Point:
         ideal = 1 / (1000 + 150 * i)

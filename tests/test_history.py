@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from test_hardening import llama_child
 
-from ggprof.history import MIGRATE_V1_TO_V2, SCHEMA_V1, SCHEMA_VERSION
+from ggprof.history.store import MIGRATE_V1_TO_V2, SCHEMA_V1, SCHEMA_VERSION
 
 DATA = Path(__file__).parent / "data"
 QUICK = ("-p", "16", "-n", "8", "-r", "3")
@@ -100,7 +100,7 @@ def test_kill_9_mid_profile_loses_no_earlier_run(tiny: Path, gemma_path: Path, t
 def test_two_processes_writing_at_once_both_succeed(tiny: Path, tmp_path: Path) -> None:
     """Both runs finish while a third connection holds the write lock; both wait, both are kept."""
     db = tmp_path / "h.db"
-    from ggprof.history import connect
+    from ggprof.history.store import connect
 
     with connect(db):
         pass  # created and migrated

@@ -14,7 +14,14 @@ from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.machine.profiles import ProfileDB
 from ggprof.machine.target import device_from_profile
 from ggprof.model.spec import ModelSpec, load_model
-from ggprof.predict import PredictInputs, batch_max, compute_buffer_bytes, layers_on_gpu, predict, prefill_flops
+from ggprof.physics.roofline import (
+    PredictInputs,
+    batch_max,
+    compute_buffer_bytes,
+    layers_on_gpu,
+    predict,
+    prefill_flops,
+)
 
 BAND = EfficiencyBand(low=0.5, high=0.9, source="test")
 GiB = 2**30
@@ -309,7 +316,7 @@ def test_default_device_is_this_host_with_cached_measurement(
     ("prompt", "depth", "window"), [(10, 0, 4), (10, 3, 4), (10, 10, 4), (5, 0, 100), (1000, 200, 512)]
 )
 def test_keys_attended_closed_form(prompt: int, depth: int, window: int) -> None:
-    from ggprof.predict import _keys_attended
+    from ggprof.physics.roofline import _keys_attended
 
     assert _keys_attended(prompt, depth, window) == sum(min(depth + i, window) for i in range(1, prompt + 1))
     assert _keys_attended(prompt, depth, None) == sum(depth + i for i in range(1, prompt + 1))

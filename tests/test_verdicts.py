@@ -18,8 +18,8 @@ from ggprof.machine.device import Device
 from ggprof.machine.profiles import ProfileDB
 from ggprof.machine.target import device_from_profile
 from ggprof.model.spec import load_model
+from ggprof.physics.roofline import PredictInputs, predict
 from ggprof.plugins import extensions
-from ggprof.predict import PredictInputs, predict
 from ggprof.verdict.finding import JudgeCase, Verdict
 from ggprof.verdict.judge import judge as judge_with
 

@@ -1,43 +1,14 @@
-"""The speed models fitted on published llama.cpp results (speed-fits.json beside this file,
-written by `benchmarks/calibrate.py --write` from benchmarks/data/llama-cpp-results.jsonl)."""
+"""The bands the built-in backends take from the speed models fitted on published llama.cpp
+results (`ggprof.speed_fits()`: calibrated in ggprof.calibration)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ggprof import SpeedFits
+from ggprof import speed_fits
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
     from ggprof import Device, EfficiencyBand, ModelSpec
-
-FITS_PATH = Path(__file__).with_name("speed-fits.json")
-
-
-_override: list[SpeedFits] = []  # set by `using` (calibration: fits that left a device out)
-
-
-def fits() -> SpeedFits:
-    return _override[-1] if _override else _committed()
-
-
-@cache
-def _committed() -> SpeedFits:
-    return SpeedFits.load(FITS_PATH) if FITS_PATH.is_file() else SpeedFits()
-
-
-@contextmanager
-def using(other: SpeedFits) -> Iterator[None]:
-    """Judge with `other` instead of the committed fits inside the block (benchmarks/calibrate.py
-    judges each device with fits that never saw it)."""
-    _override.append(other)
-    try:
-        yield
-    finally:
-        _override.pop()
 
 
 def decode_band(backend: str, model: ModelSpec | None, device: Device | None) -> EfficiencyBand | None:
@@ -45,7 +16,7 @@ def decode_band(backend: str, model: ModelSpec | None, device: Device | None) ->
     bandwidth = device.bandwidth_bytes_per_s if device is not None else None
     if model is None or not bandwidth:
         return None
-    return fits().decode_band(backend, model, bandwidth, device.architecture if device else None)
+    return speed_fits().decode_band(backend, model, bandwidth, device.architecture if device else None)
 
 
 def prefill_band(backend: str, model: ModelSpec | None, device: Device | None) -> EfficiencyBand | None:
@@ -53,4 +24,4 @@ def prefill_band(backend: str, model: ModelSpec | None, device: Device | None) -
     peak = device.peak_flops.value if device is not None and device.peak_flops else None
     if model is None or not peak:
         return None
-    return fits().prefill_band(backend, model, peak, device.architecture if device else None)
+    return speed_fits().prefill_band(backend, model, peak, device.architecture if device else None)

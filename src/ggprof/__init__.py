@@ -32,12 +32,13 @@ _API = {
     "HostContext": "ggprof.machine.host",
     "JudgeCase": "ggprof.verdict.finding",
     "ModelSpec": "ggprof.model.spec",
-    "SpeedFits": "ggprof.speed",
-    "Prediction": "ggprof.predict",
+    "SpeedFits": "ggprof.physics.expected",
+    "Prediction": "ggprof.physics.roofline",
     "ProfileDB": "ggprof.machine.profiles",
     "RunContext": "ggprof.bench.context",
     "SwaPattern": "ggprof.model.spec",
     "run_tool": "ggprof.machine.tools",
+    "speed_fits": "ggprof.calibration",
 }
 __all__ = [
     "Backend",
@@ -60,18 +61,20 @@ __all__ = [
     "__version__",
     "hookimpl",
     "run_tool",
+    "speed_fits",
 ]
 
 if TYPE_CHECKING:
     from ggprof.bench.context import RunContext
+    from ggprof.calibration import speed_fits
     from ggprof.figures import Figure
     from ggprof.machine.device import Detection, Device, EfficiencyBand, ExpectedSpeed
     from ggprof.machine.host import HostContext
     from ggprof.machine.profiles import ProfileDB
     from ggprof.machine.tools import run_tool
     from ggprof.model.spec import ModelSpec, SwaPattern
-    from ggprof.predict import Prediction
-    from ggprof.speed import SpeedFits
+    from ggprof.physics.expected import SpeedFits
+    from ggprof.physics.roofline import Prediction
     from ggprof.verdict.backend import Backend, Causes, Diagnosis
     from ggprof.verdict.finding import Finding, JudgeCase
 

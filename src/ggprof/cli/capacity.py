@@ -44,11 +44,11 @@ def plan(
     bandwidth, each step with its figures."""
     from dataclasses import replace
 
-    from ggprof.capacity import PlanInputs
-    from ggprof.capacity import plan as make_plan
     from ggprof.machine.device import with_memory
     from ggprof.machine.host import describe_host
     from ggprof.machine.target import resolve_target
+    from ggprof.physics.serving import PlanInputs
+    from ggprof.physics.serving import plan as make_plan
     from ggprof.report.plan import plan_dict, plan_text
 
     ext = extensions()

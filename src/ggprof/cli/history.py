@@ -24,7 +24,7 @@ def db_options(f: Any) -> Any:
 
 
 def db_path(db: str | None) -> Path:
-    from ggprof.history import default_path
+    from ggprof.history.store import default_path
 
     return Path(db) if db else default_path()
 
@@ -77,7 +77,7 @@ def save_run(db: str | None, no_save: bool, rec: dict[str, Any]) -> None:
     if no_save:
         return
     from ggprof.errors import GGProfError
-    from ggprof.history import save
+    from ggprof.history.store import save
 
     path = db_path(db)
     try:
@@ -98,7 +98,7 @@ def save_run(db: str | None, no_save: bool, rec: dict[str, Any]) -> None:
 def history(model: str | None, host: str | None, since: str | None, as_json: bool, fmt: str, db: str | None) -> None:
     """List the runs kept: when, model, device, pp and tg tok/s with their spread, share of the ceiling, verdict."""
     from ggprof.errors import BadInputError
-    from ggprof.history import runs
+    from ggprof.history.store import runs
     from ggprof.report.history import history_csv, history_rows, history_text
 
     if since is not None and not (
@@ -123,7 +123,7 @@ def _side(ref: str, db: str | None) -> tuple[str, list[dict[str, Any]]]:
     from ggprof.bench.llamabench import MAX_RESULTS_BYTES
     from ggprof.errors import BadInputError
     from ggprof.files import read_text
-    from ggprof.history import get
+    from ggprof.history.store import get
 
     if ref.isdigit() and len(ref) < 18:
         run = get(db_path(db), int(ref))
@@ -152,7 +152,7 @@ def _side(ref: str, db: str | None) -> tuple[str, list[dict[str, Any]]]:
 @click.option("--db", "db", type=click.Path(dir_okay=False), help="History database [default: GGPROF_DB].")
 def compare(a: str, b: str, as_json: bool, db: str | None) -> None:
     """Compare two runs test by test (run ids, or files of llama-bench -o json/jsonl or ggprof JSON)."""
-    from ggprof.compare import compare as run_compare
+    from ggprof.history.compare import compare as run_compare
     from ggprof.report.history import compare_dict, compare_text
 
     a_label, a_rows = _side(a, db)
@@ -170,7 +170,7 @@ def compare(a: str, b: str, as_json: bool, db: str | None) -> None:
 @click.option("--db", "db", type=click.Path(dir_okay=False), help="History database [default: GGPROF_DB].")
 def report(run_id: int | None, fmt: str, db: str | None) -> None:
     """A block to paste into a llama.cpp, Ollama or LM Studio issue (default: the latest run)."""
-    from ggprof.history import get
+    from ggprof.history.store import get
     from ggprof.report.triage import triage_dict, triage_markdown
 
     run = get(db_path(db), run_id)
@@ -188,7 +188,7 @@ def plot(run_id: int | None, output: str, db: str | None) -> None:
     """The roofline of a kept profile run (default: the latest): bandwidth slope, compute roof,
     ridge, predicted and measured prefill and decode, and decode tok/s against depth."""
     from ggprof.errors import BadInputError
-    from ggprof.history import get
+    from ggprof.history.store import get
     from ggprof.report.plots import plot_roofline
 
     run = get(db_path(db), run_id)

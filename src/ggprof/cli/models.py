@@ -92,8 +92,8 @@ def predict(
 ) -> None:
     """Predict decode and prefill ceilings, latency and memory fit for a model on a device."""
     from ggprof.cli.base import extensions
+    from ggprof.physics.roofline import PredictInputs
     from ggprof.pipelines.predict import predict_on
-    from ggprof.predict import PredictInputs
     from ggprof.report.predict import predict_dict, predict_text
 
     spec = load_model_arg(model)

@@ -124,8 +124,8 @@ def _ridge_prediction(spec: Any, params: Any) -> Any:
     """This host's prediction at the sweep's average depth, for the predicted ridge (None: unknown)."""
     from ggprof.errors import BadInputError
     from ggprof.machine.target import DeviceChoice
+    from ggprof.physics.roofline import PredictInputs
     from ggprof.pipelines.predict import predict_on
-    from ggprof.predict import PredictInputs
 
     n = params.n_gen[0]
     try:

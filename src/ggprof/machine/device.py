@@ -1,7 +1,7 @@
 """Devices: plain data about a memory pool and the compute next to it, with each figure's source.
 
 What a backend's detection returns, what `--device ID` resolves to, and what the roofline
-math in ggprof.predict takes. No behaviour beyond small derived properties.
+math in ggprof.physics.roofline takes. No behaviour beyond small derived properties.
 """
 
 from __future__ import annotations

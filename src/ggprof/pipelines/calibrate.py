@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ggprof.calibration.fitting import MIN_OWN_SPREAD_ROWS, Point, fit_backends
 from ggprof.errors import BadInputError
 from ggprof.figures import Figure
 from ggprof.files import read_text
@@ -21,10 +22,10 @@ from ggprof.machine.profiles import Profile, ProfileDB
 from ggprof.machine.target import DeviceChoice, device_from_profile
 from ggprof.model.reference import reference_path, split_ref
 from ggprof.model.spec import ModelSpec, load_model
+from ggprof.physics.expected import ALL, SpeedFits, dominant_family, vendor_of
+from ggprof.physics.roofline import PredictInputs, predict
 from ggprof.pipelines.check import Checker, Reported
 from ggprof.pipelines.extensions import Extensions
-from ggprof.predict import PredictInputs, predict
-from ggprof.speed import ALL, MIN_OWN_SPREAD_ROWS, Point, SpeedFits, dominant_family, fit_backends, vendor_of
 from ggprof.verdict.finding import Severity
 
 BACKENDS = ("cpu", "cuda", "metal", "rocm", "vulkan")

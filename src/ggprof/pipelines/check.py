@@ -10,10 +10,10 @@ from ggprof.errors import NoBandwidthError
 from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
+from ggprof.physics.roofline import PredictInputs, Prediction, is_partial_offload
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.profile import prediction_for
-from ggprof.predict import PredictInputs, Prediction, is_partial_offload
 from ggprof.verdict.finding import JudgeCase
 from ggprof.verdict.judge import judge
 

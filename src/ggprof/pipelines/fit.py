@@ -21,9 +21,9 @@ from ggprof.model.ggml import GGML_TYPES_BY_NAME
 from ggprof.model.gguf import GGUFHeader, read_model_files
 from ggprof.model.spec import ModelSpec, model_from_headers
 from ggprof.model.stores import Candidate, Location, Scan, Skipped
+from ggprof.physics.roofline import PredictInputs, Prediction
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.predict import predict_with
-from ggprof.predict import PredictInputs, Prediction
 from ggprof.units import clean_name, fmt_bytes
 
 TTFT_PROMPT = 512

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ggprof.bench.results import BenchRow
-from ggprof.predict import Prediction
+from ggprof.physics.roofline import Prediction
 from ggprof.verdict.finding import Verdict
 
 

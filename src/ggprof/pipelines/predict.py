@@ -6,8 +6,8 @@ from ggprof.errors import NoBandwidthError
 from ggprof.machine.host import describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
+from ggprof.physics.roofline import PredictInputs, Prediction, is_partial_offload, predict
 from ggprof.pipelines.extensions import Extensions
-from ggprof.predict import PredictInputs, Prediction, is_partial_offload, predict
 
 
 def predict_on(

@@ -11,11 +11,11 @@ from ggprof.machine.device import Device
 from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
+from ggprof.physics.roofline import PredictInputs, Prediction, is_partial_offload
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.predict import predict_with
 from ggprof.pipelines.sweep import ThreadSweep, sweep_counts, thread_sweep
-from ggprof.predict import PredictInputs, Prediction, is_partial_offload
 from ggprof.verdict.finding import JudgeCase, worst
 from ggprof.verdict.judge import judge
 

@@ -20,7 +20,7 @@ from ggprof.bench.results import BenchResult, BenchRow
 from ggprof.errors import BadInputError
 from ggprof.machine.facts import HostFacts
 from ggprof.model.spec import ModelSpec
-from ggprof.predict import Prediction
+from ggprof.physics.roofline import Prediction
 from ggprof.units import fmt_bytes, fmt_rate, sig3
 
 # A step "nearly flat" when within this factor of the batch-1 step. On a bandwidth-bound

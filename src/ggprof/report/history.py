@@ -6,8 +6,8 @@ import csv
 import io
 from typing import Any
 
-from ggprof.compare import Comparison, Difference
-from ggprof.history import Run
+from ggprof.history.compare import Comparison, Difference
+from ggprof.history.store import Run
 from ggprof.units import clean_name, sig3
 
 HISTORY_FIELDS = (

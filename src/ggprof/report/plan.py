@@ -5,8 +5,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from ggprof.capacity import UNLIMITED, Plan
 from ggprof.model.spec import ModelSpec
+from ggprof.physics.serving import UNLIMITED, Plan
 from ggprof.units import clean, fmt_bytes, fmt_rate, sig3
 
 

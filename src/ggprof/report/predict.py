@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ggprof.model.spec import ModelSpec
-from ggprof.predict import MemoryFit, Prediction
+from ggprof.physics.roofline import MemoryFit, Prediction
 from ggprof.units import clean, fmt_bytes, fmt_flops, sig3
 
 

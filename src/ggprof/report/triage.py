@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ggprof import __version__
-from ggprof.history import Run
+from ggprof.history.store import Run
 from ggprof.units import clean, fmt_bytes, fmt_rate, sig3
 
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # annotations only: importing a plugin (and `ggprof --help`) 
     from ggprof.bench.results import ThreadProbe
     from ggprof.machine.device import ExpectedSpeed
     from ggprof.model.spec import ModelSpec
-    from ggprof.predict import Prediction
+    from ggprof.physics.roofline import Prediction
 
 Severity = Literal["impossible", "suspicious", "plausible", "unknown"]
 # How bad: a verdict is the worst judged severity; "unknown" only when nothing could be judged.
@@ -94,3 +94,17 @@ class Verdict:
 def worst(verdicts: list[Verdict]) -> Severity:
     judged = [v.severity for v in verdicts]
     return max(judged, key=lambda s: RANK[s]) if judged else "unknown"
+
+
+def plugin_failed(plugin: str, where: str, consequence: str, error: str) -> Finding:
+    """The finding for a plugin that raised: named, with its error; the rest of the verdict stands."""
+    from ggprof.units import clean_name
+
+    return Finding(
+        severity="unknown",
+        code="PLUGIN_FAILED",
+        title=f"plugin {plugin!r} failed {where}; {consequence}",
+        evidence=(clean_name(error, 300),),
+        next_step="report it to the plugin's authors, or leave it out with GGPROF_PLUGINS",
+        plugin=plugin,
+    )

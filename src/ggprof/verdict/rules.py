@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ggprof.machine.device import ExpectedSpeed
 from ggprof.machine.measurements import MAX_BANDWIDTH_SPREAD
-from ggprof.predict import Prediction, expected_decode, is_partial_offload
+from ggprof.physics.roofline import Prediction, expected_decode, is_partial_offload
 from ggprof.units import fmt_bytes, fmt_rate, sig3
 from ggprof.verdict.backend import Backend
 from ggprof.verdict.finding import NOISY_CV, Finding, JudgeCase

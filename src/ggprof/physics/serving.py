@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from ggprof.errors import BadInputError
 from ggprof.machine.device import Device
 from ggprof.model.spec import ModelSpec
-from ggprof.predict import GPU_RESERVE_FRACTION, compute_buffer_bytes, prefill_flops
+from ggprof.physics.roofline import GPU_RESERVE_FRACTION, compute_buffer_bytes, prefill_flops
 
 CONSTRAINTS = ("memory", "bandwidth", "compute")
 

@@ -1,0 +1,1 @@
+"""Run history: the SQLite store of kept runs (`store`) and how two runs compare (`compare`)."""
