@@ -38,7 +38,7 @@ def ggprof(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     )
 
 
-def test_builtin_backends_load_through_entry_points() -> None:
+def test_builtin_backends_load_by_import() -> None:
     infos = {i.name: i for i in plugin_infos()}
     assert set(infos) >= BUILTIN_BACKENDS
     for name in BUILTIN_BACKENDS:
@@ -72,6 +72,83 @@ def test_ggprof_plugins_env_restricts(tmp_path: Path) -> None:
     install_example(tmp_path / "site")
     r = ggprof("plugins", "--json", env={"PYTHONPATH": str(tmp_path / "site"), "GGPROF_PLUGINS": "cpu"})
     assert {row["name"] for row in json.loads(r.stdout)} == {"ggprof.archs", "cpu"}
+    r = ggprof("plugins", "--json", env={"PYTHONPATH": str(tmp_path / "site"), "GGPROF_PLUGINS": "vulkan,example"})
+    assert {row["name"] for row in json.loads(r.stdout)} == {"ggprof.archs", "cpu", "vulkan", "example"}
+
+
+def test_the_cpu_backend_cannot_be_turned_off(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """GGPROF_PLUGINS="" loads no optional plugin, and still judges a CPU run."""
+    monkeypatch.setenv("GGPROF_PLUGINS", "")
+    reset()
+    assert set(backends()) == {"cpu"}
+    r = run_cli("check", "--help")
+    assert r.exit_code == 0
+
+
+def test_builtins_need_no_installed_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkout whose ggprof was never installed has no entry points: the built-ins are there."""
+    from importlib import metadata
+
+    monkeypatch.setattr(metadata, "entry_points", lambda **kw: [])
+    reset()
+    assert set(backends()) == BUILTIN_BACKENDS
+
+
+class _Recorder:
+    """Two in-process plugins and a wrapper, to see pluggy's order and wrappers at work."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+
+def test_hooks_keep_pluggys_order_wrappers_and_isolate_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pluggy calls the last registered first (tryfirst before that), a wrapper sees every
+    answer, and a plugin that raises is one PLUGIN_FAILED finding: the others' findings stay."""
+    from ggprof import Finding, hookimpl
+    from ggprof.plugins import _isolated, extra_findings
+
+    rec = _Recorder()
+
+    def finding(code: str) -> Finding:
+        return Finding(severity="plausible", code=code, title=code)
+
+    class Early:
+        @hookimpl(tryfirst=True)
+        def judge(self, case: object) -> list[Finding]:
+            rec.seen.append("early")
+            return [finding("EARLY")]
+
+    class Late:
+        @hookimpl
+        def judge(self, case: object) -> list[Finding]:
+            rec.seen.append("late")
+            return [finding("LATE")]
+
+    class Broken:
+        @hookimpl
+        def judge(self, case: object) -> list[Finding]:
+            rec.seen.append("broken")
+            raise RuntimeError("judge exploded")
+
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def judge(self, case: object):  # type: ignore[no-untyped-def]
+            answers = yield
+            rec.seen.append(f"wrapper saw {sum(len(a) for a in answers)}")
+            return answers
+
+    monkeypatch.setenv("GGPROF_PLUGINS", "")
+    reset()
+    pm = plugin_manager()
+    pm.unregister(name="cpu")  # only the four plugins below answer
+    for name, plugin in (("late", Late()), ("broken", Broken()), ("early", Early()), ("wrapper", Wrapper())):
+        pm.register(_isolated(plugin, name), name=name)
+    found = extra_findings(case=None)  # type: ignore[arg-type]
+    # pluggy's order: tryfirst, then the last registered first; the wrapper around all of them
+    assert rec.seen == ["early", "broken", "late", "wrapper saw 2"]
+    assert [f.code for f in found] == ["EARLY", "LATE", "PLUGIN_FAILED"]
+    failed = found[2]
+    assert failed.plugin == "broken" and "judge exploded" in failed.evidence[0]
 
 
 def test_broken_plugin_is_reported_not_fatal(tmp_path: Path) -> None:

@@ -21,9 +21,11 @@ from ggprof import (
     ExpectedSpeed,
     Figure,
     Finding,
+    fmt_bytes,
+    fmt_rate,
     hookimpl,
+    sig3,
 )
-from ggprof.units import fmt_bytes, fmt_rate, sig3
 from ggprof_backends import _fitted
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap

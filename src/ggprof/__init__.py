@@ -39,6 +39,9 @@ _API = {
     "SwaPattern": "ggprof.model.spec",
     "run_tool": "ggprof.machine.tools",
     "speed_fits": "ggprof.calibration",
+    "fmt_bytes": "ggprof.units",
+    "fmt_rate": "ggprof.units",
+    "sig3": "ggprof.units",
 }
 __all__ = [
     "Backend",
@@ -59,8 +62,11 @@ __all__ = [
     "SpeedFits",
     "SwaPattern",
     "__version__",
+    "fmt_bytes",
+    "fmt_rate",
     "hookimpl",
     "run_tool",
+    "sig3",
     "speed_fits",
 ]
 
@@ -75,6 +81,7 @@ if TYPE_CHECKING:
     from ggprof.model.spec import ModelSpec, SwaPattern
     from ggprof.physics.expected import SpeedFits
     from ggprof.physics.roofline import Prediction
+    from ggprof.units import fmt_bytes, fmt_rate, sig3
     from ggprof.verdict.backend import Backend, Causes, Diagnosis
     from ggprof.verdict.finding import Finding, JudgeCase
 

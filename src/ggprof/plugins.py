@@ -1,5 +1,14 @@
-"""The plugin manager: built-in rules, then every `ggprof` entry point (built-in backends
-included), optionally restricted by GGPROF_PLUGINS=a,b (empty: none).
+"""The plugin manager: ggprof's own rules and backends, then every `ggprof` entry point.
+
+As pytest's default and essential plugins and llm's default plugins: the built-in backends
+load by import (`BUILTIN`), not through entry points, so a checkout without installed
+metadata has them too; `cpu` cannot be turned off (`ESSENTIAL`); the other built-ins and
+third-party plugins (entry points) are restricted by GGPROF_PLUGINS=a,b (empty: only the
+essential ones).
+
+Hooks are called by pluggy, in its order and with its wrappers and `firstresult`. A plugin
+is registered through a proxy whose hook functions record an exception (and answer None)
+instead of raising, so that one broken plugin is named and the others' answers are kept.
 
 Only the CLI uses it: `extensions()` resolves what the plugins add once, and the CLI
 passes that down to the core.
@@ -7,13 +16,17 @@ passes that down to the core.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import os
 import sys
+import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -30,6 +43,16 @@ if TYPE_CHECKING:
 
 ENTRY_POINT_GROUP = "ggprof"
 BUILTIN_DISTRIBUTION = "ggprof"
+# The built-in backends, loaded by import; ESSENTIAL ones load whatever GGPROF_PLUGINS says.
+BUILTIN = {
+    "cpu": "ggprof_backends.cpu",
+    "cuda": "ggprof_backends.cuda",
+    "metal": "ggprof_backends.metal",
+    "vulkan": "ggprof_backends.vulkan",
+    "rocm": "ggprof_backends.rocm",
+}
+ESSENTIAL = frozenset({"cpu"})
+IMPL_MARKER = "ggprof_impl"  # the attribute hookimpl sets on a hook function
 
 
 class BuiltinArchs:
@@ -53,8 +76,63 @@ class PluginInfo:
     error: str | None = None
 
 
-_failures: list[PluginInfo] = []
+@dataclass(frozen=True)
+class HookFailure:
+    """A plugin's hook that raised (or answered what its hook does not allow)."""
+
+    plugin: str
+    hook: str
+    error: str
+
+
+_failures: list[PluginInfo] = []  # plugins that failed to load
+_hook_failures: list[HookFailure] = []  # hook calls that failed, in order
 _dists: dict[str, tuple[str | None, str | None]] = {}
+
+
+def _valid_judge_answer(answer: object) -> None:
+    from ggprof.verdict.finding import Finding
+
+    if not isinstance(answer, list) or not all(isinstance(f, Finding) for f in answer):
+        raise TypeError("the judge hook must return a list of Finding")
+
+
+# What a hook's answer must be, checked inside the isolation (a wrong answer is a failure too).
+ANSWER_CHECKS: dict[str, Callable[[object], None]] = {"judge": _valid_judge_answer}
+
+
+def _isolated(plugin: object, name: str) -> object:
+    """The plugin as pluggy sees it: each hook function (wrappers aside) records an exception
+    in `_hook_failures` and answers None instead of raising."""
+    proxy = types.ModuleType(getattr(plugin, "__name__", f"{type(plugin).__module__}.{type(plugin).__name__}"))
+    for attr in dir(plugin):
+        fn = getattr(plugin, attr, None)
+        opts = getattr(fn, IMPL_MARKER, None)
+        if not callable(fn) or not isinstance(opts, dict):
+            continue
+        if opts.get("hookwrapper") or opts.get("wrapper"):
+            setattr(proxy, attr, fn)  # a wrapper runs as pluggy runs it
+            continue
+        setattr(proxy, attr, _guarded(fn, name, attr, opts))
+    return proxy
+
+
+def _guarded(fn: Callable[..., Any], plugin: str, hook: str, opts: dict[str, Any]) -> Callable[..., Any]:
+    check = ANSWER_CHECKS.get(hook)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            answer = fn(*args, **kwargs)
+            if check is not None and answer is not None:
+                check(answer)
+            return answer
+        except Exception as e:  # one plugin's bug must not take the others (or ggprof) down
+            _hook_failures.append(HookFailure(plugin, hook, f"{type(e).__name__}: {e}"))
+            return None
+
+    setattr(call, IMPL_MARKER, opts)
+    return call
 
 
 @cache
@@ -64,11 +142,15 @@ def plugin_manager() -> pluggy.PluginManager:
     pm.register(BuiltinArchs(), name="ggprof.archs")
     allowed = _allowed()
     seen: set[str] = set()
+    for name, module in BUILTIN.items():
+        seen.add(name)  # loaded, or turned off by GGPROF_PLUGINS: either way not missing
+        if name in ESSENTIAL or allowed is None or name in allowed:
+            _load(pm, name, module, functools.partial(importlib.import_module, module), None)
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in seen or (allowed is not None and ep.name not in allowed):
             continue
         seen.add(ep.name)
-        _load(pm, ep)
+        _load(pm, ep.name, ep.value, ep.load, ep.dist)
     for name in sorted((allowed or set()) - seen):
         warn(f"GGPROF_PLUGINS names {name!r}, but no installed plugin has that name")
     pm.check_pending()
@@ -86,26 +168,28 @@ def _allowed() -> set[str] | None:
     return {name.strip() for name in raw.split(",") if name.strip()}
 
 
-def _load(pm: pluggy.PluginManager, ep: metadata.EntryPoint) -> None:
-    dist = ep.dist
+def _load(
+    pm: pluggy.PluginManager, name: str, module: str, load: Callable[[], object], dist: metadata.Distribution | None
+) -> None:
+    builtin = name in BUILTIN
     try:
-        module = ep.load()
-        pm.register(module, name=ep.name)
+        plugin = load()
+        pm.register(_isolated(plugin, name), name=name)
     except (Exception, SystemExit) as e:  # a broken plugin (even one calling sys.exit) must not take ggprof down
         _failures.append(
             PluginInfo(
-                name=ep.name,
-                module=ep.value,
-                distribution=dist.name if dist else None,
-                version=dist.version if dist else None,
+                name=name,
+                module=module,
+                distribution=BUILTIN_DISTRIBUTION if builtin else dist.name if dist else None,
+                version=None if builtin else dist.version if dist else None,
                 hooks=(),
-                builtin=dist is not None and dist.name == BUILTIN_DISTRIBUTION,
+                builtin=builtin,
                 error=f"{type(e).__name__}: {e}",
             )
         )
-        warn(f"plugin {ep.name!r} failed to load: {type(e).__name__}: {e}")
+        warn(f"plugin {name!r} failed to load: {type(e).__name__}: {e}")
         return
-    _dists[ep.name] = (dist.name, dist.version) if dist else (None, None)
+    _dists[name] = (BUILTIN_DISTRIBUTION, None) if builtin else (dist.name, dist.version) if dist else (None, None)
 
 
 def plugin_infos() -> list[PluginInfo]:
@@ -131,6 +215,16 @@ def plugin_infos() -> list[PluginInfo]:
     return out + list(_failures)
 
 
+def call_hook(hook: str, **kwargs: Any) -> tuple[list[Any], list[HookFailure]]:
+    """A hook called by pluggy: the answers, and the failures of this call (each also a warning)."""
+    before = len(_hook_failures)
+    answers = getattr(plugin_manager().hook, hook)(**kwargs)
+    failed = _hook_failures[before:]
+    for f in failed:
+        warn(f"plugin {f.plugin!r} failed in its {f.hook} hook: {f.error}")
+    return (answers if isinstance(answers, list) else [answers]), failed
+
+
 @cache
 def backends() -> dict[str, Backend]:
     """Every registered Backend by name (the first registration of a name wins)."""
@@ -139,7 +233,7 @@ def backends() -> dict[str, Backend]:
     def register(backend: Backend) -> None:
         found.setdefault(backend.name, backend)
 
-    plugin_manager().hook.register_backends(register=register)
+    call_hook("register_backends", register=register)
     return found
 
 
@@ -148,8 +242,8 @@ def extensions() -> Extensions:
     from ggprof.machine.profiles import ProfileDB
     from ggprof.pipelines.extensions import Extensions
 
+    dirs = [Path(p) for paths in call_hook("profile_dirs")[0] for p in paths]
     hook = plugin_manager().hook
-    dirs = [Path(p) for paths in hook.profile_dirs() for p in paths]
     return Extensions(
         backends=backends(),
         profiles=ProfileDB.default(dirs),
@@ -162,43 +256,19 @@ def extra_findings(case: JudgeCase) -> list[Finding]:
     """Every plugin's `judge` findings for a case. A plugin that raises (or answers something
     that is not a list of Findings) is named in a warning and an `unknown` finding; the other
     plugins' findings and the measurement are kept."""
-    from ggprof.verdict.finding import Finding
-
-    found: list[Finding] = []
-    for impl in plugin_manager().hook.judge.get_hookimpls():
-        try:
-            answer = impl.function(case=case) or []
-            if not isinstance(answer, list) or not all(isinstance(f, Finding) for f in answer):
-                raise TypeError("the judge hook must return a list of Finding")
-        except Exception as e:
-            found.append(plugin_failed(impl.plugin_name, "judge", e))
-            continue
-        found += answer
-    return found
+    answers, failed = call_hook("judge", case=case)
+    return [f for answer in answers for f in answer] + [plugin_failed(f) for f in failed]
 
 
-def plugin_failed(plugin: str, hook: str, e: Exception) -> Finding:
-    from ggprof.verdict.finding import Finding
+def plugin_failed(failure: HookFailure) -> Finding:
+    from ggprof.verdict.finding import plugin_failed
 
-    problem = f"{type(e).__name__}: {e}"
-    warn(f"plugin {plugin!r} failed in its {hook} hook: {problem}")
-    return Finding(
-        severity="unknown",
-        code="PLUGIN_FAILED",
-        title=f"plugin {plugin!r} failed in its {hook} hook; its findings are missing",
-        evidence=(clean_name(problem, 300),),
-        next_step="report it to the plugin's authors, or leave it out with GGPROF_PLUGINS",
-        plugin=plugin,
-    )
+    return plugin_failed(failure.plugin, f"in its {failure.hook} hook", "its findings are missing", failure.error)
 
 
 def register_commands(group: object) -> None:
     """Every plugin's commands; a plugin that raises is named in a warning and left out."""
-    for impl in plugin_manager().hook.register_commands.get_hookimpls():
-        try:
-            impl.function(cli=group)
-        except Exception as e:
-            warn(f"plugin {impl.plugin_name!r} failed to add its commands: {type(e).__name__}: {e}")
+    call_hook("register_commands", cli=group)
 
 
 def reset() -> None:
@@ -206,4 +276,5 @@ def reset() -> None:
     plugin_manager.cache_clear()
     backends.cache_clear()
     _failures.clear()
+    _hook_failures.clear()
     _dists.clear()

@@ -17,6 +17,7 @@ import click
 
 from ggprof import __version__
 from ggprof.model.ggml import KV_CACHE_TYPES
+from ggprof.plugins import warn
 from ggprof.units import MAX_TOKENS, clean_name
 
 if TYPE_CHECKING:
@@ -37,10 +38,6 @@ def extensions() -> Extensions:
 
 
 invocation: list[str] = []  # this command's arguments, as given (kept with each saved run)
-
-
-def warn(message: str) -> None:
-    click.echo(f"warning: {clean_name(message, 300)}", err=True)
 
 
 def emit_json(obj: Any) -> None:

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ggprof import __version__
-from ggprof.cli.base import cli, emit_json, invocation, warn
+from ggprof.cli.base import cli, emit_json, invocation
+from ggprof.plugins import warn
 
 if TYPE_CHECKING:
     from ggprof.machine.facts import HostFacts

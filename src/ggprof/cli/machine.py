@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ggprof.cli.base import cli, extensions, show, warn
+from ggprof.cli.base import cli, extensions, show
+from ggprof.plugins import warn
 
 
 @cli.command()

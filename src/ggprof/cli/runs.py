@@ -21,9 +21,9 @@ from ggprof.cli.base import (
     resolve_model,
     show,
     thread_counts,
-    warn,
 )
 from ggprof.cli.history import db_options, record, save_run
+from ggprof.plugins import warn
 
 if TYPE_CHECKING:
     from ggprof.bench.llamabench import LlamaBenchRow

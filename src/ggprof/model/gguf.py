@@ -36,7 +36,7 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _TYPE_OFFSET = struct.Struct("<IQ")  # a tensor's ggml type and data offset
 _MAX_TENSOR_INFO_BYTES = 8 + MAX_NAME_BYTES + 4 + 8 * MAX_DIMS + 4 + 8
-_SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")  # llama.cpp's gguf-split names
 
 
 @dataclass(frozen=True)
@@ -433,7 +433,7 @@ def read_header(path: str | os.PathLike[str], shard: int = 0) -> GGUFHeader:
 
 def split_paths(path: Path) -> list[Path] | None:
     """The shard paths of `name-0000K-of-0000N.gguf`, or None for a single-file name."""
-    m = _SPLIT_NAME.match(path.name)
+    m = SPLIT_NAME.match(path.name)
     if not m or int(m["count"]) < 2:
         return None
     count, no = int(m["count"]), int(m["no"])

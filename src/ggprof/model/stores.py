@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
+from ggprof.model.gguf import SPLIT_NAME
 from ggprof.units import clean_name
 
 OLLAMA_MODEL_LAYER = "application/vnd.ollama.image.model"
@@ -39,7 +40,7 @@ OLLAMA_REGISTRY = "registry.ollama.ai"
 MAX_ENTRIES = 200_000  # files and folders one scan looks at
 MAX_DEPTH = 12
 MAX_MANIFEST_BYTES = 1 << 20
-_SHARD = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
+_SHARD = re.compile(SPLIT_NAME.pattern, re.IGNORECASE)  # the stores' names may differ in case
 
 
 @dataclass(frozen=True, kw_only=True)

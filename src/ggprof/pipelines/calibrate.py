@@ -26,7 +26,7 @@ from ggprof.physics.expected import ALL, SpeedFits, dominant_family, vendor_of
 from ggprof.physics.roofline import PredictInputs, predict
 from ggprof.pipelines.check import Checker, Reported
 from ggprof.pipelines.extensions import Extensions
-from ggprof.verdict.finding import Severity
+from ggprof.verdict.finding import RANK, Severity
 
 BACKENDS = ("cpu", "cuda", "metal", "rocm", "vulkan")
 TEST = re.compile(r"^(pp|tg)(\d{1,6})(?:@d(\d{1,7}))?$")
@@ -257,8 +257,7 @@ def judge_row(
     judged = Checker(spec, choice, ext).check(reported)
     code_prefix = "DECODE" if row.kind == "tg" else "PREFILL"
     mine = [f for f in judged.verdict.findings if f.code.startswith(code_prefix)]
-    order: dict[Severity, int] = {"impossible": 3, "suspicious": 2, "plausible": 1, "unknown": 0}
-    severity: Severity = max((f.severity for f in mine), key=lambda s: order[s], default="unknown")
+    severity: Severity = max((f.severity for f in mine), key=lambda s: RANK[s], default="unknown")
     p = judged.prediction
     low = high = None
     if p is not None and row.kind == "tg" and p.expected is not None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from ggprof.verdict import rules
 from ggprof.verdict.backend import Backend
-from ggprof.verdict.finding import RANK, Finding, JudgeCase, Verdict
+from ggprof.verdict.finding import RANK, Finding, JudgeCase, Verdict, plugin_failed
 
 ExtraFindings = Callable[[JudgeCase], Iterable[Finding]]
 
@@ -37,16 +37,6 @@ def judge(
     try:
         found, expected = rules.findings(backend, case), rules.expected_for(backend, case)
     except Exception as e:  # a backend plugin's bug: say so, keep what the other plugins found
-        found, expected = [backend_failed(backend, e)], None
+        failed = plugin_failed(backend.name, "while judging", "the run is not judged", f"{type(e).__name__}: {e}")
+        found, expected = [failed], None
     return Verdict(findings=tuple(sorted(found + extra, key=lambda f: -RANK[f.severity])), expected=expected)
-
-
-def backend_failed(backend: Backend, e: Exception) -> Finding:
-    return Finding(
-        severity="unknown",
-        code="PLUGIN_FAILED",
-        title=f"the {backend.name} backend plugin failed while judging; the run is not judged",
-        evidence=(f"{type(e).__name__}: {e}",),
-        next_step="report it to the plugin's authors, or leave it out with GGPROF_PLUGINS",
-        plugin=backend.name,
-    )
