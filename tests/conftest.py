@@ -7,7 +7,6 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -63,22 +62,9 @@ def profiles():  # type: ignore[no-untyped-def]
     return ProfileDB.default()
 
 
-@dataclass
-class CliResult:
-    exit_code: int
-    stdout: str
-    stderr: str
-
-
 @pytest.fixture
-def run_cli(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+def run_cli():  # type: ignore[no-untyped-def]
     """Run `ggprof ARGS` in-process through ggprof.cli.main, as the console script does."""
-    from ggprof.cli import main
+    from support import in_process
 
-    def run(*args: str) -> CliResult:
-        capsys.readouterr()
-        code = main(list(args))
-        out = capsys.readouterr()
-        return CliResult(code, out.out, out.err)
-
-    return run
+    return in_process

@@ -6,7 +6,7 @@ its full size), so an 8B- or 70B-shaped model costs a few kB of disk.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +151,22 @@ def _add(w: gguf.GGUFWriter, key: str, value: Any) -> None:
         w.add_string(key, value)
     else:
         w.add_array(key, value)
+
+
+# -- shapes of published models (data sections sparse), shared by the tests --------------------
+# Llama-3.1-8B in f16: 32 layers of 4096, 32 heads, 8 KV heads of 128, FFN 14336, vocabulary 128256.
+LLAMA_3_1_8B_F16 = Shape(
+    n_layers=32, n_embd=4096, n_heads=32, n_kv_heads=8, n_ff=14336, vocab=128256, qtype=F16, file_type=1,
+    tokens=False, context=131072,
+)  # fmt: skip
+# An 8B MHA model in fp16 whose weights are 16 GB (docs/physics.md's example): 32 KV heads, FFN
+# 14560, vocabulary 32000; and the same with 8 KV heads (GQA).
+LLAMA_8B_MHA_F16 = replace(LLAMA_3_1_8B_F16, n_kv_heads=32, n_ff=14560, vocab=32000)
+LLAMA_8B_GQA_F16 = replace(LLAMA_8B_MHA_F16, n_kv_heads=8)
+# Llama-2-70B / Llama-3.1-70B: 80 layers of 8192, 64 heads, 8 KV heads of 128, FFN 28672.
+LLAMA_70B_F16 = replace(LLAMA_3_1_8B_F16, n_layers=80, n_embd=8192, n_heads=64, n_ff=28672, vocab=32000)
+# An 8B-class Q4_K model whose token reads 4.7 GB (tied embeddings, 36 layers): docs/physics.md's
+# "8B Q4_K_M 4.7 GB".
+Q4_8B_TIED = replace(LLAMA_3_1_8B_F16, n_layers=36, qtype=Q4_K, file_type=15, tied=True, context=8192)
+# The desktop table's Q4_K models (docs/physics.md): Llama-3-8B layers, 32000 tokens, N layers.
+Q4_K_LLAMA = replace(LLAMA_3_1_8B_F16, vocab=32000, qtype=Q4_K, file_type=15, context=Shape.context)

@@ -6,16 +6,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 from ggufs import Shape, write_model
+from support import started
 
 from ggprof.model.synth import SHAPES
 from ggprof.model.synth import write_model as write_synth
@@ -110,14 +108,8 @@ def test_model_llama_cpp_refuses(tmp_path: Path, run_cli) -> None:  # type: igno
 
 
 def test_killed_child_becomes_one_error(gemma_path: Path, tmp_path: Path) -> None:
-    env = {**os.environ, "GGPROF_CACHE_DIR": str(tmp_path)}
-    code = "import sys; from ggprof.cli import main; sys.exit(main(sys.argv[1:]))"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code, "bench", str(gemma_path), "-p", "64", "-n", "400", "-r", "50"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
+    proc = started(
+        "bench", str(gemma_path), "-p", "64", "-n", "400", "-r", "50", env={"GGPROF_CACHE_DIR": str(tmp_path)}
     )
     child = None
     deadline = time.monotonic() + 60

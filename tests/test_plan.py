@@ -6,21 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from ggufs import F16, Shape, write_model
+from ggufs import LLAMA_3_1_8B_F16, write_model
 
-# Llama-3.1-8B's shape in f16 (data section sparse): 32 layers of 4096, 32 heads, 8 KV heads of 128.
-LLAMA_3_1_8B_F16 = Shape(
-    n_layers=32,
-    n_embd=4096,
-    n_heads=32,
-    n_kv_heads=8,
-    n_ff=14336,
-    vocab=128256,
-    qtype=F16,
-    file_type=1,
-    tokens=False,
-    context=131072,
-)
 EXAMPLE = ("--qps", "10", "--prompt", "1500", "--gen", "500", "--tpot-slo", "20", "--device", "h100-sxm")
 
 
@@ -43,7 +30,11 @@ def test_the_worked_example(llama8b: Path, run_cli) -> None:  # type: ignore[no-
     assert d["weights_bytes"] == pytest.approx(16e9, rel=0.01)
     assert d["weights_bytes"] + d["kv_bytes_total"] == pytest.approx(41e9, rel=0.05)
     assert (d["devices_needed"], d["below_ridge"]) == (1, True)
-    assert d["binding_constraint"] in d["batch_limits"] and d["batch_per_device"] == 101
+    # memory binds: (76 GB usable - 16 GB of weights) / 262 MB of KV per sequence, less the buffers
+    limits = d["batch_limits"]
+    assert limits["memory"] == pytest.approx((80e9 * 0.95 - d["weights_bytes"]) / d["kv_bytes_per_sequence"], rel=0.03)
+    assert d["binding_constraint"] == "memory" and limits["memory"] <= min(limits["bandwidth"], limits["compute"])
+    assert d["batch_per_device"] == 101
     assert d["step_time_ms"] <= 20 and d["memory_per_device_bytes"] == int(80e9 * 0.95)
 
 

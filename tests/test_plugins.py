@@ -3,39 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support import THIRDPARTY, as_process, install_example
 
 from ggprof import hookspecs
 from ggprof.plugins import backends, plugin_infos, plugin_manager, reset
 
-THIRDPARTY = Path(__file__).parent / "thirdparty"
 BUILTIN_BACKENDS = {"cpu", "cuda", "metal", "vulkan", "rocm"}
-
-
-def install_example(site: Path, module: str = "ggprof_example_plugin") -> None:
-    """What `pip install ggprof-example` leaves behind: a module and a .dist-info with entry points."""
-    site.mkdir(parents=True, exist_ok=True)
-    (site / f"{module}.py").write_text((THIRDPARTY / "ggprof_example_plugin.py").read_text())
-    info = site / "ggprof_example-1.2.3.dist-info"
-    info.mkdir(exist_ok=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ggprof-example\nVersion: 1.2.3\n")
-    (info / "entry_points.txt").write_text(f"[ggprof]\nexample = {module}\n")
-
-
-def ggprof(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    code = "import sys; from ggprof.cli import main; sys.exit(main(sys.argv[1:]))"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def test_builtin_backends_load_by_import() -> None:
@@ -58,21 +35,21 @@ def test_plugins_json(run_cli) -> None:  # type: ignore[no-untyped-def]
 def test_outside_package_registers(tmp_path: Path) -> None:
     install_example(tmp_path / "site")
     env = {"PYTHONPATH": str(tmp_path / "site")}
-    r = ggprof("plugins", "--json", env=env)
-    assert r.returncode == 0, r.stderr
+    r = as_process("plugins", "--json", env=env)
+    assert r.exit_code == 0, r.stderr
     rows = {row["name"]: row for row in json.loads(r.stdout)}
     ex = rows["example"]
     assert (ex["distribution"], ex["version"], ex["builtin"]) == ("ggprof-example", "1.2.3", False)
     assert ex["hooks"] == ["judge", "profile_dirs", "register_backends", "register_commands", "swa_pattern"]
-    text = ggprof("plugins", env=env).stdout
+    text = as_process("plugins", env=env).stdout
     assert "backends: cpu, cuda, example, metal, rocm, vulkan" in text
 
 
 def test_ggprof_plugins_env_restricts(tmp_path: Path) -> None:
     install_example(tmp_path / "site")
-    r = ggprof("plugins", "--json", env={"PYTHONPATH": str(tmp_path / "site"), "GGPROF_PLUGINS": "cpu"})
+    r = as_process("plugins", "--json", env={"PYTHONPATH": str(tmp_path / "site"), "GGPROF_PLUGINS": "cpu"})
     assert {row["name"] for row in json.loads(r.stdout)} == {"ggprof.archs", "cpu"}
-    r = ggprof("plugins", "--json", env={"PYTHONPATH": str(tmp_path / "site"), "GGPROF_PLUGINS": "vulkan,example"})
+    r = as_process("plugins", "--json", env={"PYTHONPATH": str(tmp_path / "site"), "GGPROF_PLUGINS": "vulkan,example"})
     assert {row["name"] for row in json.loads(r.stdout)} == {"ggprof.archs", "cpu", "vulkan", "example"}
 
 
@@ -155,8 +132,8 @@ def test_broken_plugin_is_reported_not_fatal(tmp_path: Path) -> None:
     site = tmp_path / "site"
     install_example(site, module="ggprof_broken_plugin")
     (site / "ggprof_broken_plugin.py").write_text("raise RuntimeError('boom')\n")
-    r = ggprof("plugins", "--json", env={"PYTHONPATH": str(site)})
-    assert r.returncode == 0
+    r = as_process("plugins", "--json", env={"PYTHONPATH": str(site)})
+    assert r.exit_code == 0
     assert "plugin 'example' failed to load: RuntimeError: boom" in r.stderr
     row = next(x for x in json.loads(r.stdout) if x["name"] == "example")
     assert row["error"] == "RuntimeError: boom"
@@ -206,8 +183,8 @@ def test_hook_profile_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_hook_register_commands(tmp_path: Path) -> None:
     install_example(tmp_path / "site")
-    r = ggprof("example-hello", env={"PYTHONPATH": str(tmp_path / "site")})
-    assert (r.returncode, r.stdout) == (0, "hello from the example plugin\n")
+    r = as_process("example-hello", env={"PYTHONPATH": str(tmp_path / "site")})
+    assert (r.exit_code, r.stdout) == (0, "hello from the example plugin\n")
 
 
 def test_hook_judge(tmp_path: Path) -> None:
@@ -218,13 +195,13 @@ def test_hook_judge(tmp_path: Path) -> None:
     install_example(tmp_path / "site")
     model = write_model(tmp_path / "m.gguf", Shape())[0]
     env = {"PYTHONPATH": str(tmp_path / "site"), "EXAMPLE_JUDGE": "1"}
-    r = ggprof("check", str(model), "--tg", "1000000", "--bandwidth", "50", "--json", env=env)
+    r = as_process("check", str(model), "--tg", "1000000", "--bandwidth", "50", "--json", env=env)
     d = json.loads(r.stdout)
     codes = {f["code"]: f for f in d["findings"]}
     assert codes["EXAMPLE_SUSPICIOUS_ROUND_NUMBER"]["plugin"] == "example"
     assert codes["EXAMPLE_SUSPICIOUS_ROUND_NUMBER"]["severity"] == "suspicious"
     assert "DECODE_ABOVE_CEILING" in codes  # the built-in cpu plugin still judged
-    assert d["verdict"] == "impossible" and r.returncode == 4
+    assert d["verdict"] == "impossible" and r.exit_code == 4
 
 
 def test_every_hook_reaches_an_outside_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

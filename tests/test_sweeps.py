@@ -123,13 +123,9 @@ def test_thread_sweep_on_gemma_names_the_best_count(gemma_path: Path, run_cli) -
     tg = {p["threads"]: p["tg_tok_s"] for p in s["curve"]}
     best = max(tg, key=lambda t: tg[t])
     assert s["best_tg_threads"] == best and s["advice"] == f"-t {best}"
-    if s["reason"].startswith("bandwidth:"):
-        pass
-    elif best == facts.physical_cores:
-        expected = "SMT siblings" if facts.logical_cores > facts.physical_cores else "physical cores"
-        assert s["reason"].startswith(expected), s["reason"]
-    else:
-        assert s["reason"].startswith(("fewer threads than cores", "still rising", "efficiency cores")), s["reason"]
+    # why the curve stops is pinned on recorded curves (test_why_the_thread_curve_stops); here the
+    # reason speaks of the count measured best
+    assert f"{best} " in s["reason"], s["reason"]
     text = run_cli("profile", str(gemma_path), "-p", "16", "-n", "8", "-r", "1", "--threads-sweep").stdout
     curve = re.search(r"^threads: (.*) tok/s$", text, re.M)
     advice = re.search(r"^  use: -t (\d+)$", text, re.M)

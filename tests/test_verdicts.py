@@ -8,8 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from ggufs import Shape, write_model
-from test_predict import LLAMA_70B_F16, Q4_8B_TIED
+from ggufs import LLAMA_70B_F16, Q4_8B_TIED, Shape, write_model
 
 from ggprof.bench.context import RunContext
 from ggprof.bench.results import ThreadProbe

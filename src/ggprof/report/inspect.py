@@ -9,7 +9,7 @@ from ggprof.units import clean, fmt_bytes, fmt_count
 
 
 def inspect_dict(spec: ModelSpec) -> dict[str, Any]:
-    """The `inspect --json` object (schema in README)."""
+    """The `inspect --json` object (schema in docs/commands.md)."""
     return {
         "path": str(spec.path),
         "paths": [str(p) for p in spec.paths],

@@ -1,0 +1,131 @@
+"""Helpers the test modules share (test modules never import each other).
+
+Two ways to run ggprof, and only two: `in_process` (through ggprof.cli.main, as the console
+script does; the `run_cli` fixture) and `as_process` (a real subprocess with its own
+environment and a timeout: signals, PYTHONPATH, start-up). Plus what several modules build:
+llama-bench rows, an installed third-party plugin, a long-running bench and its llama.cpp
+child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+THIRDPARTY = Path(__file__).parent / "thirdparty"
+CONTROL = ("\x1b", "\x07", "\x9b")
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def in_process(*args: str) -> CliResult:
+    """`ggprof ARGS` in this process, through ggprof.cli.main."""
+    from ggprof.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def astuple(r: CliResult) -> tuple[int, str, str]:
+    return r.exit_code, r.stdout, r.stderr
+
+
+def as_process(*args: str, env: dict[str, str] | None = None, timeout_s: float = 120) -> CliResult:
+    """`ggprof ARGS` in a subprocess that must finish (a hang fails the test instead of blocking it)."""
+    r = subprocess.run(
+        [sys.executable, "-m", "ggprof", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+    return CliResult(r.returncode, r.stdout, r.stderr)
+
+
+def clean_output(text: str) -> bool:
+    """No terminal control code in it."""
+    return not any(c in text for c in CONTROL)
+
+
+def bench_rows(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text(json.dumps(rows))
+    return path
+
+
+def row(**fields: object) -> dict[str, object]:
+    """A llama-bench JSON row (a tg128 at depth 0, 100 +- 1 tok/s), with `fields` changed."""
+    base: dict[str, object] = {"n_prompt": 0, "n_gen": 128, "n_depth": 0, "avg_ts": 100.0, "stddev_ts": 1.0}
+    return {**base, **fields}
+
+
+def install_example(site: Path, module: str = "ggprof_example_plugin") -> None:
+    """What `pip install ggprof-example` leaves behind: a module and a .dist-info with entry points."""
+    site.mkdir(parents=True, exist_ok=True)
+    (site / f"{module}.py").write_text((THIRDPARTY / "ggprof_example_plugin.py").read_text())
+    info = site / "ggprof_example-1.2.3.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ggprof-example\nVersion: 1.2.3\n")
+    (info / "entry_points.txt").write_text(f"[ggprof]\nexample = {module}\n")
+
+
+def raising_plugin(site: Path, hook: str) -> None:
+    """A real plugin package on sys.path whose `hook` raises (or whose import calls sys.exit)."""
+    install_example(site, module="ggprof_bad_plugin")
+    body = {
+        "judge": "@hookimpl\ndef judge(case):\n    raise RuntimeError('judge exploded')\n",
+        "register_commands": "@hookimpl\ndef register_commands(cli):\n    raise RuntimeError('commands exploded')\n",
+        "import": "import sys\nsys.exit(3)\n",
+    }[hook]
+    (site / "ggprof_bad_plugin.py").write_text("from ggprof import hookimpl\n\n" + body)
+
+
+def site_env(tmp_path: Path) -> dict[str, str]:
+    """The environment that puts a plugin installed under tmp_path/site on the path."""
+    return {"PYTHONPATH": str(tmp_path / "site")}
+
+
+def started(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`ggprof ARGS` started in the background (to be signalled, killed or raced)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ggprof", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def start_bench(model: Path, *extra: str) -> subprocess.Popen[str]:
+    """A `ggprof bench` decoding 30,000 tokens: long enough to be signalled mid-run."""
+    return started("bench", str(model), "-p", "0", "-n", "30000", "-r", "1", *extra)
+
+
+def llama_child(proc: subprocess.Popen[str], timeout_s: float = 60) -> psutil.Process:
+    """The llama.cpp child of a running ggprof, once it is decoding."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for kid in psutil.Process(proc.pid).children():
+            try:  # a short-lived helper can be a zombie (or gone) by the time it is asked
+                if "ggprof.bench.child" in " ".join(kid.cmdline()) and kid.cpu_times().user > 0.5:
+                    return kid
+            except psutil.Error:
+                continue
+        time.sleep(0.2)
+    raise AssertionError("the llama.cpp child did not start")
