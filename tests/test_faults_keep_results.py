@@ -10,6 +10,7 @@ import pytest
 from ggufs import Shape, write_model
 from support import (
     as_process,
+    install_example,
     raising_plugin,
     site_env,
 )
@@ -76,3 +77,70 @@ def test_a_corrupt_host_cache_is_ignored(corrupt: str, tmp_path: Path) -> None:
     path.write_text(corrupt)
     r = as_process("host", "--no-measure", "--json", env=env)
     assert r.exit_code == 0 and json.loads(r.stdout)["measured_read_bandwidth_bytes_per_s"] is None
+
+
+BROKEN_BACKEND = (
+    "from ggprof import Backend, Detection, hookimpl\n\n"
+    "class Broken(Backend):\n"
+    "    name = 'broken'\n"
+    "    def detect(self, host):\n"
+    "        return Detection(backend=self.name, reason='none here')\n"
+    "    def efficiency_band(self, model, device):\n"
+    "        raise ZeroDivisionError('band exploded')\n"
+    "    def compute_roof(self, case):\n"
+    "        raise ZeroDivisionError('roof exploded')\n\n"
+    "@hookimpl\n"
+    "def register_backends(register):\n"
+    "    register(Broken())\n\n"
+    "@hookimpl\n"
+    "def profile_dirs():\n"
+    "    import os\n"
+    "    return [os.environ['BROKEN_PROFILES']]\n"
+)
+
+
+def broken_backend(tmp_path: Path) -> dict[str, str]:
+    """A plugin whose backend raises in efficiency_band and compute_roof, with a device profile of
+    its own (`broken-gpu`); the environment that loads it."""
+    site = tmp_path / "site"
+    install_example(site, module="ggprof_bad_backend")
+    (site / "ggprof_bad_backend.py").write_text(BROKEN_BACKEND)
+    profiles = tmp_path / "broken-profiles"
+    profiles.mkdir()
+    (profiles / "broken-gpu.toml").write_text(
+        'id = "broken-gpu"\nname = "Broken GPU"\nkind = "gpu"\nbackends = ["broken"]\n'
+        'memory_bandwidth_gbs = 500\nmemory_gb = 16\nsource = "a test"\n'
+    )
+    return {**site_env(tmp_path), "BROKEN_PROFILES": str(profiles)}
+
+
+def test_a_backend_plugin_raising_while_judging_is_named(tmp_path: Path, gemma_path: Path) -> None:
+    env = broken_backend(tmp_path)
+    r = as_process(
+        "check",
+        str(gemma_path),
+        "--tg",
+        "50",
+        "--bandwidth",
+        "90",
+        "--backend",
+        "broken",
+        "--json",
+        env=env,
+    )
+    d = json.loads(r.stdout)
+    failed = next(f for f in d["findings"] if f["code"] == "PLUGIN_FAILED")
+    assert (r.exit_code, d["verdict"], failed["plugin"]) == (0, "unknown", "broken")
+    assert failed["evidence"] == ["ZeroDivisionError: roof exploded"]
+
+
+def test_a_backend_plugin_raising_in_predict_is_named_not_hidden(tmp_path: Path, gemma_path: Path) -> None:
+    """`predict` judges nothing, so a backend's failing band was once silently "no band": the
+    ceiling stands and a warning names the plugin and its error."""
+    r = as_process("predict", str(gemma_path), "--device", "broken-gpu", "--json", env=broken_backend(tmp_path))
+    d = json.loads(r.stdout)
+    assert r.exit_code == 0 and d["decode_ceiling_tok_s"] > 0 and d["expected_tok_s_low"] is None
+    assert (
+        "warning: the broken backend plugin failed computing its expected band: ZeroDivisionError: band exploded"
+        in r.stderr
+    )

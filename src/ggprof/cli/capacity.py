@@ -18,9 +18,14 @@ if TYPE_CHECKING:
 @click.option("--prompt", type=POSITIVE_TOKENS, required=True, help="Prompt tokens per request.")
 @click.option("--gen", type=POSITIVE_TOKENS, required=True, help="Generated tokens per request.")
 @click.option(
-    "--tpot-slo", "tpot_slo_ms", metavar="MS", type=float, callback=finite_in(0, 1e6), required=True,
+    "--tpot-slo",
+    "tpot_slo_ms",
+    metavar="MS",
+    type=float,
+    callback=finite_in(0, 1e6),
+    required=True,
     help="Time per output token each user must get, ms.",
-)  # fmt: skip
+)
 @click.option(
     "--ttft-slo", "ttft_slo_ms", metavar="MS", type=float, callback=finite_in(0, 1e7), help="Time to first token, ms."
 )

@@ -20,6 +20,7 @@ from ggprof.cli.base import (
     load_model_arg,
     show,
 )
+from ggprof.plugins import warn
 
 if TYPE_CHECKING:
     from ggprof.machine.target import DeviceChoice
@@ -108,6 +109,8 @@ def predict(
         n_gpu_layers=n_gpu_layers,
     )
     result, target = predict_on(spec, inputs, choice, extensions())
+    for w in result.warnings:
+        warn(w)
     show(as_json, predict_dict, predict_text, spec, result, target.description)
     if plot is not None:
         from pathlib import Path
@@ -165,6 +168,8 @@ def fit(
     locations = [] if paths else default_locations()
     found = scan([Path(p) for p in paths], locations)
     report = fit_models(found, target, FitOptions(ctx=ctx, min_tok_s=min_tok_s), ext, scanned=locations)
+    for w in dict.fromkeys(w for m in report.models for w in m.prediction.warnings):
+        warn(w)
     if not report.models:
         where = ", ".join(paths) if paths else ", ".join(f"{loc.store} {loc.path}" for loc in locations)
         first = f"; {report.skipped[0].path}: {report.skipped[0].reason}" if report.skipped else ""

@@ -117,6 +117,7 @@ class Prediction:
     batch_max: int | None
     active_params: int
     rules: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = ()  # what the user should know: a plugin that failed computing a band
     prefill_band: EfficiencyBand | None = None  # fraction of the compute ceiling (None: ceiling only)
 
     @property

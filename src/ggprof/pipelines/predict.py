@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ggprof.errors import NoBandwidthError
+from ggprof.machine.device import EfficiencyBand
 from ggprof.machine.host import describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
@@ -25,14 +28,23 @@ def predict_on(
 
 
 def predict_with(spec: ModelSpec, target: Target, inputs: PredictInputs, ext: Extensions) -> Prediction:
-    """The prediction on a resolved target, with its backend's efficiency band (None: unknown backend)."""
+    """The prediction on a resolved target, with its backend's bands (None: unknown backend). A
+    backend plugin that raises leaves its band out, and the prediction's warnings name it: the
+    ceilings stand, and `predict` and `fit`, which judge nothing, still say what went wrong."""
     backend = ext.backends.get(target.device.backend)
-    try:
-        band = backend.efficiency_band(spec, target.device) if backend else None
-    except Exception:  # a backend plugin's bug: no expected band; the ceilings stand (judge reports the plugin)
-        band = None
-    try:
-        prefill_band = backend.prefill_band(spec, target.device) if backend else None
-    except Exception:
-        prefill_band = None
-    return predict(spec, target.device, inputs, band, target.cpu, prefill_band)
+    warnings: list[str] = []
+
+    def band_of(method: str, what: str) -> EfficiencyBand | None:
+        if backend is None:
+            return None
+        try:
+            band: EfficiencyBand | None = getattr(backend, method)(spec, target.device)
+            return band
+        except Exception as e:  # a backend plugin's bug
+            warnings.append(f"the {backend.name} backend plugin failed computing its {what}: {type(e).__name__}: {e}")
+            return None
+
+    band = band_of("efficiency_band", "expected band")
+    prefill_band = band_of("prefill_band", "prefill band")
+    p = predict(spec, target.device, inputs, band, target.cpu, prefill_band)
+    return replace(p, warnings=tuple(warnings)) if warnings else p

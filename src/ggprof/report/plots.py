@@ -127,8 +127,14 @@ def plot_roofline(result: dict[str, Any], path: Path) -> Path:
             [i_dec], [tg0 * decode_flops_per_tok], marker="x", s=80, color="tab:green", label="decode, measured"
         )
     if pp0 and i_pre:
-        roof.scatter([i_pre], [pp0 * p["prefill_flops_per_token"]], marker="x", s=80, color="tab:purple",
-                     label="prefill, measured")  # fmt: skip
+        roof.scatter(
+            [i_pre],
+            [pp0 * p["prefill_flops_per_token"]],
+            marker="x",
+            s=80,
+            color="tab:purple",
+            label="prefill, measured",
+        )
     roof.set_xscale("log")
     roof.set_yscale("log")
     roof.set_xlabel("arithmetic intensity (FLOP/byte)")
@@ -142,9 +148,13 @@ def plot_roofline(result: dict[str, Any], path: Path) -> Path:
     )
     band = p.get("efficiency_band")
     if band:
-        depth.fill_between(xs_d, [band[0] * r["decode_ceiling_tok_s"] for r in table],
-                           [band[1] * r["decode_ceiling_tok_s"] for r in table], alpha=0.2,
-                           label=f"expected band ({band[0]:.0%}-{band[1]:.0%} of the ceiling)")  # fmt: skip
+        depth.fill_between(
+            xs_d,
+            [band[0] * r["decode_ceiling_tok_s"] for r in table],
+            [band[1] * r["decode_ceiling_tok_s"] for r in table],
+            alpha=0.2,
+            label=f"expected band ({band[0]:.0%}-{band[1]:.0%} of the ceiling)",
+        )
     judged = [d for d in result.get("depths", []) if d.get("expected_tok_s_low") is not None]
     if judged:
         depth.errorbar(
@@ -158,8 +168,9 @@ def plot_roofline(result: dict[str, Any], path: Path) -> Path:
         )
     points = [(d, tg) for d, tg, _ in measured if tg]
     if points:
-        depth.scatter([d for d, _ in points], [tg for _, tg in points], marker="x", s=80, color="black",
-                      label="decode, measured")  # fmt: skip
+        depth.scatter(
+            [d for d, _ in points], [tg for _, tg in points], marker="x", s=80, color="black", label="decode, measured"
+        )
     depth.set_xlabel("depth (tokens already in the KV cache)")
     depth.set_ylabel("decode tok/s")
     depth.set_title("decode speed against depth")

@@ -62,10 +62,13 @@ def triage_markdown(run: Run) -> str:
     first = rows[0] if rows else {}
     lines = [f"### ggprof {d['kind']}: {private(model.get('name') or model.get('file') or '?')}", ""]
     lines += [
-        _line("host", f"{host.get('cpu_model')}, {host.get('physical_cores')} cores ({host.get('logical_cores')} "
-              f"logical), {fmt_bytes(host.get('ram_total_bytes') or 0)} RAM; {host.get('os')}"),
+        _line(
+            "host",
+            f"{host.get('cpu_model')}, {host.get('physical_cores')} cores ({host.get('logical_cores')} "
+            f"logical), {fmt_bytes(host.get('ram_total_bytes') or 0)} RAM; {host.get('os')}",
+        ),
         _line("GPUs", ", ".join(host.get("devices") or []) or "none detected"),
-    ]  # fmt: skip
+    ]
     if device:
         bw = device.get("bandwidth_bytes_per_s")
         source = device.get("bandwidth_source") or "?"
@@ -76,21 +79,30 @@ def triage_markdown(run: Run) -> str:
         )
     version = ctx.get("llama_cpp_python_version") or first.get("llama_cpp_python_version")
     lines += [
-        _line("llama.cpp", f"llama-cpp-python {version}, "
-              f"backends {','.join(ctx.get('backends_used') or []) or first.get('backends')}, "
-              f"build {first.get('build_commit') or 'unknown'}"),
-        _line("flags", f"-t {first.get('n_threads')} -ngl {first.get('n_gpu_layers')} -b {first.get('n_batch')} "
-              f"-ub {first.get('n_ubatch')} -fa {first.get('flash_attn')} -ctk {first.get('type_k')} "
-              f"-ctv {first.get('type_v')}"),
+        _line(
+            "llama.cpp",
+            f"llama-cpp-python {version}, "
+            f"backends {','.join(ctx.get('backends_used') or []) or first.get('backends')}, "
+            f"build {first.get('build_commit') or 'unknown'}",
+        ),
+        _line(
+            "flags",
+            f"-t {first.get('n_threads')} -ngl {first.get('n_gpu_layers')} -b {first.get('n_batch')} "
+            f"-ub {first.get('n_ubatch')} -fa {first.get('flash_attn')} -ctk {first.get('type_k')} "
+            f"-ctv {first.get('type_v')}",
+        ),
         _line("compiled with", " ".join(ctx.get("simd_compiled") or []) or "?"),
-        _line("model", f"{model.get('architecture')} {model.get('quant_label') or ''}, "
-              f"{sig3((model.get('n_params') or 0) / 1e6)}M params, {fmt_bytes(model.get('file_size_bytes') or 0)}; "
-              f"a token reads {fmt_bytes(model.get('decode_bytes_per_token') or 0, binary=False)} of weights"),
+        _line(
+            "model",
+            f"{model.get('architecture')} {model.get('quant_label') or ''}, "
+            f"{sig3((model.get('n_params') or 0) / 1e6)}M params, {fmt_bytes(model.get('file_size_bytes') or 0)}; "
+            f"a token reads {fmt_bytes(model.get('decode_bytes_per_token') or 0, binary=False)} of weights",
+        ),
         _line("command", f"`{d['command']}`"),
         "",
         "| test | t/s | ± |",
         "| --- | ---: | ---: |",
-    ]  # fmt: skip
+    ]
     for r in rows:
         name = ("pp" if r.get("n_prompt") else "tg") + str(r.get("n_prompt") or r.get("n_gen"))
         name += f" @ d{r['n_depth']}" if r.get("n_depth") else ""
@@ -98,10 +110,13 @@ def triage_markdown(run: Run) -> str:
     result = run.payload.get("result") or {}
     if d["verdict"]:
         tg = sig3(result.get("measured_tg_tok_s") or 0)
-        lines += ["", f"**Verdict: {d['verdict']}.** Measured decode {tg} tok/s; "
-                  f"ceiling {sig3(result.get('decode_ceiling_tok_s') or 0)} tok/s; expected "
-                  f"{sig3(result.get('expected_tok_s_low') or 0)}-{sig3(result.get('expected_tok_s_high') or 0)} tok/s "
-                  f"({private(str(result.get('expected_basis') or ''))})."]  # fmt: skip
+        lines += [
+            "",
+            f"**Verdict: {d['verdict']}.** Measured decode {tg} tok/s; "
+            f"ceiling {sig3(result.get('decode_ceiling_tok_s') or 0)} tok/s; expected "
+            f"{sig3(result.get('expected_tok_s_low') or 0)}-{sig3(result.get('expected_tok_s_high') or 0)} tok/s "
+            f"({private(str(result.get('expected_basis') or ''))}).",
+        ]
     for f in d["findings"]:
         lines += ["", f"- **{f.get('severity')} `{private(str(f.get('code')))}`:** {private(str(f.get('title')))}"]
         if f.get("expected") or f.get("observed"):
