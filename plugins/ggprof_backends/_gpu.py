@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ggprof import Backend, Causes, Device, Diagnosis, Figure
 from ggprof_backends import _fitted
+from ggprof_backends._diagnosis import NOISY_REPETITIONS_CV, OTHER_LOAD_GPU_HOST_PERCENT
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
     from ggprof import EfficiencyBand, JudgeCase, ModelSpec, ProfileDB
@@ -99,9 +100,9 @@ class GPUBackend(Backend):
                 )
         if case.tg_cv is not None:
             checks.append(f"repetitions vary by {case.tg_cv:.1%}")
-            if case.tg_cv > 0.10:
+            if case.tg_cv > NOISY_REPETITIONS_CV:
                 causes.append(f"noisy repetitions (CV {case.tg_cv:.0%}): another program used the GPU")
-        if ctx.cpu_load_during_percent is not None and ctx.cpu_load_during_percent > 50:
+        if ctx.cpu_load_during_percent is not None and ctx.cpu_load_during_percent > OTHER_LOAD_GPU_HOST_PERCENT:
             causes.append(
                 f"the host CPU was busy ({ctx.cpu_load_during_percent:.0f}% by other processes): "
                 "kernel launches wait for it"

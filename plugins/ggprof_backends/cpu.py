@@ -27,6 +27,15 @@ from ggprof import (
     sig3,
 )
 from ggprof_backends import _fitted
+from ggprof_backends._diagnosis import (
+    COLD_CACHE_FRACTION,
+    COLD_FIRST_REPETITION,
+    NOISY_REPETITIONS_CV,
+    OTHER_LOAD_CPU_PERCENT,
+    SWAP_GROWTH_BYTES,
+    THREADS_MIN_GAIN,
+    THROTTLED_CLOCK_FRACTION,
+)
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
     from ggprof import HostContext, JudgeCase, ModelSpec
@@ -53,8 +62,6 @@ BOOST_ALLOWANCE = 1.3  # when only the current clock is known, allow for turbo
 # docs/calibration-run-2026-11-29-epyc.txt; the synthetic router makes MoE noisy). The ranges cover both,
 # with a small margin below the lowest measurement.
 PARALLEL_EFFICIENCY = {"dense": (0.60, 1.00), "moe": (0.50, 1.35)}
-CV_NOISY = 0.10
-OTHER_LOAD_PERCENT = 20.0
 
 
 class CPUBackend(Backend):
@@ -140,7 +147,7 @@ def compute_bound_note(case: JudgeCase) -> Finding | None:
     bandwidth_low = p.band.low * p.decode_ceiling_tok_s
     scale = ctx.n_threads / probe.n_threads
     gain = tg / probe.tok_s if probe.tok_s else 0.0
-    if tg >= bandwidth_low or gain < 1 + 0.6 * (scale - 1):
+    if tg >= bandwidth_low or gain < 1 + PARALLEL_EFFICIENCY["dense"][0] * (scale - 1):
         return None
     consumed = tg * (p.decode_bytes_per_token + p.kv_bytes_at_depth)
     types = ", ".join(f"{name} {share:.0%}" for name, share in _type_shares(case)[:3])
@@ -190,7 +197,7 @@ def cpu_checks(case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
         f"swap used {fmt_bytes(ctx.swap_used_before_bytes or 0, binary=False)} before, "
         f"{fmt_bytes(ctx.swap_used_after_bytes or 0, binary=False)} after"
     )
-    if swap_grew > 64 * 2**20:
+    if swap_grew > SWAP_GROWTH_BYTES:
         causes.append(f"swapping: swap use grew by {fmt_bytes(swap_grew, binary=False)} during the run")
     free = ctx.ram_available_before_bytes
     if free is not None and case.model.file_size_bytes > free:
@@ -201,14 +208,15 @@ def cpu_checks(case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if ctx.page_cache_fraction_before is not None:
         checks.append(f"{ctx.page_cache_fraction_before:.0%} of the file was in the page cache before loading")
         samples = case.tg_samples_tok_s
-        if ctx.page_cache_fraction_before < 0.5 and len(samples) >= 2 and samples[0] < 0.75 * min(samples[1:]):
+        cold = ctx.page_cache_fraction_before < COLD_CACHE_FRACTION
+        if cold and len(samples) >= 2 and samples[0] < COLD_FIRST_REPETITION * min(samples[1:]):
             causes.append(
                 f"first-touch mmap: the model was not in the page cache and the first repetition "
                 f"({sig3(samples[0])} tok/s vs {sig3(min(samples[1:]))}) paid for reading it from disk"
             )
     if ctx.cpu_freq_max_mhz and ctx.cpu_freq_after_mhz:
         checks.append(f"clock {ctx.cpu_freq_after_mhz:.0f} MHz after the run, {ctx.cpu_freq_max_mhz:.0f} MHz max")
-        if ctx.cpu_freq_after_mhz < 0.75 * ctx.cpu_freq_max_mhz:
+        if ctx.cpu_freq_after_mhz < THROTTLED_CLOCK_FRACTION * ctx.cpu_freq_max_mhz:
             causes.append(
                 f"throttling: the clock ran at {ctx.cpu_freq_after_mhz:.0f} of {ctx.cpu_freq_max_mhz:.0f}"
                 " MHz (thermal or power limits)"
@@ -219,12 +227,14 @@ def cpu_checks(case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
     checks.append("llama.cpp built with " + (" ".join(sorted(simd)) or "no SIMD reported"))
     if ctx.cpu_load_during_percent is not None:
         checks.append(f"other processes used {ctx.cpu_load_during_percent:.0f}% of the CPU during the run")
-        if ctx.cpu_load_during_percent > OTHER_LOAD_PERCENT:
+        if ctx.cpu_load_during_percent > OTHER_LOAD_CPU_PERCENT:
             causes.append(f"other load: other processes used {ctx.cpu_load_during_percent:.0f}% of the CPU")
     if case.tg_cv is not None:
         checks.append(f"repetitions vary by {case.tg_cv:.1%} (coefficient of variation)")
-        if case.tg_cv > CV_NOISY:
-            causes.append(f"noisy repetitions (CV {case.tg_cv:.0%} > {CV_NOISY:.0%}): something else competed")
+        if case.tg_cv > NOISY_REPETITIONS_CV:
+            causes.append(
+                f"noisy repetitions (CV {case.tg_cv:.0%} > {NOISY_REPETITIONS_CV:.0%}): something else competed"
+            )
     if ctx.governor == "powersave":
         checks.append("CPU governor: powersave")
         causes.append("the powersave governor may hold the clock low (with acpi-cpufreq; intel_pstate is fine)")
@@ -232,7 +242,7 @@ def cpu_checks(case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if probe and case.measured_tg_tok_s and threads > probe.n_threads:
         gain = case.measured_tg_tok_s / probe.tok_s
         checks.append(f"{sig3(probe.tok_s)} tok/s on {probe.n_threads} thread(s), x{gain:.2f} on {threads}")
-        if gain < 1.15:
+        if gain < THREADS_MIN_GAIN:
             causes.append(
                 "more threads did not help, yet memory is far from busy: another process streaming "
                 "memory, throttling, or threads pinned to one core"

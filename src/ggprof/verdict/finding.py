@@ -32,7 +32,8 @@ BASE_TOLERANCE = 0.05  # measurement tolerance above a ceiling, before the run's
 # claim with a huge stddev must not escape its verdict. Honest runs measured for calibration
 # vary by at most 11% (docs/calibration-threads-2026-11-29-epyc.jsonl), so 5% + 2 x 11% fits.
 MAX_TOLERANCE = 0.25
-# Repetitions varying more than this are too noisy to judge: a finding of their own.
+# Repetitions varying more than this are too noisy to judge: a finding of their own. Twice the
+# most that honest runs kept for calibration varied (11%, docs/calibration-threads-2026-11-29-epyc.jsonl).
 NOISY_CV = 0.20
 
 

@@ -1,0 +1,30 @@
+"""The thresholds the built-in backends' diagnoses use: when a fact of the run's context is
+named as a likely cause of a slow result. Each is a cause to check, not a verdict; each says
+where its number comes from."""
+
+from __future__ import annotations
+
+# Repetitions varying more than this: noise is named as a cause. Honest runs kept for
+# calibration vary by 0.5-4.4% (docs/calibration-xeon16-cpu-2026-11-29.jsonl) and at most 11%
+# on a 2-core VM (docs/calibration-threads-2026-11-29-epyc.jsonl): above 10% something else ran.
+NOISY_REPETITIONS_CV = 0.10
+# Other processes' share of the CPUs during a CPU run, and of the host during a GPU run, named as
+# a cause. Quiet hosts measured 0.04-0.21% (docs/calibration-xeon16-cpu-2026-11-29.jsonl); a CPU
+# run loses about that share of its cores to another load; a GPU's kernel launches wait for a
+# host more than half busy.
+OTHER_LOAD_CPU_PERCENT = 20.0
+OTHER_LOAD_GPU_HOST_PERCENT = 50.0
+# Swap growing by more than this during the run: weights were read back from disk. A quiet run
+# swaps nothing (swap_used_after_bytes 0 in every run kept in docs/); 64 MiB is more than the
+# kernel moves for other reasons in a minute.
+SWAP_GROWTH_BYTES = 64 * 2**20
+# A cold page cache explains a slow first repetition when less than half the file was cached and
+# the first repetition ran under 3/4 of the others' speed (reading from disk, not from memory).
+COLD_CACHE_FRACTION = 0.5
+COLD_FIRST_REPETITION = 0.75
+# The clock after the run under 3/4 of its maximum: throttled or a power-saving governor (a
+# turbo step is 10-20%; a throttle halves it).
+THROTTLED_CLOCK_FRACTION = 0.75
+# Doubling the threads gained less than this: more threads did not help (a dense model's
+# decode gains 1.6-2.0x where cores are free: the parallel efficiencies in cpu.py).
+THREADS_MIN_GAIN = 1.15
