@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ggprof.bench.results import FLASH_ATTN_TYPES
+from ggprof.llamacpp import GGML_MAX_N_THREADS
 from ggprof.model.ggml import kv_cache_type
 
 EXIT_LOAD_FAILED = 3
 EXIT_RUN_FAILED = 4
-GGML_MAX_N_THREADS = 512
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from ggprof.bench.results import FLASH_ATTN_TYPES, BenchResult, BenchRow
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
+from ggprof.llamacpp import test_name
 from ggprof.units import MAX_TOKENS, clean_name
 
 
@@ -186,9 +187,7 @@ class LlamaBenchRow:
     @property
     def test(self) -> str:
         """llama-bench's test name: pp512, tg128 @ d4096."""
-        parts = ([f"pp{self.n_prompt}"] if self.n_prompt else []) + ([f"tg{self.n_gen}"] if self.n_gen else [])
-        name = "+".join(parts)
-        return name + (f" @ d{self.n_depth}" if self.n_depth else "")
+        return test_name(self.n_prompt, self.n_gen, self.n_depth)
 
 
 def read_rows(path: str) -> list[LlamaBenchRow]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ggprof.bench.context import RunContext
+from ggprof.llamacpp import N_BATCH, N_GEN, N_PROMPT, N_UBATCH, REPETITIONS, test_name
+from ggprof.stats import percentile
 
 # llama.cpp's llama_flash_attn_type (and llama-bench's -fa values): the one map of the names.
 FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}
@@ -15,20 +16,20 @@ FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}
 
 @dataclass(frozen=True, kw_only=True)
 class BenchParams:
-    """What to run; defaults are llama-bench's (-p 512 -n 128 -r 5 -b 2048 -ub 512 -ngl -1)."""
+    """What to run; defaults are llama-bench's (ggprof.llamacpp; -ngl -1: every layer)."""
 
     model: Path
-    n_prompt: tuple[int, ...] = (512,)
-    n_gen: tuple[int, ...] = (128,)
+    n_prompt: tuple[int, ...] = (N_PROMPT,)
+    n_gen: tuple[int, ...] = (N_GEN,)
     n_depth: tuple[int, ...] = (0,)
-    reps: int = 5
+    reps: int = REPETITIONS
     n_threads: int = 1
     n_gpu_layers: int = -1
     flash_attn: str = "auto"
     type_k: str = "f16"
     type_v: str = "f16"
-    n_batch: int = 2048
-    n_ubatch: int = 512
+    n_batch: int = N_BATCH
+    n_ubatch: int = N_UBATCH
     repack: str = "auto"
     timeout_s: float | None = None
     rng_seed: int = 1
@@ -41,14 +42,13 @@ class BenchParams:
         if self.n_parallel:
             n = self.n_gen[0]
             return [
-                {"name": f"tg{n} x{b}", "n_prompt": 0, "n_gen": n, "n_depth": 0, "n_parallel": b}
+                {"name": test_name(0, n, 0, b), "n_prompt": 0, "n_gen": n, "n_depth": 0, "n_parallel": b}
                 for b in self.n_parallel
             ]
         out: list[dict[str, object]] = []
         for d in self.n_depth:
-            suffix = f" @ d{d}" if d else ""
-            out += [{"name": f"pp{p}{suffix}", "n_prompt": p, "n_gen": 0, "n_depth": d} for p in self.n_prompt if p]
-            out += [{"name": f"tg{n}{suffix}", "n_prompt": 0, "n_gen": n, "n_depth": d} for n in self.n_gen if n]
+            out += [{"name": test_name(p, 0, d), "n_prompt": p, "n_gen": 0, "n_depth": d} for p in self.n_prompt if p]
+            out += [{"name": test_name(0, n, d), "n_prompt": 0, "n_gen": n, "n_depth": d} for n in self.n_gen if n]
         return out
 
     def request(self) -> dict[str, object]:
@@ -131,23 +131,16 @@ class BenchRow:
         """Coefficient of variation of tok/s across repetitions."""
         return self.stddev_ts / self.avg_ts if self.avg_ts else 0.0
 
-    def itl_percentile_ms(self, q: float) -> float | None:
-        return percentile(self.itl_ns, q) / 1e6 if self.itl_ns else None
+    def itl_percentile_ms(self, percent: float) -> float | None:
+        """The inter-token latency at this percentile (50: the median), ms."""
+        return percentile(self.itl_ns, percent / 100) / 1e6 if self.itl_ns else None
 
     @property
     def ttft_ms(self) -> float | None:
         return statistics.fmean(self.ttft_ns) / 1e6 if self.ttft_ns else None
 
-    def ttft_percentile_ms(self, q: float) -> float | None:
-        return percentile(self.ttft_ns, q) / 1e6 if self.ttft_ns else None
-
-
-def percentile(values: tuple[int, ...] | list[int], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default method), q in [0, 100]."""
-    data = sorted(values)
-    pos = (len(data) - 1) * q / 100
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+    def ttft_percentile_ms(self, percent: float) -> float | None:
+        return percentile(self.ttft_ns, percent / 100) / 1e6 if self.ttft_ns else None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,20 +11,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ggprof.physics.expected import ALL, OUTLIER_FACTOR, QUANTILES, LinearFit
+from ggprof.stats import percentile
 
 MIN_OWN_SPREAD_ROWS = 12  # fewer rows: a backend takes the mean spread of the backends with more
 MIN_FIT_DEVICES = 3  # a fit on one or two devices describes those devices, not the backend: none
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default), q in 0..1."""
-    xs = sorted(values)
-    if not xs:
-        raise ValueError("no values")
-    pos = q * (len(xs) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ggprof import __version__
+from ggprof.llamacpp import GGML_MAX_N_THREADS, N_BATCH, N_GEN, N_PROMPT, N_UBATCH, REPETITIONS
 from ggprof.model.ggml import KV_CACHE_TYPES
 from ggprof.plugins import warn
 from ggprof.units import MAX_TOKENS, clean_name
@@ -93,7 +94,7 @@ CACHE_TYPES = click.Choice(KV_CACHE_TYPES, case_sensitive=False)
 TOKENS = click.IntRange(0, MAX_TOKENS)  # llama.cpp's int32 token counts
 POSITIVE_TOKENS = click.IntRange(1, MAX_TOKENS)
 LAYERS = click.IntRange(-1, MAX_TOKENS)
-MAX_THREADS = 512  # GGML_MAX_N_THREADS
+MAX_THREADS = GGML_MAX_N_THREADS
 MAX_TOK_S = 1e9
 MAX_TIMEOUT_S = 1e6
 
@@ -205,8 +206,8 @@ def bench_options(f: Any) -> Any:
             callback=finite_in(0, MAX_TIMEOUT_S),
             help="Give up on the run after this many seconds.",
         ),
-        click.option("-ub", "--ubatch-size", "n_ubatch", type=POSITIVE_TOKENS, default=512, show_default=True),
-        click.option("-b", "--batch-size", "n_batch", type=POSITIVE_TOKENS, default=2048, show_default=True),
+        click.option("-ub", "--ubatch-size", "n_ubatch", type=POSITIVE_TOKENS, default=N_UBATCH, show_default=True),
+        click.option("-b", "--batch-size", "n_batch", type=POSITIVE_TOKENS, default=N_BATCH, show_default=True),
         click.option("--cache-type-v", "-ctv", type=CACHE_TYPES, default="f16", show_default=True),
         click.option("--cache-type-k", "-ctk", type=CACHE_TYPES, default="f16", show_default=True),
         click.option(
@@ -227,10 +228,14 @@ def bench_options(f: Any) -> Any:
             "threads",
             help="Threads, or a list to sweep (1,2,4) [default: physical cores, not efficiency cores].",
         ),
-        click.option("-r", "--repetitions", "reps", type=click.IntRange(1, 10_000), default=5, show_default=True),
+        click.option(
+            "-r", "--repetitions", "reps", type=click.IntRange(1, 10_000), default=REPETITIONS, show_default=True
+        ),
         click.option("-d", "--n-depth", "depth", default="0", show_default=True, help="KV depth(s), e.g. 0,4096."),
-        click.option("-n", "--n-gen", "gen", default="128", show_default=True, help="Generated tokens (tg test)."),
-        click.option("-p", "--n-prompt", "prompt", default="512", show_default=True, help="Prompt tokens (pp test)."),
+        click.option("-n", "--n-gen", "gen", default=str(N_GEN), show_default=True, help="Generated tokens (tg test)."),
+        click.option(
+            "-p", "--n-prompt", "prompt", default=str(N_PROMPT), show_default=True, help="Prompt tokens (pp test)."
+        ),
     ]
     for option in options:
         f = option(f)
@@ -238,7 +243,7 @@ def bench_options(f: Any) -> Any:
 
 
 def thread_counts(threads: str | None, facts: HostFacts) -> tuple[int, ...]:
-    """-t N or -t 1,2,4 (each 1 to 512); the default is the physical (performance) cores."""
+    """-t N or -t 1,2,4 (each 1 to GGML_MAX_N_THREADS); the default is the physical (performance) cores."""
     from ggprof.bench.runner import default_threads
 
     counts = int_list(threads, "-t", low=1, high=MAX_THREADS) if threads else (default_threads(facts),)

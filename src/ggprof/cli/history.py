@@ -19,9 +19,15 @@ if TYPE_CHECKING:
     from ggprof.model.spec import ModelSpec
 
 
+db_option = click.option(
+    "--db", "db", type=click.Path(dir_okay=False), help="History database [default: GGPROF_DB]."
+)  # the one declaration of --db, for the commands that save runs and those that read them
+
+
 def db_options(f: Any) -> Any:
+    """--db and --no-save, for the commands that save what they measured."""
     f = click.option("--no-save", is_flag=True, help="Do not keep this run in the history.")(f)
-    return click.option("--db", "db", type=click.Path(dir_okay=False), help="History database [default: GGPROF_DB].")(f)
+    return db_option(f)
 
 
 def db_path(db: str | None) -> Path:
@@ -95,7 +101,7 @@ def save_run(db: str | None, no_save: bool, rec: dict[str, Any]) -> None:
 @click.option("--since", metavar="DATE", help="Runs from this day on (YYYY-MM-DD).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 @click.option("--format", "fmt", type=click.Choice(["text", "csv", "jsonl"]), default="text", show_default=True)
-@click.option("--db", "db", type=click.Path(dir_okay=False), help="History database [default: GGPROF_DB].")
+@db_option
 def history(model: str | None, host: str | None, since: str | None, as_json: bool, fmt: str, db: str | None) -> None:
     """List the runs kept: when, model, device, pp and tg tok/s with their spread, share of the ceiling, verdict."""
     from ggprof.errors import BadInputError
@@ -150,7 +156,7 @@ def _side(ref: str, db: str | None) -> tuple[str, list[dict[str, Any]]]:
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@click.option("--db", "db", type=click.Path(dir_okay=False), help="History database [default: GGPROF_DB].")
+@db_option
 def compare(a: str, b: str, as_json: bool, db: str | None) -> None:
     """Compare two runs test by test (run ids, or files of llama-bench -o json/jsonl or ggprof JSON)."""
     from ggprof.history.compare import compare as run_compare
@@ -168,7 +174,7 @@ def compare(a: str, b: str, as_json: bool, db: str | None) -> None:
 @cli.command()
 @click.argument("run_id", metavar="[RUN]", required=False, type=click.IntRange(min=1))
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
-@click.option("--db", "db", type=click.Path(dir_okay=False), help="History database [default: GGPROF_DB].")
+@db_option
 def report(run_id: int | None, fmt: str, db: str | None) -> None:
     """A block to paste into a llama.cpp, Ollama or LM Studio issue (default: the latest run)."""
     from ggprof.history.store import get
@@ -184,7 +190,7 @@ def report(run_id: int | None, fmt: str, db: str | None) -> None:
 @cli.command()
 @click.argument("run_id", metavar="[RUN]", required=False, type=click.IntRange(min=1))
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False), required=True, help="FILE.png or FILE.svg")
-@click.option("--db", "db", type=click.Path(dir_okay=False), help="History database [default: GGPROF_DB].")
+@db_option
 def plot(run_id: int | None, output: str, db: str | None) -> None:
     """The roofline of a kept profile run (default: the latest): bandwidth slope, compute roof,
     ridge, predicted and measured prefill and decode, and decode tok/s against depth."""

@@ -20,6 +20,7 @@ from ggprof.cli.base import (
     load_model_arg,
     show,
 )
+from ggprof.llamacpp import N_GEN, N_PROMPT
 from ggprof.plugins import warn
 
 if TYPE_CHECKING:
@@ -62,8 +63,8 @@ def plugins(as_json: bool) -> None:
 @click.argument("model", metavar="MODEL.gguf")
 @device_options
 @click.option("--depth", type=TOKENS, default=0, show_default=True, help="Tokens already in the KV cache.")
-@click.option("--prompt", type=TOKENS, default=512, show_default=True, help="Prompt tokens (prefill).")
-@click.option("--gen", type=TOKENS, default=128, show_default=True, help="Generated tokens.")
+@click.option("--prompt", type=TOKENS, default=N_PROMPT, show_default=True, help="Prompt tokens (prefill).")
+@click.option("--gen", type=TOKENS, default=N_GEN, show_default=True, help="Generated tokens.")
 @click.option(
     "--ctx",
     type=POSITIVE_TOKENS,

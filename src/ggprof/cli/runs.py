@@ -23,6 +23,7 @@ from ggprof.cli.base import (
     thread_counts,
 )
 from ggprof.cli.history import db_options, record, save_run
+from ggprof.llamacpp import GGML_MAX_N_THREADS, N_PROMPT
 from ggprof.plugins import warn
 
 if TYPE_CHECKING:
@@ -178,7 +179,7 @@ def profile(
     ext = extensions()
     if plot is not None and not plot.lower().endswith((".png", ".svg")):
         raise click.UsageError(f"--plot {plot}: give a .png or .svg file")
-    if kw.get("threads") and len(int_list(kw["threads"], "-t", low=1, high=512)) > 1:
+    if kw.get("threads") and len(int_list(kw["threads"], "-t", low=1, high=GGML_MAX_N_THREADS)) > 1:
         raise click.UsageError("profile runs at one -t; --threads-sweep sweeps 1 .. the physical cores")
     spec, path = resolve_model(model)
     if not as_json:
@@ -218,7 +219,7 @@ def profile(
     "--prompt",
     "n_prompt",
     type=POSITIVE_TOKENS,
-    default=512,
+    default=N_PROMPT,
     show_default=True,
     help="Prompt length behind --pp.",
 )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ggprof.errors import BadInputError
+from ggprof.llamacpp import test_name
 
 # Two-sided 5% critical values of Student's t (97.5th percentile) by degrees of freedom.
 T_975 = {
@@ -106,13 +107,11 @@ def welch(a: Stats, b: Stats) -> tuple[float | None, float | None, bool | None]:
 
 
 def label_of(row: dict[str, Any]) -> str:
-    n_prompt, n_gen = int(row.get("n_prompt") or 0), int(row.get("n_gen") or 0)
-    name = "+".join(([f"pp{n_prompt}"] if n_prompt else []) + ([f"tg{n_gen}"] if n_gen else []))
-    if row.get("n_depth"):
-        name += f" @ d{row['n_depth']}"
-    if (row.get("n_parallel") or 1) > 1:
-        name += f" x{row['n_parallel']}"
-    return name
+    def count(key: str, default: int = 0) -> int:
+        value = row.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+    return test_name(count("n_prompt"), count("n_gen"), count("n_depth"), count("n_parallel", 1))
 
 
 def compare(a_label: str, a_rows: list[dict[str, Any]], b_label: str, b_rows: list[dict[str, Any]]) -> Comparison:

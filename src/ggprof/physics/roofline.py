@@ -12,12 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ggprof.errors import BadInputError, NoBandwidthError
+from ggprof.llamacpp import N_BATCH, N_GEN, N_PROMPT, N_UBATCH
 from ggprof.machine.device import Device, EfficiencyBand, ExpectedSpeed
 from ggprof.model.spec import ROW_LOOKUP_TENSORS, ModelSpec
 
 DEPTH_TABLE = (0, 4096, 16384, 32768)
-DEFAULT_N_BATCH = 2048  # llama.cpp / llama-bench logical batch: logits once per batch
-DEFAULT_N_UBATCH = 512
+DEFAULT_N_BATCH = N_BATCH  # the logical batch: logits once per batch
+DEFAULT_N_UBATCH = N_UBATCH
 GPU_RESERVE_FRACTION = 0.05  # driver, context and fragmentation headroom on a GPU
 OUTPUT_LAYER_TENSORS = frozenset({"output.weight", "output_norm.weight", "output_norm.bias", "output.bias"})
 
@@ -27,8 +28,8 @@ class PredictInputs:
     """What a prediction is for: llama.cpp's parameters as a run (or a report) used them."""
 
     depth: int = 0
-    prompt: int = 512
-    gen: int = 128
+    prompt: int = N_PROMPT
+    gen: int = N_GEN
     ctx: int = 4096
     batch: int = 1
     cache_type_k: str = "f16"

@@ -18,6 +18,7 @@ from ggprof.calibration.fitting import MIN_OWN_SPREAD_ROWS, Point, fit_backends
 from ggprof.errors import BadInputError
 from ggprof.figures import Figure
 from ggprof.files import read_text
+from ggprof.llamacpp import N_PROMPT
 from ggprof.machine.profiles import Profile, ProfileDB
 from ggprof.machine.target import DeviceChoice, device_from_profile
 from ggprof.model.reference import reference_path, split_ref
@@ -250,7 +251,7 @@ def judge_row(
         tg_tok_s=tok_s if row.kind == "tg" else None,
         pp_tok_s=tok_s if row.kind == "pp" else None,
         depth=row.depth,
-        n_prompt=row.n_tokens if row.kind == "pp" else 512,
+        n_prompt=row.n_tokens if row.kind == "pp" else N_PROMPT,
         backend=row.backend,
         label=row.label,
     )

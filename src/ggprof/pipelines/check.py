@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ggprof.bench.llamabench import LlamaBenchRow, backend_of_row
 from ggprof.errors import NoBandwidthError
+from ggprof.llamacpp import N_PROMPT
 from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
@@ -25,7 +26,7 @@ class Reported:
     tg_tok_s: float | None = None
     pp_tok_s: float | None = None
     depth: int = 0
-    n_prompt: int = 512
+    n_prompt: int = N_PROMPT
     backend: str | None = None
     n_gpu_layers: int | None = None
     cv: float | None = None
@@ -99,7 +100,7 @@ def reported_from_row(row: LlamaBenchRow, backend: str | None) -> Reported:
         tg_tok_s=row.avg_ts if row.n_gen and not row.n_prompt else None,  # a pp+tg test is neither
         pp_tok_s=row.avg_ts if row.n_prompt and not row.n_gen else None,
         depth=row.n_depth,
-        n_prompt=row.n_prompt or 512,
+        n_prompt=row.n_prompt or N_PROMPT,
         backend=used,
         n_gpu_layers=None if used == "cpu" else row.n_gpu_layers,
         cv=row.stddev_ts / row.avg_ts,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ggprof.errors import BadInputError, GGProfError
+from ggprof.llamacpp import N_PROMPT
 from ggprof.machine.target import Target
 from ggprof.model.ggml import GGML_TYPES_BY_NAME
 from ggprof.model.gguf import GGUFHeader, read_model_files
@@ -26,7 +27,7 @@ from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.predict import predict_with
 from ggprof.units import clean_name, fmt_bytes
 
-TTFT_PROMPT = 512
+TTFT_PROMPT = N_PROMPT  # llama-bench's prompt: the TTFT a fit row shows
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ggprof import __version__
+from ggprof.history.compare import label_of
 from ggprof.history.store import Run
 from ggprof.units import clean, fmt_bytes, fmt_rate, sig3
 
@@ -104,9 +105,7 @@ def triage_markdown(run: Run) -> str:
         "| --- | ---: | ---: |",
     ]
     for r in rows:
-        name = ("pp" if r.get("n_prompt") else "tg") + str(r.get("n_prompt") or r.get("n_gen"))
-        name += f" @ d{r['n_depth']}" if r.get("n_depth") else ""
-        lines.append(f"| {name} | {sig3(r.get('avg_ts') or 0)} | {sig3(r.get('stddev_ts') or 0)} |")
+        lines.append(f"| {label_of(r)} | {sig3(r.get('avg_ts') or 0)} | {sig3(r.get('stddev_ts') or 0)} |")
     result = run.payload.get("result") or {}
     if d["verdict"]:
         tg = sig3(result.get("measured_tg_tok_s") or 0)
