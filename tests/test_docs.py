@@ -28,3 +28,30 @@ def test_every_public_name_is_listed() -> None:
     assert listed == public
     for name in public:  # and each really is importable from the root
         assert getattr(ggprof, name) is not None
+
+
+def test_every_package_is_in_the_layer_contract_and_the_readme_table() -> None:
+    """Each package and module of src/ggprof sits in one import-linter layer and README's layer
+    table names it: a new room cannot be added without its place in the house."""
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    src = root / "src" / "ggprof"
+    modules = {
+        p.stem
+        for p in src.iterdir()
+        if (p.is_dir() and (p / "__init__.py").exists())
+        or (p.suffix == ".py" and p.stem not in ("__init__", "__main__"))
+    }
+    contract = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]
+    layered = {name.strip() for layer in contract["layers"] for name in layer.split("|")}
+    assert layered == modules
+    readme = (root / "README.md").read_text()
+    table = readme.split("| layer | path | what it does |", 1)[1].split("\n\n", 1)[0]
+    for name in modules:
+        assert f"`src/ggprof/{name}/`" in table or f"{name}.py`" in table, name

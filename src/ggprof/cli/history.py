@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +13,7 @@ from ggprof.cli.base import cli, emit_json, invocation
 from ggprof.plugins import warn
 
 if TYPE_CHECKING:
+    from ggprof.history.store import RunRecord
     from ggprof.machine.facts import HostFacts
     from ggprof.model.spec import ModelSpec
 
@@ -36,50 +35,14 @@ def db_path(db: str | None) -> Path:
     return Path(db) if db else default_path()
 
 
-def model_key(spec: ModelSpec) -> str:
-    """The file size and a hash of the header: a renamed copy is the same model."""
-    from ggprof.model.gguf import read_header
+def record(kind: str, spec: ModelSpec, facts: HostFacts, devices: list[str], result: dict[str, Any]) -> RunRecord:
+    """What a run keeps (ggprof.history.store.RunRecord), with this command's arguments."""
+    from ggprof.history.store import RunRecord
 
-    header = read_header(spec.path)
-    with spec.path.open("rb") as f:
-        digest = hashlib.sha256(f.read(header.data_offset)).hexdigest()[:16]
-    return f"{spec.file_size_bytes}:{digest}"
+    return RunRecord.new(kind, spec, facts, devices, result, command=invocation, version=__version__)
 
 
-def record(kind: str, spec: ModelSpec, facts: HostFacts, devices: list[str], result: dict[str, Any]) -> dict[str, Any]:
-    """What a run keeps: the command, the model, the host, and the whole result."""
-    from ggprof.machine.cache import fingerprint
-
-    return {
-        "kind": kind,
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "ggprof_version": __version__,
-        "command": ["ggprof", *invocation],
-        "model": {
-            "key": model_key(spec),
-            "name": spec.name or spec.path.stem,
-            "file": spec.path.name,
-            "architecture": spec.architecture,
-            "quant_label": spec.quant_label,
-            "n_params": spec.n_params,
-            "file_size_bytes": spec.file_size_bytes,
-            "decode_bytes_per_token": spec.decode_bytes_per_token,
-            "kv_bytes_per_token": spec.kv_bytes_per_token(),
-        },
-        "host": {
-            "fingerprint": fingerprint(facts),
-            "cpu_model": facts.cpu_model,
-            "physical_cores": facts.physical_cores,
-            "logical_cores": facts.logical_cores,
-            "ram_total_bytes": facts.ram_total_bytes,
-            "os": facts.os,
-            "devices": devices,
-        },
-        "result": result,
-    }
-
-
-def save_run(db: str | None, no_save: bool, rec: dict[str, Any]) -> None:
+def save_run(db: str | None, no_save: bool, rec: RunRecord) -> None:
     """Keep the run; a database that cannot be written is a warning, never a lost result."""
     if no_save:
         return
@@ -130,12 +93,10 @@ def _side(ref: str, db: str | None) -> tuple[str, list[dict[str, Any]]]:
     from ggprof.bench.llamabench import MAX_RESULTS_BYTES
     from ggprof.errors import BadInputError
     from ggprof.files import read_text
-    from ggprof.history.store import get
+    from ggprof.history.store import get, rows_of
 
     if ref.isdigit() and len(ref) < 18:
-        run = get(db_path(db), int(ref))
-        result = run.payload.get("result") or {}
-        return f"run {ref}", list(result.get("bench") or result.get("rows") or [])
+        return f"run {ref}", get(db_path(db), int(ref)).record.rows
     text = read_text(ref, MAX_RESULTS_BYTES)
     try:
         try:
@@ -145,7 +106,7 @@ def _side(ref: str, db: str | None) -> tuple[str, list[dict[str, Any]]]:
     except (ValueError, RecursionError):
         raise BadInputError(f"{ref}: neither a run id nor llama-bench / ggprof JSON") from None
     if isinstance(data, dict):
-        data = data.get("bench") or data.get("rows") or [data]
+        data = rows_of(data) or [data]
     rows = [r for r in data if isinstance(r, dict) and isinstance(r.get("avg_ts"), (int, float))]
     if not rows:
         raise BadInputError(f"{ref}: no llama-bench rows (objects with avg_ts)")

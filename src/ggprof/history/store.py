@@ -11,19 +11,25 @@ from a newer ggprof, or a file that is not a database, is refused untouched.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
 from ggprof.errors import BadInputError
 from ggprof.units import clean_name
+
+if TYPE_CHECKING:
+    from ggprof.machine.facts import HostFacts
+    from ggprof.model.spec import ModelSpec
 
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 30_000
@@ -77,6 +83,112 @@ def default_path() -> Path:
     return Path(os.environ.get("GGPROF_DB") or Path(platformdirs.user_data_dir("ggprof")) / "history.db")
 
 
+def rows_of(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The llama-bench rows of a result: `profile` keeps them under "bench", `bench` under "rows"."""
+    rows = result.get("bench") or result.get("rows") or []
+    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+
+def model_key(path: Path, file_size_bytes: int) -> str:
+    """The file size and a hash of the header: a renamed copy is the same model."""
+    from ggprof.model.gguf import read_header
+
+    header = read_header(path)
+    with path.open("rb") as f:
+        digest = hashlib.sha256(f.read(header.data_offset)).hexdigest()[:16]
+    return f"{file_size_bytes}:{digest}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord:
+    """What a run keeps, built here and read here: the command, the model, the host and the
+    whole result (stored as JSON, the payload of a history row)."""
+
+    kind: str  # "bench" or "profile"
+    created_at: str
+    ggprof_version: str | None
+    command: tuple[str, ...]
+    model: dict[str, Any]
+    host: dict[str, Any]
+    result: dict[str, Any]
+
+    @classmethod
+    def new(
+        cls,
+        kind: str,
+        spec: ModelSpec,
+        facts: HostFacts,
+        devices: list[str],
+        result: dict[str, Any],
+        command: list[str],
+        version: str,
+    ) -> RunRecord:
+        from ggprof.machine.cache import fingerprint
+
+        return cls(
+            kind=kind,
+            created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            ggprof_version=version,
+            command=("ggprof", *command),
+            model={
+                "key": model_key(spec.path, spec.file_size_bytes),
+                "name": spec.name or spec.path.stem,
+                "file": spec.path.name,
+                "architecture": spec.architecture,
+                "quant_label": spec.quant_label,
+                "n_params": spec.n_params,
+                "file_size_bytes": spec.file_size_bytes,
+                "decode_bytes_per_token": spec.decode_bytes_per_token,
+                "kv_bytes_per_token": spec.kv_bytes_per_token(),
+            },
+            host={
+                "fingerprint": fingerprint(facts),
+                "cpu_model": facts.cpu_model,
+                "physical_cores": facts.physical_cores,
+                "logical_cores": facts.logical_cores,
+                "ram_total_bytes": facts.ram_total_bytes,
+                "os": facts.os,
+                "devices": devices,
+            },
+            result=result,
+        )
+
+    @classmethod
+    def from_json(cls, payload: dict[str, Any]) -> RunRecord:
+        """A stored payload (any schema version) as a record; parts of the wrong shape are empty."""
+
+        def part(key: str) -> dict[str, Any]:
+            value = payload.get(key)
+            return value if isinstance(value, dict) else {}
+
+        command = payload.get("command")
+        return cls(
+            kind=str(payload.get("kind") or ""),
+            created_at=str(payload.get("created_at") or ""),
+            ggprof_version=payload.get("ggprof_version") if isinstance(payload.get("ggprof_version"), str) else None,
+            command=tuple(str(c) for c in command) if isinstance(command, list) else (),
+            model=part("model"),
+            host=part("host"),
+            result=part("result"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "created_at": self.created_at,
+            "ggprof_version": self.ggprof_version,
+            "command": list(self.command),
+            "model": self.model,
+            "host": self.host,
+            "result": self.result,
+        }
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """The llama-bench rows the run measured."""
+        return rows_of(self.result)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Run:
     id: int
@@ -95,6 +207,10 @@ class Run:
     efficiency: float | None
     verdict: str | None
     payload: dict[str, Any]
+
+    @property
+    def record(self) -> RunRecord:
+        return RunRecord.from_json(self.payload)
 
 
 @contextmanager
@@ -149,7 +265,7 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
             for statement in _statements(MIGRATE_V1_TO_V2):
                 conn.execute(statement)
             for row_id, payload in conn.execute("SELECT id, payload FROM runs").fetchall():
-                columns = summary_columns(json.loads(payload))
+                columns = summary_columns(RunRecord.from_json(json.loads(payload)))
                 conn.execute(
                     f"UPDATE runs SET {', '.join(f'{c} = ?' for c in COLUMNS)} WHERE id = ?",
                     (*(columns[c] for c in COLUMNS), row_id),
@@ -165,11 +281,9 @@ def _statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
 
 
-def summary_columns(record: dict[str, Any]) -> dict[str, Any]:
-    """The indexed columns of a run record (see `record` in ggprof.cli.history)."""
-    result = record.get("result") or {}
-    rows = result.get("bench") if record.get("kind") == "profile" else result.get("rows")
-    rows = rows or []
+def summary_columns(record: RunRecord) -> dict[str, Any]:
+    """The indexed columns of a run record."""
+    result, rows = record.result, record.rows
     pp = next((r for r in rows if r.get("n_prompt") and not r.get("n_gen")), None)
     tg = next((r for r in rows if r.get("n_gen") and not r.get("n_prompt")), None)
     context = result.get("context") or {}
@@ -187,7 +301,7 @@ def summary_columns(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def save(path: Path, record: dict[str, Any]) -> int:
+def save(path: Path, record: RunRecord) -> int:
     """Store one run in one transaction; its id."""
     columns = summary_columns(record)
     with connect(path) as conn:
@@ -197,12 +311,12 @@ def save(path: Path, record: dict[str, Any]) -> int:
                 f"INSERT INTO runs (created_at, kind, model_key, model_name, host_fingerprint, payload, "
                 f"{', '.join(COLUMNS)}) VALUES ({', '.join('?' * (6 + len(COLUMNS)))})",
                 (
-                    record["created_at"],
-                    record["kind"],
-                    record["model"]["key"],
-                    record["model"].get("name"),
-                    record["host"]["fingerprint"],
-                    json.dumps(record, allow_nan=False),
+                    record.created_at,
+                    record.kind,
+                    record.model["key"],
+                    record.model.get("name"),
+                    record.host["fingerprint"],
+                    json.dumps(record.to_json(), allow_nan=False),
                     *(columns[c] for c in COLUMNS),
                 ),
             )

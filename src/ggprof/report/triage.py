@@ -48,7 +48,7 @@ def triage_dict(run: Run) -> dict[str, Any]:
         "context": result.get("context"),
         "verdict": result.get("verdict"),
         "findings": result.get("findings") or [],
-        "rows": result.get("bench") or result.get("rows") or [],
+        "rows": run.record.rows,
     }
 
 
