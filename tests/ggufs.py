@@ -58,36 +58,21 @@ class Shape:
         return self.n_kv_heads[layer] if isinstance(self.n_kv_heads, list) else self.n_kv_heads
 
     def tensors(self) -> list[tuple[str, tuple[int, ...], gguf.GGMLQuantizationType]]:
-        """(name, ggml shape, type) of every tensor, llama.cpp's names and layouts."""
-        e, q = self.n_embd, self.qtype
-        out = [("token_embd.weight", (e, self.vocab), q), ("output_norm.weight", (e,), F32)]
-        if not self.tied:
-            out.append(("output.weight", (e, self.vocab), q))
-        for i in range(self.n_layers):
-            kv = self.kv_heads(i) * self.hd
-            out += [
-                (f"blk.{i}.attn_norm.weight", (e,), F32),
-                (f"blk.{i}.attn_q.weight", (e, self.n_heads * self.hd), q),
-                (f"blk.{i}.attn_k.weight", (e, kv), q),
-                (f"blk.{i}.attn_v.weight", (e, kv), q),
-                (f"blk.{i}.attn_output.weight", (self.n_heads * self.hd, e), q),
-                (f"blk.{i}.ffn_norm.weight", (e,), F32),
-            ]
-            if self.n_experts:
-                x = self.n_experts
-                out += [
-                    (f"blk.{i}.ffn_gate_inp.weight", (e, x), F32),
-                    (f"blk.{i}.ffn_gate_exps.weight", (e, self.n_ff, x), q),
-                    (f"blk.{i}.ffn_up_exps.weight", (e, self.n_ff, x), q),
-                    (f"blk.{i}.ffn_down_exps.weight", (self.n_ff, e, x), q),
-                ]
-            else:
-                out += [
-                    (f"blk.{i}.ffn_gate.weight", (e, self.n_ff), q),
-                    (f"blk.{i}.ffn_up.weight", (e, self.n_ff), q),
-                    (f"blk.{i}.ffn_down.weight", (self.n_ff, e), q),
-                ]
-        return out
+        """(name, ggml shape, type) of every tensor in llama.cpp's layout; norms and router f32."""
+        from ggprof.model.layout import llama_tensors
+
+        layout = llama_tensors(
+            n_layers=self.n_layers,
+            n_embd=self.n_embd,
+            n_heads=self.n_heads,
+            head_dim=self.hd,
+            n_ff=self.n_ff,
+            vocab=self.vocab,
+            kv_heads=self.kv_heads,
+            tied=self.tied,
+            n_experts=self.n_experts,
+        )
+        return [(t.name, t.shape, self.qtype if t.role == "weight" else F32) for t in layout]
 
 
 def write_model(path: Path, shape: Shape, split_max_tensors: int = 0) -> list[Path]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ggprof.errors import BadInputError
+from ggprof.model.layout import llama_tensors
 from ggprof.model.synth import SHAPES as SYNTH_SHAPES
 
 
@@ -68,26 +69,31 @@ def _use_more_bits(i: int, n: int) -> bool:
 def tensor_types(shape: RefShape, scheme: str, synthetic: bool) -> list[tuple[str, tuple[int, ...], str]]:
     """(name, ggml shape, ggml type name) for every tensor."""
     e, hd = shape.n_embd, shape.n_embd // shape.n_heads
-    kv = shape.n_kv_heads * hd
     base = {"q4_0": "Q4_0", "q8_0": "Q8_0", "f16": "F16", "q6_k": "Q6_K", "q4_k_m": "Q4_K"}[scheme]
     # llama.cpp's quantizer keeps the output layer at Q6_K below Q8_0; synth writes one type.
     head = base if synthetic or scheme in ("q8_0", "f16") else "Q6_K"
-    out = [("token_embd.weight", (e, shape.vocab), base), ("output_norm.weight", (e,), "F32")]
-    if not shape.tied:
-        out.append(("output.weight", (e, shape.vocab), head))
-    for i in range(shape.n_layers):
-        more = scheme == "q4_k_m" and _use_more_bits(i, shape.n_layers)
-        out += [
-            (f"blk.{i}.attn_norm.weight", (e,), "F32"),
-            (f"blk.{i}.attn_q.weight", (e, e), base),
-            (f"blk.{i}.attn_k.weight", (e, kv), base),
-            (f"blk.{i}.attn_v.weight", (e, kv), "Q6_K" if more else base),
-            (f"blk.{i}.attn_output.weight", (e, e), base),
-            (f"blk.{i}.ffn_norm.weight", (e,), "F32"),
-            (f"blk.{i}.ffn_gate.weight", (e, shape.n_ff), base),
-            (f"blk.{i}.ffn_up.weight", (e, shape.n_ff), base),
-            (f"blk.{i}.ffn_down.weight", (shape.n_ff, e), "Q6_K" if more else base),
-        ]
+    layout = llama_tensors(
+        n_layers=shape.n_layers,
+        n_embd=e,
+        n_heads=shape.n_heads,
+        head_dim=hd,
+        n_ff=shape.n_ff,
+        vocab=shape.vocab,
+        kv_heads=lambda _: shape.n_kv_heads,
+        tied=shape.tied,
+    )
+    out = []
+    for t in layout:
+        more = scheme == "q4_k_m" and t.layer is not None and _use_more_bits(t.layer, shape.n_layers)
+        if t.role != "weight":
+            ggml_type = "F32"
+        elif t.name == "output.weight":
+            ggml_type = head
+        elif more and t.name.endswith(("attn_v.weight", "ffn_down.weight")):
+            ggml_type = "Q6_K"
+        else:
+            ggml_type = base
+        out.append((t.name, t.shape, ggml_type))
     return out
 
 

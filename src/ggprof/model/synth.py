@@ -18,6 +18,7 @@ import numpy as np
 
 from ggprof.errors import BadInputError
 from ggprof.model.ggml import GGML_TYPES_BY_NAME
+from ggprof.model.layout import llama_tensors
 from ggprof.paths import cache_dir
 
 SYNTH_VERSION = 1
@@ -51,35 +52,20 @@ class SynthShape:
         return self.n_embd // self.n_heads
 
     def tensors(self) -> list[tuple[str, tuple[int, ...], bool]]:
-        """(name, ggml shape, quantized?) in llama.cpp's names; norms stay f32."""
-        e, kv = self.n_embd, self.n_kv_heads * self.head_dim
-        out = [("token_embd.weight", (e, self.vocab), True), ("output_norm.weight", (e,), False)]
-        if not self.tied:
-            out.append(("output.weight", (e, self.vocab), True))
-        for i in range(self.n_layers):
-            out += [
-                (f"blk.{i}.attn_norm.weight", (e,), False),
-                (f"blk.{i}.attn_q.weight", (e, e), True),
-                (f"blk.{i}.attn_k.weight", (e, kv), True),
-                (f"blk.{i}.attn_v.weight", (e, kv), True),
-                (f"blk.{i}.attn_output.weight", (e, e), True),
-                (f"blk.{i}.ffn_norm.weight", (e,), False),
-            ]
-            if self.n_experts:
-                x, ff = self.n_experts, self.n_ff
-                out += [
-                    (f"blk.{i}.ffn_gate_inp.weight", (e, x), False),
-                    (f"blk.{i}.ffn_gate_exps.weight", (e, ff, x), True),
-                    (f"blk.{i}.ffn_up_exps.weight", (e, ff, x), True),
-                    (f"blk.{i}.ffn_down_exps.weight", (ff, e, x), True),
-                ]
-            else:
-                out += [
-                    (f"blk.{i}.ffn_gate.weight", (e, self.n_ff), True),
-                    (f"blk.{i}.ffn_up.weight", (e, self.n_ff), True),
-                    (f"blk.{i}.ffn_down.weight", (self.n_ff, e), True),
-                ]
-        return out
+        """(name, ggml shape, quantized?) in llama.cpp's layout (ggprof.model.layout); norms and
+        the router stay f32."""
+        layout = llama_tensors(
+            n_layers=self.n_layers,
+            n_embd=self.n_embd,
+            n_heads=self.n_heads,
+            head_dim=self.head_dim,
+            n_ff=self.n_ff,
+            vocab=self.vocab,
+            kv_heads=lambda _: self.n_kv_heads,
+            tied=self.tied,
+            n_experts=self.n_experts,
+        )
+        return [(t.name, t.shape, t.role == "weight") for t in layout]
 
     @property
     def n_params(self) -> int:
