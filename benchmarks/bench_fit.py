@@ -27,7 +27,7 @@ def main() -> None:
     from ggprof.figures import Figure
     from ggprof.machine.target import DeviceChoice, resolve_target
     from ggprof.model.spec import load_model
-    from ggprof.pipelines.fit import FitOptions, fit_models, scan
+    from ggprof.pipelines.choose import ChooseOptions, choose_models, scan
     from ggprof.plugins import extensions
     from ggprof.units import parse_bandwidth
 
@@ -54,7 +54,7 @@ def main() -> None:
         runs = []
         for _ in range(3):
             t0 = time.perf_counter()
-            report = fit_models(scan([folder], []), target, FitOptions(ctx=4096), ext)
+            report = choose_models(scan([folder], []), target, ChooseOptions(ctx=4096), ext)
             runs.append(time.perf_counter() - t0)
         assert len(report.models) == args.files, (len(report.models), report.skipped[:2])
         size_gb = first.stat().st_size / 1e9

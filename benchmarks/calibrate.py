@@ -31,11 +31,11 @@ from ggprof.pipelines.calibrate import (
     References,
     ResultRow,
     RowVerdict,
-    fit_all,
-    fit_points,
     judge_row,
     load_dataset,
     points_of,
+    regress_all,
+    regress_points,
 )
 from ggprof.pipelines.extensions import Extensions
 from ggprof.plugins import extensions
@@ -57,7 +57,7 @@ def main() -> int:
     ext = extensions()
     rows = load_dataset(args.dataset, ext.profiles)
     refs = References(cache_dir() / "reference")
-    fresh = fit_all(
+    fresh = regress_all(
         rows,
         refs,
         dataset=str(args.dataset.relative_to(ROOT)) if args.dataset.is_relative_to(ROOT) else str(args.dataset),
@@ -119,7 +119,7 @@ def main() -> int:
     points = points_of(rows, refs)
     for device in sorted({r.profile.id for r in rows}):
         mine = [r for r in rows if r.profile.id == device]
-        with calibration.using(fit_points(points.without(device), dataset="leave one out")):
+        with calibration.using(regress_points(points.without(device), dataset="leave one out")):
             loo += zip(*judge_all(mine, refs, ext), strict=True)
     honest, slowed, by_bw, by_bw_slow = (list(x) for x in zip(*loo, strict=True))
     seconds = time.perf_counter() - started

@@ -17,7 +17,7 @@ from ggprof_backends.cuda import nvml_bandwidth, parse_nvidia_smi
 from ggprof.calibration import committed_fits
 from ggprof.errors import BadInputError
 from ggprof.machine.profiles import ProfileDB, builtin_dir
-from ggprof.pipelines.calibrate import References, ResultRow, fit_all, judge_row, load_dataset
+from ggprof.pipelines.calibrate import References, ResultRow, judge_row, load_dataset, regress_all
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT / "benchmarks" / "data" / "llama-cpp-results.jsonl"
@@ -81,7 +81,7 @@ def test_a_bad_row_is_rejected_naming_it(tmp_path: Path, profiles, change: dict,
 def test_committed_fits_are_a_refit_of_the_dataset(rows: list[ResultRow], refs: References) -> None:
     """Equal to the digits stored: a least-squares refit differs in the 13th-15th digit from
     one CPU, BLAS or numpy to another, which must not fail this test."""
-    fresh = fit_all(rows, refs, dataset="benchmarks/data/llama-cpp-results.jsonl")
+    fresh = regress_all(rows, refs, dataset="benchmarks/data/llama-cpp-results.jsonl")
     assert fresh.differences(committed_fits()) == [], "run benchmarks/calibrate.py --write"
     decode = fresh.decode["cuda"]
     assert decode.per_unit_s > 0  # the cost per layer that a flat band misses
@@ -93,13 +93,13 @@ def test_one_changed_row_makes_the_committed_fits_stale(rows: list[ResultRow], r
     committed = committed_fits()
     i = next(i for i, r in enumerate(rows) if (r.backend, r.kind, r.depth) == ("cuda", "tg", 0))
     changed = [*rows[:i], replace(rows[i], tok_s=rows[i].tok_s * 1.1), *rows[i + 1 :]]
-    stale = fit_all(changed, refs, dataset="benchmarks/data/llama-cpp-results.jsonl").differences(committed)
+    stale = regress_all(changed, refs, dataset="benchmarks/data/llama-cpp-results.jsonl").differences(committed)
     assert any(d.startswith("/decode/cuda/") for d in stale), stale
 
 
 def test_the_stored_fits_carry_meaningful_digits_only(rows: list[ResultRow], refs: References) -> None:
     """Stored with six significant digits; noise in the last bits of a float is not stored."""
-    noisy = fit_all(rows, refs, dataset="x")
+    noisy = regress_all(rows, refs, dataset="x")
     cuda = noisy.decode["cuda"]
     jittered = replace(noisy, decode={**noisy.decode, "cuda": replace(cuda, per_unit_s=cuda.per_unit_s * (1 + 3e-13))})
     assert jittered.to_json() == noisy.to_json()
@@ -172,7 +172,7 @@ def test_the_fit_recovers_known_parameters() -> None:
     law (a point it was not fitted on is predicted within 3%) and a band as wide as the noise."""
     import random
 
-    from ggprof.calibration.fitting import Point, fit_linear
+    from ggprof.calibration.regression import Point, regress
 
     def tpot(nbytes: float, bw: float, layers: int) -> float:
         return nbytes * 1.25 / bw + layers * 40e-6
@@ -190,7 +190,7 @@ def test_the_fit_recovers_known_parameters() -> None:
         for bw in (100e9, 200e9, 400e9, 800e9, 1000e9, 2000e9, 3000e9)
         for nbytes, layers in ((0.7e9, 16), (3.8e9, 32), (7.2e9, 28), (13.5e9, 40))
     ]
-    fit = fit_linear("cuda", "decode", points)
+    fit = regress("cuda", "decode", points)
     assert fit.read_factor["q4_0"] == pytest.approx(1.25, rel=0.1)
     fast, slow = fit.predicted_s("q4_0", 5e9 / 600e9, 36, 5.0)
     assert fast == slow == pytest.approx(tpot(5e9, 600e9, 36), rel=0.03)
@@ -200,7 +200,7 @@ def test_the_fit_recovers_known_parameters() -> None:
 def test_a_result_far_off_the_fit_is_left_out_and_named() -> None:
     """Eleven coherent results and one 6x slower (an old build, a misconfigured run): the fit and
     its band rest on the eleven, and the twelfth is named, not averaged in."""
-    from ggprof.calibration.fitting import Point, fit_backends
+    from ggprof.calibration.regression import Point, regress_backends
     from ggprof.physics.expected import OUTLIER_FACTOR
 
     def point(i: int, slow: float = 1.0) -> Point:
@@ -211,12 +211,12 @@ def test_a_result_far_off_the_fit_is_left_out_and_named() -> None:
         )  # fmt: skip
 
     coherent = [point(i) for i in range(11)]
-    (fit,) = fit_backends("prefill", {"vulkan": [*coherent, point(11, slow=6.0)]}).values()
+    (fit,) = regress_backends("prefill", {"vulkan": [*coherent, point(11, slow=6.0)]}).values()
     assert fit.left_out == ("row 11",) and fit.n == 11 and OUTLIER_FACTOR < 6
     assert 1 / fit.read_factor["all"] == pytest.approx(0.4, rel=0.05)
     assert fit.residual_low > -0.05  # the band is as wide as the eleven, not the twelfth
     assert "1 result(s) over 4x off left out" in fit.describe()
-    (clean,) = fit_backends("prefill", {"vulkan": coherent}).values()
+    (clean,) = regress_backends("prefill", {"vulkan": coherent}).values()
     assert clean.left_out == ()
 
 

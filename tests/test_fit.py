@@ -228,7 +228,7 @@ def test_split_models_are_one_model(tmp_path: Path, run_cli) -> None:  # type: i
 
 
 def test_many_files_are_read_by_workers_with_the_same_result(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
-    from ggprof.pipelines.fit import PARALLEL_FROM_FILES
+    from ggprof.pipelines.choose import PARALLEL_FROM_FILES
 
     folder = tmp_path / "many"
     folder.mkdir()

@@ -150,8 +150,8 @@ def fit(
     from ggprof.machine.host import describe_host
     from ggprof.machine.target import resolve_target
     from ggprof.model.stores import default_locations
-    from ggprof.pipelines.fit import FitOptions, fit_models, scan
-    from ggprof.report.fit import fit_dict, fit_text
+    from ggprof.pipelines.choose import ChooseOptions, choose_models, scan
+    from ggprof.report.choose import choose_dict, choose_text
 
     ext = extensions()
     host = describe_host(ext.backends.values(), ext.profiles, measure=False)
@@ -168,14 +168,14 @@ def fit(
         target = replace(target, device=device, cpu=cpu)
     locations = [] if paths else default_locations()
     found = scan([Path(p) for p in paths], locations)
-    report = fit_models(found, target, FitOptions(ctx=ctx, min_tok_s=min_tok_s), ext, scanned=locations)
+    report = choose_models(found, target, ChooseOptions(ctx=ctx, min_tok_s=min_tok_s), ext, scanned=locations)
     for w in dict.fromkeys(w for m in report.models for w in m.prediction.warnings):
         warn(w)
     if not report.models:
         where = ", ".join(paths) if paths else ", ".join(f"{loc.store} {loc.path}" for loc in locations)
         first = f"; {report.skipped[0].path}: {report.skipped[0].reason}" if report.skipped else ""
         raise BadInputError(f"no readable GGUF model in {where}{first}")
-    show(as_json, fit_dict, fit_text, report)
+    show(as_json, choose_dict, choose_text, report)
 
 
 @cli.command()

@@ -259,7 +259,7 @@ def compute_buffer_bytes(spec: ModelSpec, ctx: int, n_ubatch: int = DEFAULT_N_UB
     return activations + scores + spec.vocab_size * 4 * ub
 
 
-def fit(
+def memory_fit(
     pool: str, weight_bytes: int, kv_bytes: int, compute_bytes: int, available: int | None, total: int | None
 ) -> MemoryFit:
     required = weight_bytes + kv_bytes + compute_bytes
@@ -409,12 +409,14 @@ def _memory(
     if not device.is_discrete_gpu:
         avail, total = device_memory(device)
         return (
-            fit("cpu" if device.backend == "cpu" else "unified", place.cpu_weight_bytes, kv_cpu, compute, avail, total),
+            memory_fit(
+                "cpu" if device.backend == "cpu" else "unified", place.cpu_weight_bytes, kv_cpu, compute, avail, total
+            ),
         )
-    fits = [fit("gpu", place.gpu_weight_bytes, kv_gpu, compute, *device_memory(device))]
+    fits = [memory_fit("gpu", place.gpu_weight_bytes, kv_gpu, compute, *device_memory(device))]
     if place.cpu_weight_bytes or kv_cpu:
         avail, total = device_memory(cpu) if cpu else (None, None)
-        fits.append(fit("cpu", place.cpu_weight_bytes, kv_cpu, 0, avail, total))
+        fits.append(memory_fit("cpu", place.cpu_weight_bytes, kv_cpu, 0, avail, total))
     return tuple(fits)
 
 

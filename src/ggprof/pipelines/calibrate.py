@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ggprof.calibration.fitting import MIN_OWN_SPREAD_ROWS, Point, fit_backends
+from ggprof.calibration.regression import MIN_OWN_SPREAD_ROWS, Point, regress_backends
 from ggprof.errors import BadInputError
 from ggprof.figures import Figure
 from ggprof.files import read_text
@@ -196,12 +196,12 @@ def points_of(rows: list[ResultRow], refs: References) -> Points:
     return Points(decode=decode, prefill=prefill)
 
 
-def fit_all(rows: list[ResultRow], refs: References, dataset: str) -> SpeedFits:
+def regress_all(rows: list[ResultRow], refs: References, dataset: str) -> SpeedFits:
     """One decode and one prefill fit per backend with rows (depth-0 rows only)."""
-    return fit_points(points_of(rows, refs), dataset)
+    return regress_points(points_of(rows, refs), dataset)
 
 
-def fit_points(points: Points, dataset: str) -> SpeedFits:
+def regress_points(points: Points, dataset: str) -> SpeedFits:
     decode, prefill = points.decode, points.prefill
     # One factor for all devices: what FLOP/s given by hand (no architecture) is judged by, and
     # all a backend with few prefill rows gets (a factor per architecture needs rows to rest on).
@@ -211,12 +211,12 @@ def fit_points(points: Points, dataset: str) -> SpeedFits:
     decode_vendor = {b: [replace(p, arch=vendor_of(p.arch)) for p in pts] for b, pts in decode.items()}
     prefill_vendor = {b: [replace(p, group=vendor_of(p.arch) or ALL) for p in pts] for b, pts in by_arch.items()}
     return SpeedFits(
-        decode=fit_backends("decode", decode),
-        decode_arch=fit_backends("decode", decode, by_arch=True),
-        decode_vendor=fit_backends("decode", decode_vendor, by_arch=True),
-        prefill=fit_backends("prefill", by_arch),
-        prefill_vendor=fit_backends("prefill", prefill_vendor),
-        prefill_any=fit_backends("prefill", prefill_any),
+        decode=regress_backends("decode", decode),
+        decode_arch=regress_backends("decode", decode, by_arch=True),
+        decode_vendor=regress_backends("decode", decode_vendor, by_arch=True),
+        prefill=regress_backends("prefill", by_arch),
+        prefill_vendor=regress_backends("prefill", prefill_vendor),
+        prefill_any=regress_backends("prefill", prefill_any),
         dataset=dataset,
     )
 

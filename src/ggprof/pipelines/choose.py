@@ -31,13 +31,13 @@ TTFT_PROMPT = N_PROMPT  # llama-bench's prompt: the TTFT a fit row shows
 
 
 @dataclass(frozen=True, kw_only=True)
-class FitOptions:
+class ChooseOptions:
     ctx: int = 4096
     min_tok_s: float = 10.0
 
 
 @dataclass(frozen=True, kw_only=True)
-class Fitted:
+class Assessed:
     """One model on the device: where its layers go, how fast, and whether it is the pick."""
 
     candidate: Candidate
@@ -65,12 +65,12 @@ class Fitted:
 
 
 @dataclass(frozen=True, kw_only=True)
-class FitReport:
-    models: tuple[Fitted, ...]  # the pick first, then the others that fit by speed, then the rest
+class ChoiceReport:
+    models: tuple[Assessed, ...]  # the pick first, then the others that fit by speed, then the rest
     skipped: tuple[Skipped, ...]
     scanned: tuple[Location, ...]  # the default places looked at (empty when paths were given)
     target: Target
-    options: FitOptions
+    options: ChooseOptions
 
 
 def scan(paths: Sequence[Path], locations: Sequence[Location]) -> Scan:
@@ -84,24 +84,24 @@ def scan(paths: Sequence[Path], locations: Sequence[Location]) -> Scan:
     return found
 
 
-def fit_models(
-    found: Scan, target: Target, options: FitOptions, ext: Extensions, scanned: Iterable[Location] = ()
-) -> FitReport:
+def choose_models(
+    found: Scan, target: Target, options: ChooseOptions, ext: Extensions, scanned: Iterable[Location] = ()
+) -> ChoiceReport:
     """Read each candidate's header, place and predict it, pick the best; unreadable files are skipped."""
-    fitted: list[Fitted] = []
+    assessed: list[Assessed] = []
     skipped = list(found.skipped)
     for c, headers in zip(found.candidates, read_headers([c.path for c in found.candidates]), strict=True):
         try:
             if isinstance(headers, str):
                 raise BadInputError(headers)
             spec = model_from_headers(headers, swa_default=ext.swa_default)
-            fitted.append(fit_one(c, spec, target, options, ext))
+            assessed.append(assess(c, spec, target, options, ext))
         except GGProfError as e:
             skipped.append(Skipped(path=c.path, reason=_reason(e, c.path)))
         except Exception as e:  # a bug must not abort the scan of everything else
             skipped.append(Skipped(path=c.path, reason=f"could not be judged: {type(e).__name__}: {e}"))
-    return FitReport(
-        models=tuple(rank(fitted, options)),
+    return ChoiceReport(
+        models=tuple(rank(assessed, options)),
         skipped=tuple(skipped),
         scanned=tuple(scanned),
         target=target,
@@ -139,7 +139,7 @@ def _reason(e: Exception, path: Path) -> str:
     return text
 
 
-def fit_one(c: Candidate, spec: ModelSpec, target: Target, options: FitOptions, ext: Extensions) -> Fitted:
+def assess(c: Candidate, spec: ModelSpec, target: Target, options: ChooseOptions, ext: Extensions) -> Assessed:
     ctx = options.ctx
     all_layers = spec.n_layers + 1
 
@@ -156,7 +156,7 @@ def fit_one(c: Candidate, spec: ModelSpec, target: Target, options: FitOptions, 
     ttft = at(ngl if target.device.is_discrete_gpu else None, depth=0).ttft_floor_ms
     needed = sum(m.required_bytes for m in p.memory)
     avail = [m.total_bytes for m in p.memory]
-    return Fitted(
+    return Assessed(
         candidate=c,
         spec=spec,
         prediction=p,
@@ -206,8 +206,8 @@ def label_note(spec: ModelSpec) -> str | None:
 
 
 # -- the pick --------------------------------------------------------------------------------
-def rank(fitted: list[Fitted], options: FitOptions) -> list[Fitted]:
-    judged = [replace(f, why_not=why_not(f, options)) for f in fitted]
+def rank(assessed: list[Assessed], options: ChooseOptions) -> list[Assessed]:
+    judged = [replace(f, why_not=why_not(f, options)) for f in assessed]
     ok = [f for f in judged if f.why_not is None]
     pick = max(ok, key=lambda f: (f.spec.n_params, f.bits_per_weight, f.expected_low_tok_s or 0), default=None)
     out = []
@@ -224,7 +224,7 @@ def rank(fitted: list[Fitted], options: FitOptions) -> list[Fitted]:
     return first + fitting + rest
 
 
-def why_not(f: Fitted, options: FitOptions) -> str | None:
+def why_not(f: Assessed, options: ChooseOptions) -> str | None:
     """Why a model cannot be the pick (None: it can)."""
     if not f.fits:
         avail = fmt_bytes(f.available_bytes, binary=False) if f.available_bytes else "unknown"

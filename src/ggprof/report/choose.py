@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from ggprof.pipelines.fit import FitReport, Fitted
+from ggprof.pipelines.choose import Assessed, ChoiceReport
 from ggprof.report.host import device_dict
 from ggprof.units import clean_name, fmt_bytes, sig3
 
@@ -22,7 +22,7 @@ def shown_path(path: Path) -> str:
     return clean_name(text, 120)
 
 
-def fitted_dict(f: Fitted) -> dict[str, Any]:
+def assessed_dict(f: Assessed) -> dict[str, Any]:
     p, s = f.prediction, f.spec
     return {
         "path": str(f.candidate.path),
@@ -49,7 +49,7 @@ def fitted_dict(f: Fitted) -> dict[str, Any]:
     }
 
 
-def fit_dict(r: FitReport) -> dict[str, Any]:
+def choose_dict(r: ChoiceReport) -> dict[str, Any]:
     pick = next((f for f in r.models if f.pick), None)
     return {
         "ctx": r.options.ctx,
@@ -57,18 +57,18 @@ def fit_dict(r: FitReport) -> dict[str, Any]:
         "device": device_dict(r.target.device),
         "device_description": r.target.description,
         "best": str(pick.candidate.path) if pick else None,
-        "models": [fitted_dict(f) for f in r.models],
+        "models": [assessed_dict(f) for f in r.models],
         "skipped": [{"path": str(s.path), "reason": s.reason} for s in r.skipped],
         "scanned": [{"store": loc.store, "path": str(loc.path), "exists": loc.exists} for loc in r.scanned],
     }
 
 
-def _tok_s(f: Fitted) -> str:
+def _tok_s(f: Assessed) -> str:
     lo, hi = f.expected_low_tok_s, f.expected_high_tok_s
     return f"{sig3(lo)}-{sig3(hi)}" if lo is not None and hi is not None else "?"
 
 
-def _where(f: Fitted) -> str:
+def _where(f: Assessed) -> str:
     if not f.fits:
         return "no"
     if not f.prediction.device.is_discrete_gpu:
@@ -76,7 +76,7 @@ def _where(f: Fitted) -> str:
     return "VRAM" if f.n_gpu_layers > f.spec.n_layers else ("RAM" if f.n_gpu_layers == 0 else "split")
 
 
-def fit_text(r: FitReport) -> str:
+def choose_text(r: ChoiceReport) -> str:
     d, o = r.target.device, r.options
     lines = [
         clean_name(

@@ -1,7 +1,7 @@
 """Least squares on published results: the fits of ggprof.physics.expected's speed models.
 
 Each published result is a Point (its group, ideal time, units, GB read and measured time);
-`fit_backends` fits one LinearFit per backend (benchmarks/calibrate.py writes them to
+`regress_backends` fits one LinearFit per backend (benchmarks/calibrate.py writes them to
 speed-fits.json beside this package's loader)."""
 
 from __future__ import annotations
@@ -51,9 +51,7 @@ def _bounded_lstsq(a: Any, bounds: list[float]) -> list[float]:
     return [fixed[i] for i in range(len(bounds))]
 
 
-def fit_linear(
-    backend: str, kind: str, points: list[Point], by_arch: bool = False, constants: bool = True
-) -> LinearFit:
+def regress(backend: str, kind: str, points: list[Point], by_arch: bool = False, constants: bool = True) -> LinearFit:
     """Least squares on relative error (each row divided by its measured time, so every result
     weighs the same whatever its speed), read factors >= 1 (at most the ceiling), constants
     >= 0 (none without `constants`). With `by_arch`, read factor = family factor x
@@ -140,7 +138,7 @@ def inliers(fit: LinearFit, points: list[Point]) -> list[Point]:
     return [p for p, r in zip(points, res, strict=True) if abs(r - mid) <= math.log(OUTLIER_FACTOR)]
 
 
-def fit_backends(kind: str, points: dict[str, list[Point]], by_arch: bool = False) -> dict[str, LinearFit]:
+def regress_backends(kind: str, points: dict[str, list[Point]], by_arch: bool = False) -> dict[str, LinearFit]:
     """One fit per backend with rows from at least MIN_FIT_DEVICES devices (else none: the
     backend keeps its own band). A backend with few rows gets one factor per group and no
     constant (more parameters would only replay its rows), no fit by architecture, and the
@@ -152,11 +150,11 @@ def fit_backends(kind: str, points: dict[str, list[Point]], by_arch: bool = Fals
         points = {b: pts for b, pts in points.items() if len(pts) >= MIN_OWN_SPREAD_ROWS}
     fits: dict[str, LinearFit] = {}
     for b, pts in sorted(points.items()):
-        fit = fit_linear(b, kind, pts, by_arch, constants=len(pts) >= MIN_OWN_SPREAD_ROWS)
+        fit = regress(b, kind, pts, by_arch, constants=len(pts) >= MIN_OWN_SPREAD_ROWS)
         kept = inliers(fit, pts)
         if len(kept) < len(pts):
             fit = replace(
-                fit_linear(b, kind, kept, by_arch, constants=len(pts) >= MIN_OWN_SPREAD_ROWS),
+                regress(b, kind, kept, by_arch, constants=len(pts) >= MIN_OWN_SPREAD_ROWS),
                 left_out=tuple(p.label for p in pts if p not in kept),
             )
         points[b], fits[b] = kept, fit
