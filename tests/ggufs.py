@@ -59,19 +59,10 @@ class Shape:
 
     def tensors(self) -> list[tuple[str, tuple[int, ...], gguf.GGMLQuantizationType]]:
         """(name, ggml shape, type) of every tensor in llama.cpp's layout; norms and router f32."""
-        from ggprof.model.layout import llama_tensors
+        from ggprof.model.layout import LlamaDims, llama_tensors
 
-        layout = llama_tensors(
-            n_layers=self.n_layers,
-            n_embd=self.n_embd,
-            n_heads=self.n_heads,
-            head_dim=self.hd,
-            n_ff=self.n_ff,
-            vocab=self.vocab,
-            kv_heads=self.kv_heads,
-            tied=self.tied,
-            n_experts=self.n_experts,
-        )
+        dims = LlamaDims(self.n_layers, self.n_embd, self.n_heads, self.hd, self.n_ff, self.vocab, self.kv_heads)
+        layout = llama_tensors(replace(dims, tied=self.tied, n_experts=self.n_experts))
         return [(t.name, t.shape, self.qtype if t.role == "weight" else F32) for t in layout]
 
 

@@ -20,26 +20,33 @@ class LayoutTensor:
     layer: int | None  # None: not in a block (embedding, output)
 
 
-def llama_tensors(
-    *,
-    n_layers: int,
-    n_embd: int,
-    n_heads: int,
-    head_dim: int,
-    n_ff: int,
-    vocab: int,
-    kv_heads: Callable[[int], int],
-    tied: bool = False,
-    n_experts: int = 0,
-) -> list[LayoutTensor]:
-    """Every tensor in llama.cpp's order; `kv_heads(layer)` gives a layer's KV heads."""
-    e, q = n_embd, n_heads * head_dim
+@dataclass(frozen=True)
+class LlamaDims:
+    """What the layout depends on: layers, width, heads and head size, FFN, vocabulary,
+    each layer's KV heads, whether the output shares the embedding, experts (0: dense)."""
+
+    n_layers: int
+    n_embd: int
+    n_heads: int
+    head_dim: int
+    n_ff: int
+    vocab: int
+    kv_heads: Callable[[int], int]
+    tied: bool = False
+    n_experts: int = 0
+
+
+def llama_tensors(dims: LlamaDims) -> list[LayoutTensor]:
+    """Every tensor in llama.cpp's order."""
+    n_layers, n_embd, n_ff, vocab, n_experts = dims.n_layers, dims.n_embd, dims.n_ff, dims.vocab, dims.n_experts
+    head_dim, tied = dims.head_dim, dims.tied
+    e, q = n_embd, dims.n_heads * head_dim
     out = [LayoutTensor("token_embd.weight", (e, vocab), "weight", None)]
     out.append(LayoutTensor("output_norm.weight", (e,), "norm", None))
     if not tied:
         out.append(LayoutTensor("output.weight", (e, vocab), "weight", None))
     for i in range(n_layers):
-        kv = kv_heads(i) * head_dim
+        kv = dims.kv_heads(i) * head_dim
         block = [
             (f"blk.{i}.attn_norm.weight", (e,), "norm"),
             (f"blk.{i}.attn_q.weight", (e, q), "weight"),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ggprof.errors import BadInputError
-from ggprof.model.layout import llama_tensors
+from ggprof.model.layout import LlamaDims, llama_tensors
 from ggprof.model.synth import SHAPES as SYNTH_SHAPES
 
 
@@ -72,16 +72,10 @@ def tensor_types(shape: RefShape, scheme: str, synthetic: bool) -> list[tuple[st
     base = {"q4_0": "Q4_0", "q8_0": "Q8_0", "f16": "F16", "q6_k": "Q6_K", "q4_k_m": "Q4_K"}[scheme]
     # llama.cpp's quantizer keeps the output layer at Q6_K below Q8_0; synth writes one type.
     head = base if synthetic or scheme in ("q8_0", "f16") else "Q6_K"
-    layout = llama_tensors(
-        n_layers=shape.n_layers,
-        n_embd=e,
-        n_heads=shape.n_heads,
-        head_dim=hd,
-        n_ff=shape.n_ff,
-        vocab=shape.vocab,
-        kv_heads=lambda _: shape.n_kv_heads,
-        tied=shape.tied,
+    dims = LlamaDims(
+        shape.n_layers, e, shape.n_heads, hd, shape.n_ff, shape.vocab, lambda _: shape.n_kv_heads, shape.tied
     )
+    layout = llama_tensors(dims)
     out = []
     for t in layout:
         more = scheme == "q4_k_m" and t.layer is not None and _use_more_bits(t.layer, shape.n_layers)

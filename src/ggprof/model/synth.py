@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from ggprof.errors import BadInputError
 from ggprof.model.ggml import GGML_TYPES_BY_NAME
-from ggprof.model.layout import llama_tensors
+from ggprof.model.layout import LlamaDims, llama_tensors
 from ggprof.paths import cache_dir
 
 SYNTH_VERSION = 1
@@ -54,17 +54,9 @@ class SynthShape:
     def tensors(self) -> list[tuple[str, tuple[int, ...], bool]]:
         """(name, ggml shape, quantized?) in llama.cpp's layout (ggprof.model.layout); norms and
         the router stay f32."""
-        layout = llama_tensors(
-            n_layers=self.n_layers,
-            n_embd=self.n_embd,
-            n_heads=self.n_heads,
-            head_dim=self.head_dim,
-            n_ff=self.n_ff,
-            vocab=self.vocab,
-            kv_heads=lambda _: self.n_kv_heads,
-            tied=self.tied,
-            n_experts=self.n_experts,
-        )
+        kv = self.n_kv_heads
+        dims = LlamaDims(self.n_layers, self.n_embd, self.n_heads, self.head_dim, self.n_ff, self.vocab, lambda _: kv)
+        layout = llama_tensors(replace(dims, tied=self.tied, n_experts=self.n_experts))
         return [(t.name, t.shape, t.role == "weight") for t in layout]
 
     @property

@@ -7,26 +7,10 @@ import io
 from typing import Any
 
 from ggprof.history.compare import Comparison, Difference
-from ggprof.history.store import Run
+from ggprof.history.store import COLUMNS, Run
 from ggprof.units import clean_name, sig3
 
-HISTORY_FIELDS = (
-    "id",
-    "created_at",
-    "kind",
-    "model_name",
-    "model_key",
-    "host_fingerprint",
-    "backend",
-    "llama_cpp_version",
-    "n_threads",
-    "pp_tok_s",
-    "pp_stddev_tok_s",
-    "tg_tok_s",
-    "tg_stddev_tok_s",
-    "efficiency",
-    "verdict",
-)
+HISTORY_FIELDS = ("id", "created_at", "kind", "model_name", "model_key", "host_fingerprint", *COLUMNS)
 
 
 def history_rows(runs: list[Run]) -> list[dict[str, Any]]:
