@@ -11,6 +11,7 @@ import platform
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ggprof.machine.tools import run_tool
 
@@ -84,11 +85,18 @@ def parse_udevadm(text: str) -> MemoryConfig | None:
     return MemoryConfig(tuple(modules), "udevadm DMI") if modules else None
 
 
+def _json(text: str) -> Any:
+    """A vendor tool's JSON, or None when it printed something else."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def parse_windows_cim(text: str) -> MemoryConfig | None:
     """`Get-CimInstance Win32_PhysicalMemory | ConvertTo-Json` (one object or a list)."""
-    try:
-        data = json.loads(text)
-    except ValueError:
+    data = _json(text)
+    if data is None:
         return None
     rows = data if isinstance(data, list) else [data]
     modules = []
@@ -103,10 +111,7 @@ def parse_windows_cim(text: str) -> MemoryConfig | None:
 
 def parse_system_profiler(text: str) -> MemoryConfig | None:
     """`system_profiler SPMemoryDataType -json` (Intel Macs list DIMMs; Apple silicon does not)."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
+    data = _json(text)
     modules = []
     for group in data.get("SPMemoryDataType", []) if isinstance(data, dict) else []:
         for item in group.get("_items", []) if isinstance(group, dict) else []:

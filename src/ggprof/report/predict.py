@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from ggprof.model.spec import ModelSpec
@@ -84,16 +85,11 @@ def predict_dict(spec: ModelSpec, p: Prediction, device_note: str) -> dict[str, 
 
 
 def _fit_dict(f: MemoryFit) -> dict[str, Any]:
-    return {
-        "pool": f.pool,
-        "required_bytes": f.required_bytes,
-        "weight_bytes": f.weight_bytes,
-        "kv_bytes": f.kv_bytes,
-        "compute_buffer_bytes_estimate": f.compute_buffer_bytes,
-        "available_bytes": f.available_bytes,
-        "total_bytes": f.total_bytes,
-        "fit": f.verdict,
-    }
+    """A memory pool as JSON: MemoryFit's fields, the buffers marked as an estimate, the verdict as `fit`."""
+    d = asdict(f)
+    d["compute_buffer_bytes_estimate"] = d.pop("compute_buffer_bytes")
+    d["fit"] = d.pop("verdict")
+    return d
 
 
 def _tps(x: float | None) -> str:
