@@ -4,6 +4,7 @@ written, a broken tool, and the result still stands."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,54 @@ def test_a_backend_plugin_raising_in_predict_is_named_not_hidden(tmp_path: Path,
         "warning: the broken backend plugin failed computing its expected band: ZeroDivisionError: band exploded"
         in r.stderr
     )
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from ggprof.model.synth import SHAPES
+    from ggprof.model.synth import write_model as write_synth
+
+    return write_synth(SHAPES["tiny"], "q4_0", tmp_path_factory.mktemp("tiny") / "tiny.gguf")
+
+
+@pytest.mark.slow
+def test_a_history_that_cannot_be_written_keeps_the_verdicts_status(tiny_model: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """`profile --db` on a link to a missing folder: the verdict is printed and is the exit
+    status; the failed save is a warning naming the database."""
+    db = tmp_path / "db.db"
+    db.symlink_to(tmp_path / "gone" / "history.db")
+    r = run_cli("profile", str(tiny_model), "-p", "8", "-n", "4", "-r", "2", "--db", str(db), "--json")
+    d = json.loads(r.stdout)
+    assert r.exit_code == d["exit_status"], r.stderr
+    assert "warning: the run was not saved to the history:" in r.stderr and "cannot be opened" in r.stderr
+
+
+@pytest.mark.parametrize("where", ["missing folder", "fifo", "/dev/full", "folder", "suffix"])
+def test_a_plot_path_that_cannot_be_written_is_refused_before_the_run(where: str, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    target = {
+        "missing folder": str(tmp_path / "nowhere" / "x.png"),
+        "fifo": str(tmp_path / "fifo.png"),
+        "/dev/full": "/dev/full",
+        "folder": str(tmp_path / "a-folder.png"),
+        "suffix": str(tmp_path / "x.jpg"),
+    }[where]
+    if where == "fifo":
+        os.mkfifo(target)
+    if where == "folder":
+        os.mkdir(target)
+    # the model is never read: the plot path is refused first (a missing model would be another error)
+    for args in (["profile", "missing.gguf"], ["bench", "missing.gguf", "--parallel", "1,2"]):
+        r = run_cli(*args, "--plot", target)
+        assert r.exit_code == 2 and r.stderr.startswith("Error: ") and "--plot" in r.stderr, (args, r.stderr)
+        assert r.stderr.count("\n") == 1
+
+
+def test_a_plot_that_fails_after_the_run_is_a_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    """What was measured stands: the plot's failure is named and the command goes on."""
+    from ggprof.cli.base import draw
+
+    def full_disk(path: Path) -> Path:
+        raise OSError(28, "No space left on device")
+
+    draw(full_disk, Path("/tmp/x.png"))
+    assert "warning: the plot was not written to /tmp/x.png: No space left on device" in capsys.readouterr().err

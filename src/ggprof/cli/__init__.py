@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import click
 
 from ggprof.cli import capacity, history, machine, models, runs  # noqa: F401  (registers the commands)
-from ggprof.cli.base import cli, extensions, invocation
+from ggprof.cli.base import ClosedPipe, cli, extensions, invocation
 from ggprof.errors import ExitStatus, GGProfError
 from ggprof.machine.tools import tool_timeout_cap_s
 from ggprof.units import clean_name
@@ -51,6 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.ClickException as e:
         error_line(e.format_message())
         return int(e.exit_code)
+    except (ClosedPipe, BrokenPipeError):  # the reader went away (`ggprof history | head -1`)
+        _quiet_stdout()
+        return int(ExitStatus.OK)
     except (click.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
         error_line("interrupted")
         return int(ExitStatus.INTERRUPTED)
@@ -70,9 +73,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(rv) if isinstance(rv, int) else int(ExitStatus.OK)
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's last flush of a closed pipe
+    prints no traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    status = main()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+    sys.exit(status)
 
 
 __all__ = ["cli", "main", "run"]

@@ -78,6 +78,40 @@ class PluginGroup(click.Group):
         self.load_plugin_commands()
         return super().list_commands(ctx)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Click answers a closed pipe with status 1, the internal-error status; ggprof ends
+        quietly instead (the reader asked for no more): `main` catches ClosedPipe."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as e:
+            raise ClosedPipe from e
+
+
+def check_plot(plot: str | None) -> Path | None:
+    """--plot, checked before anything runs (a run or sweep is never wasted on a path that
+    cannot be written)."""
+    if plot is None:
+        return None
+    from ggprof.report.plots import check_plot_target
+
+    check_plot_target(Path(plot))
+    return Path(plot)
+
+
+def draw(draw_to: Callable[[Path], Path], plot: Path) -> None:
+    """A plot after a run: one that cannot be written (a full disk, a folder gone meanwhile) is a
+    warning naming the path; the run's result and exit status stand."""
+    from ggprof.errors import GGProfError
+
+    try:
+        click.echo(f"plot: {draw_to(plot)}", err=True)
+    except (OSError, ValueError, GGProfError) as e:
+        warn(f"the plot was not written to {plot}: {getattr(e, 'strerror', None) or e}")
+
+
+class ClosedPipe(Exception):
+    """The reader of stdout went away (`ggprof history | head -1`)."""
+
 
 @click.group(cls=PluginGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ggprof")

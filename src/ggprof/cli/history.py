@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ggprof import __version__
-from ggprof.cli.base import cli, emit_json, invocation
+from ggprof.cli.base import (
+    check_plot,
+    cli,
+    emit_json,
+    invocation,
+)
 from ggprof.plugins import warn
 
 if TYPE_CHECKING:
@@ -64,8 +69,17 @@ def save_run(db: str | None, no_save: bool, rec: RunRecord) -> None:
 @click.option("--since", metavar="DATE", help="Runs from this day on (YYYY-MM-DD).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 @click.option("--format", "fmt", type=click.Choice(["text", "csv", "jsonl"]), default="text", show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(0, 10**9),
+    default=1000,
+    show_default=True,
+    help="Show at most this many runs, the newest (0: all of them).",
+)
 @db_option
-def history(model: str | None, host: str | None, since: str | None, as_json: bool, fmt: str, db: str | None) -> None:
+def history(
+    model: str | None, host: str | None, since: str | None, as_json: bool, fmt: str, limit: int, db: str | None
+) -> None:
     """List the runs kept: when, model, device, pp and tg tok/s with their spread, share of the ceiling, verdict."""
     from ggprof.errors import BadInputError
     from ggprof.history.store import runs
@@ -75,7 +89,12 @@ def history(model: str | None, host: str | None, since: str | None, as_json: boo
         len(since) == 10 and since[4] == since[7] == "-" and since.replace("-", "").isdigit()
     ):
         raise BadInputError(f"--since {since!r}: give a day as YYYY-MM-DD")
-    found = runs(db_path(db), model=model, host=host, since=since)
+    listing = runs(db_path(db), model=model, host=host, since=since, limit=limit or None)
+    for damaged in listing.skipped:
+        warn(f"run {damaged}: skipped")
+    if limit and listing.total > limit:
+        warn(f"showing the newest {limit:,} of {listing.total:,} runs (--limit 0 shows all)")
+    found = listing.runs
     rows = history_rows(found)
     if as_json:
         emit_json(rows)
@@ -159,7 +178,12 @@ def plot(run_id: int | None, output: str, db: str | None) -> None:
     from ggprof.history.store import get
     from ggprof.report.plots import plot_roofline
 
+    target = check_plot(output)
+    assert target is not None
     run = get(db_path(db), run_id)
     if run.kind != "profile":
         raise BadInputError(f"run {run.id} is a {run.kind} run: a roofline needs a profile (with its prediction)")
-    click.echo(f"plot: {plot_roofline(run.payload['result'], Path(output))}", err=True)
+    try:
+        click.echo(f"plot: {plot_roofline(run.record.result, target)}", err=True)
+    except OSError as e:  # drawing is this command's job: not written is an error (exit 2), not a warning
+        raise BadInputError(f"{output}: the plot was not written ({e.strerror or e})") from None

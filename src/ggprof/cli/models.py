@@ -13,9 +13,11 @@ from ggprof.cli.base import (
     POSITIVE_TOKENS,
     TOK_S,
     TOKENS,
+    check_plot,
     cli,
     context_tokens,
     device_options,
+    draw,
     emit_json,
     load_model_arg,
     show,
@@ -109,16 +111,15 @@ def predict(
         cache_type_v=cache_type_v.lower(),
         n_gpu_layers=n_gpu_layers,
     )
+    plot_path = check_plot(plot)
     result, target = predict_on(spec, inputs, choice, extensions())
     for w in result.warnings:
         warn(w)
     show(as_json, predict_dict, predict_text, spec, result, target.description)
-    if plot is not None:
-        from pathlib import Path
-
+    if plot_path is not None:
         from ggprof.report.plots import plot_roofline
 
-        click.echo(f"plot: {plot_roofline(predict_dict(spec, result, target.description), Path(plot))}", err=True)
+        draw(lambda p: plot_roofline(predict_dict(spec, result, target.description), p), plot_path)
 
 
 @cli.command()

@@ -12,8 +12,10 @@ from ggprof.cli.base import (
     TOK_S,
     TOKENS,
     bench_options,
+    check_plot,
     cli,
     device_options,
+    draw,
     extensions,
     int_list,
     load_model_arg,
@@ -80,6 +82,7 @@ def bench(
         raise click.UsageError(f"--json and -o {fmt} contradict each other: give one output format")
     if plot is not None and parallel is None:
         raise click.UsageError("--plot draws a batch sweep: give --parallel too")
+    plot_path = check_plot(plot)
     spec, path = resolve_model(model)
     facts = gather_facts()
     counts = thread_counts(kw.get("threads"), facts)
@@ -105,12 +108,10 @@ def bench(
     sweeps = [(r, batch_sweep(r, _ridge_prediction(spec, params))) for r in results]
     show(as_json or fmt == "json", batch_sweep_dict, batch_sweep_text, sweeps)
     _save_bench(db, no_save, spec, facts, results)
-    if plot is not None:
-        from pathlib import Path
-
+    if plot_path is not None:
         from ggprof.report.plots import plot_batch_sweeps
 
-        click.echo(f"plot: {plot_batch_sweeps(sweeps, Path(plot))}", err=True)
+        draw(lambda p: plot_batch_sweeps(sweeps, p), plot_path)
 
 
 def _save_bench(db: str | None, no_save: bool, spec: Any, facts: Any, results: list[Any]) -> None:
@@ -177,8 +178,7 @@ def profile(
     from ggprof.verdict.finding import EXIT
 
     ext = extensions()
-    if plot is not None and not plot.lower().endswith((".png", ".svg")):
-        raise click.UsageError(f"--plot {plot}: give a .png or .svg file")
+    plot_path = check_plot(plot)
     if kw.get("threads") and len(int_list(kw["threads"], "-t", low=1, high=GGML_MAX_N_THREADS)) > 1:
         raise click.UsageError("profile runs at one -t; --threads-sweep sweeps 1 .. the physical cores")
     spec, path = resolve_model(model)
@@ -198,15 +198,13 @@ def profile(
     show(as_json, lambda r: result, profile_text, report)
     devices = [d.name for d in host.devices if d.backend != "cpu"]
     save_run(db, no_save, record("profile", spec, host.facts, devices, result))
-    if plot is not None:
-        from pathlib import Path
-
+    if plot_path is not None:
         from ggprof.report.plots import plot_roofline, plot_thread_sweep
 
-        click.echo(f"plot: {plot_roofline(result, Path(plot))}", err=True)
-        if report.threads is not None:
-            threads_path = Path(plot).with_name(f"{Path(plot).stem}-threads{Path(plot).suffix}")
-            click.echo(f"plot: {plot_thread_sweep(report.threads, threads_path)}", err=True)
+        draw(lambda p: plot_roofline(result, p), plot_path)
+        if (sweep := report.threads) is not None:
+            threads_path = plot_path.with_name(f"{plot_path.stem}-threads{plot_path.suffix}")
+            draw(lambda p: plot_thread_sweep(sweep, p), threads_path)
     return int(EXIT[report.severity])
 
 

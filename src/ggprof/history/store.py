@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import time
@@ -220,12 +221,15 @@ def connect(path: Path, create: bool = True) -> Iterator[sqlite3.Connection]:
         raise HistoryError(f"{clean_name(path)}: no history database (run `ggprof profile` or `ggprof bench` first)")
     if path.exists() and not path.is_file():
         raise HistoryError(f"{clean_name(path)}: not a regular file")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    except (OSError, sqlite3.Error) as e:  # a missing folder behind a link, no permission, a full disk
+        raise HistoryError(f"{clean_name(path)}: cannot be opened ({getattr(e, 'strerror', None) or e})") from None
     try:
         _prepare(conn, path)
         yield conn
-    except sqlite3.DatabaseError as e:
+    except sqlite3.Error as e:
         raise HistoryError(f"{clean_name(path)}: {e}") from None
     finally:
         conn.close()
@@ -327,10 +331,21 @@ def save(path: Path, record: RunRecord) -> int:
         return int(cur.lastrowid or 0)
 
 
+@dataclass(frozen=True)
+class Listing:
+    """The runs a query found (newest first), how many matched in all, and the rows skipped
+    as damaged (`id: why`)."""
+
+    runs: list[Run]
+    total: int
+    skipped: list[str]
+
+
 def runs(
-    path: Path, model: str | None = None, host: str | None = None, since: str | None = None, limit: int = 1000
-) -> list[Run]:
-    """Runs, newest first, filtered by model (key or name substring), host fingerprint prefix, date."""
+    path: Path, model: str | None = None, host: str | None = None, since: str | None = None, limit: int | None = 1000
+) -> Listing:
+    """Runs, newest first, filtered by model (key or name substring), host fingerprint prefix,
+    date; at most `limit` (None: all). A damaged row is skipped and named, never fatal."""
     where, args = [], []
     if model:
         where.append("(model_key = ? OR model_name LIKE ?)")
@@ -341,10 +356,18 @@ def runs(
     if since:
         where.append("created_at >= ?")
         args.append(since)
-    sql = "SELECT * FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id DESC LIMIT ?"
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs{clause} ORDER BY id DESC" + (" LIMIT ?" if limit else "")
+    found, skipped = [], []
     with connect(path, create=False) as conn:
         conn.row_factory = sqlite3.Row
-        return [_run(r) for r in conn.execute(sql, (*args, limit))]
+        total = int(conn.execute(f"SELECT COUNT(*) FROM runs{clause}", args).fetchone()[0])
+        for row in conn.execute(sql, (*args, limit) if limit else args):
+            try:
+                found.append(_run(row))
+            except DamagedRun as e:
+                skipped.append(str(e))
+    return Listing(found, total, skipped)
 
 
 def get(path: Path, run_id: int | None = None) -> Run:
@@ -352,15 +375,69 @@ def get(path: Path, run_id: int | None = None) -> Run:
     with connect(path, create=False) as conn:
         conn.row_factory = sqlite3.Row
         if run_id is None:
-            row = conn.execute("SELECT * FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+            row = conn.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY id DESC LIMIT 1").fetchone()
         else:
-            row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+            row = conn.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
         raise HistoryError(f"{clean_name(path)}: no run {run_id}" if run_id is not None else f"{path}: no runs yet")
-    return _run(row)
+    try:
+        return _run(row)
+    except DamagedRun as e:
+        raise HistoryError(f"{clean_name(path)}: run {e}") from None
+
+
+class DamagedRun(ValueError):
+    """A row that does not hold what ggprof writes (`id: why`)."""
+
+
+TEXT_COLUMNS = ("created_at", "kind", "model_key", "model_name", "host_fingerprint", "backend", "llama_cpp_version")
+NUMBER_COLUMNS = ("n_threads", "pp_tok_s", "pp_stddev_tok_s", "tg_tok_s", "tg_stddev_tok_s", "efficiency")
+RUN_COLUMNS = ("id", *TEXT_COLUMNS, *NUMBER_COLUMNS, "verdict", "payload")
+MAX_TEXT_CHARS = 2000  # a text from the database, cleaned and cut before anything prints it
+
+
+def _clean_json(value: Any) -> Any:
+    """A payload read back: every string cleaned of control characters (it came from outside:
+    a GGUF's name, a command line, a file path), the structure kept."""
+    if isinstance(value, str):
+        return clean_name(value, MAX_TEXT_CHARS)
+    if isinstance(value, list):
+        return [_clean_json(v) for v in value]
+    if isinstance(value, dict):
+        return {clean_name(str(k), 200): _clean_json(v) for k, v in value.items()}
+    return value
 
 
 def _run(row: sqlite3.Row) -> Run:
+    """A row as a Run: numbers finite, texts cleaned, the payload a JSON object; DamagedRun otherwise."""
     data = dict(row)
-    payload = json.loads(data.pop("payload"))
-    return Run(**data, payload=payload)
+    run_id = data["id"]
+
+    def damaged(why: str) -> DamagedRun:
+        return DamagedRun(f"{run_id}: {why}" if isinstance(run_id, int) else f"?: {why}")
+
+    if not isinstance(run_id, int) or isinstance(run_id, bool):
+        raise damaged("its id is not a number")
+    try:
+        payload = json.loads(data.pop("payload"))
+    except (TypeError, ValueError, RecursionError):
+        raise damaged("its payload is not JSON") from None
+    if not isinstance(payload, dict):
+        raise damaged("its payload is not a JSON object")
+    for c in NUMBER_COLUMNS:
+        v = data[c]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+            raise damaged(f"{c} is not a finite number")
+    if data["n_threads"] is not None and not isinstance(data["n_threads"], int):
+        raise damaged("n_threads is not a whole number")
+    for c in (*TEXT_COLUMNS, "verdict"):
+        v = data[c]
+        if v is not None and not isinstance(v, str):
+            raise damaged(f"{c} is not text")
+        data[c] = clean_name(v, MAX_TEXT_CHARS) if v is not None else None
+    if data["verdict"] is not None and data["verdict"] not in ("impossible", "suspicious", "plausible", "unknown"):
+        raise damaged(f"verdict {data['verdict'][:40]!r} is not a verdict")
+    for c in ("created_at", "kind", "model_key", "host_fingerprint"):
+        if data[c] is None:
+            raise damaged(f"{c} is missing")
+    return Run(**data, payload=_clean_json(payload))

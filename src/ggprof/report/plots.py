@@ -9,13 +9,34 @@ from typing import Any
 from ggprof.bench.results import BenchResult
 from ggprof.errors import BadInputError
 from ggprof.pipelines.sweep import BatchSweep, ThreadSweep
+from ggprof.units import clean_name
 
 SUFFIXES = (".png", ".svg")
 
 
+def check_plot_target(path: Path) -> None:
+    """Before anything runs: a .png or .svg path in a folder that exists and can be written,
+    not a folder, FIFO or device, and matplotlib installed; BadInputError (one line) otherwise."""
+    import importlib.util
+    import os
+    import stat
+
+    if path.suffix.lower() not in SUFFIXES:
+        raise BadInputError(f"--plot {clean_name(path)}: give a .png or .svg file")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise BadInputError(f"--plot {clean_name(path)}: no folder {clean_name(folder)}")
+    if not os.access(folder, os.W_OK):
+        raise BadInputError(f"--plot {clean_name(path)}: the folder cannot be written")
+    if path.exists() and not stat.S_ISREG(path.stat().st_mode):
+        raise BadInputError(f"--plot {clean_name(path)}: not a regular file")
+    if importlib.util.find_spec("matplotlib") is None:
+        raise BadInputError("--plot needs matplotlib: pip install 'ggprof[plot]'")
+
+
 def _pyplot(path: Path) -> Any:
     if path.suffix.lower() not in SUFFIXES:
-        raise BadInputError(f"--plot {path}: give a .png or .svg file")
+        raise BadInputError(f"--plot {clean_name(path)}: give a .png or .svg file")
     try:
         import matplotlib
     except ImportError:
