@@ -240,3 +240,21 @@ def test_many_files_are_read_by_workers_with_the_same_result(tmp_path: Path, run
     assert code == 0 and len(d["models"]) == PARALLEL_FROM_FILES + 4
     assert len({(m["decode_ceiling_tok_s"], m["max_ctx"], m["bits_per_weight"]) for m in d["models"]}) == 1
     assert [(Path(s["path"]).name, s["reason"][:16]) for s in d["skipped"]] == [("zz-junk.gguf", "not a GGUF file ")]
+
+
+@pytest.mark.parametrize("ctx", [2048, 8192, 16384])
+def test_a_split_that_fits_holds_the_context_it_was_asked_for(ctx: int, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """A 70B Q4_K split over a 24 GB GPU and 64 GB of RAM: when the row says it fits at --ctx N,
+    its largest context is at least N (the KV of the layers in RAM counts against RAM, not the
+    GPU: it once said "fits" and "max ctx 2,915" in one row)."""
+    from dataclasses import replace
+
+    from ggufs import LLAMA_70B_F16, Q4_K
+
+    model = write_model(tmp_path / "llama-70b-q4_k.gguf", replace(LLAMA_70B_F16, qtype=Q4_K, file_type=15))[0]
+    assert run_cli("host", "--quick").exit_code == 0  # the split's CPU part needs this host's bandwidth
+    code, d = fit_json(run_cli, str(model), "--device", "rtx-4090", "--memory", "64", "--ctx", str(ctx))
+    assert code == 0
+    (m,) = d["models"]
+    assert m["fits"] and 0 < m["n_gpu_layers"] < 81, m  # a split: 40 GB of weights, 24 GB of VRAM
+    assert m["max_ctx"] >= ctx, m

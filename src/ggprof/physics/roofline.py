@@ -332,7 +332,7 @@ def predict(
         peak_flops=peak,
         depth_table=table,
         memory=memory,
-        max_ctx_fits=max_context(spec, inputs, weights, avail) if avail else None,
+        max_ctx_fits=max_context(spec, inputs, place, avail, device_memory(cpu)[0] if cpu else None) if avail else None,
         batch_max=batch_max(spec, inputs, weights, avail) if avail else None,
         rules=(*spec.decode_rules(), *rules),
         active_params=spec.active_params,
@@ -424,20 +424,29 @@ def _compute_buffer(spec: ModelSpec, inputs: PredictInputs, ctx: int) -> int:
     return compute_buffer_bytes(spec, ctx, inputs.n_ubatch, inputs.flash_attn)
 
 
-def max_context(spec: ModelSpec, inputs: PredictInputs, weight_bytes: int, available: int) -> int:
-    """The largest context (<= the model's, or inputs.ctx if larger) whose weights + KV + buffers fit."""
+def max_context(
+    spec: ModelSpec, inputs: PredictInputs, place: Placement, available: int, cpu_available: int | None = None
+) -> int:
+    """The largest context (<= the model's, or inputs.ctx if larger) that fits every pool: on a
+    GPU its layers' weights + their KV + the buffers within `available`, and the layers left in
+    RAM with their own KV within `cpu_available` (when known); elsewhere one pool holds all."""
     hi = max(spec.context_length, inputs.ctx)
+    split = bool(place.gpu_layers) or place.gpu_weight_bytes > 0
 
-    def need(ctx: int) -> int:
-        kv = spec.kv_bytes_at(ctx, inputs.cache_type_k, inputs.cache_type_v)
-        return weight_bytes + kv + _compute_buffer(spec, inputs, ctx)
+    def fits(ctx: int) -> bool:
+        kv_gpu, kv_cpu = _kv_split(spec, inputs, place, ctx)
+        buffers = _compute_buffer(spec, inputs, ctx)
+        if not split:
+            return place.cpu_weight_bytes + kv_gpu + kv_cpu + buffers <= available
+        in_ram = cpu_available is None or place.cpu_weight_bytes + kv_cpu <= cpu_available
+        return place.gpu_weight_bytes + kv_gpu + buffers <= available and in_ram
 
-    if need(1) > available:
+    if not fits(1):
         return 0
     lo = 1
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if need(mid) <= available else (lo, mid - 1)
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
     return lo
 
 

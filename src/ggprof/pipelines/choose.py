@@ -180,7 +180,9 @@ def _largest_split(predict_at: Callable[[int], Prediction], n_layers: int) -> in
     lo, hi = 0, n_layers
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if _pool_fits(predict_at(mid), 0) else (lo, mid - 1)
+        # the GPU part must fit what is usable (not only the total, "tight"): the same memory the
+        # row's largest context is computed against, so one row never says two things
+        lo, hi = (mid, hi) if predict_at(mid).memory[0].verdict == "fits" else (lo, mid - 1)
     return lo
 
 
