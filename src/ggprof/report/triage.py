@@ -1,15 +1,13 @@
 """`ggprof report`: a Markdown block to paste into a llama.cpp, Ollama or LM Studio issue.
 
-Everything in it comes from the kept run. Nothing secret: paths under the home folder are
-shown as ~, and neither the user name nor the host name appears.
+Everything in it comes from the kept run. Nothing secret, in every format: every path is
+shown as its file name only (a path under a home folder names the user, whoever that is and
+whoever runs `report`), and the host's name and fingerprint never appear.
 """
 
 from __future__ import annotations
 
-import getpass
-import os
 import re
-from pathlib import Path
 from typing import Any
 
 from ggprof import __version__
@@ -17,25 +15,30 @@ from ggprof.history.compare import label_of
 from ggprof.history.store import Run
 from ggprof.units import clean, fmt_bytes, fmt_rate, sig3
 
+# A path: a separator, then parts (Windows drive letters too); not the `//` of a URL.
+_PATH = re.compile(r"(?<![\w:/.~])(?:~|[A-Za-z]:)?(?:[\\/][^\s\\/'\"`|,;()]+)+[\\/]?")
+
 
 def private(text: str) -> str:
-    """`text` with the home folder as ~ and the user's name removed."""
-    home = str(Path.home())
-    if home and home != os.sep:
-        text = text.replace(home, "~")
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = ""
-    if len(user) >= 3:
-        text = re.sub(rf"\b{re.escape(user)}\b", "<user>", text)
-    return clean(text)
+    """`text` with every path cut to its file name, and cleaned of control characters."""
+    return clean(_PATH.sub(lambda m: re.split(r"[\\/]", m.group(0).rstrip("\\/"))[-1] or m.group(0), text))
+
+
+def public(value: Any) -> Any:
+    """A report part with every string made `private` (lists and objects walked)."""
+    if isinstance(value, str):
+        return private(value)
+    if isinstance(value, list):
+        return [public(v) for v in value]
+    if isinstance(value, dict):
+        return {k: public(v) for k, v in value.items()}
+    return value
 
 
 def triage_dict(run: Run) -> dict[str, Any]:
     p = run.payload
     result = p.get("result") or {}
-    return {
+    d = {
         "run": run.id,
         "created_at": run.created_at,
         "kind": run.kind,
@@ -50,6 +53,8 @@ def triage_dict(run: Run) -> dict[str, Any]:
         "findings": result.get("findings") or [],
         "rows": run.record.rows,
     }
+    shown: dict[str, Any] = public(d)
+    return shown
 
 
 def _line(label: str, value: object) -> str:
