@@ -136,7 +136,7 @@ def test_tool_timeout_environment_is_validated(value: str) -> None:
         (["--timeout", "nan"], "Invalid value for '--timeout'"),
         (["--timeout", "inf"], "Invalid value for '--timeout'"),
         (["-t", "600"], "-t values must be at most 512"),
-        (["-p", "99999999999"], "-p takes whole numbers"),
+        (["-p", "99999999999"], "-p values must be at most 2147483647"),
         (["--json", "-o", "csv"], "--json and -o csv contradict each other"),
     ],
 )

@@ -144,7 +144,7 @@ def test_timeout(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-
         (["-p", "-1"], "-p values must be 0 or more"),
         (["-n", "x"], "-n takes whole numbers"),
         (["-p", "0", "-n", "0"], "nothing to run"),
-        (["-d", "9000"], "over the model's context length 8192"),
+        (["-d", "9000"], "over the model's context length 8,192"),
         (["-ctk", "q9_9"], "Invalid value for '--cache-type-k'"),
         (["-t", "0"], "-t values must be 1 or more"),
     ],

@@ -202,25 +202,33 @@ def context_tokens(spec: ModelSpec, ctx: int | None, depth: int, prompt: int, ge
     if depth > ctx:
         raise click.UsageError(f"--depth {depth} is larger than --ctx {ctx}")
     if needed > ctx:
-        raise click.UsageError(f"--depth + --prompt + --gen = {needed} does not fit in --ctx {ctx}")
+        what = "--depth + --prompt + --gen" if depth else "--prompt + --gen"
+        raise click.UsageError(f"{what} = {needed} does not fit in --ctx {ctx}")
     return ctx
 
 
 def int_list(text: str, name: str, low: int = 0, high: int = MAX_TOKENS) -> tuple[int, ...]:
-    """'512' or '0,4096' -> (0, 4096); values outside low..high or malformed are usage errors."""
+    """'512' or '0,4096' -> (0, 4096); an empty item, a value outside low..high or anything
+    malformed is a usage error, worded the same for every list option."""
     shown = clean_name(text, 60)
-    parts = [v.strip() for v in text.split(",") if v.strip()]
-    if any(v.startswith("-") and v[1:].isdigit() for v in parts):
-        raise click.UsageError(f"{name} values must be 0 or more, got {shown!r}")
-    if not parts or len(parts) > 64 or any(len(v) > 10 or not v.isdigit() for v in parts):
+    parts = [v.strip() for v in text.split(",")]
+    whole = all(v.lstrip("-").isdigit() and v.count("-") <= int(v.startswith("-")) and len(v) <= 11 for v in parts)
+    if not whole or len(parts) > 64:
         raise click.UsageError(f"{name} takes whole numbers separated by commas (up to 64), got {shown!r}")
     values = tuple(int(v) for v in parts)
+    if any(v < low for v in values):
+        raise click.UsageError(f"{name} values must be {low} or more, got {shown!r}")
     if any(v > high for v in values):
         limit = f"{high} (llama.cpp's int32)" if high == MAX_TOKENS else str(high)
         raise click.UsageError(f"{name} values must be at most {limit}, got {shown!r}")
-    if any(v < low for v in values):
-        raise click.UsageError(f"{name} values must be {low} or more, got {shown!r}")
     return values
+
+
+def check_model_context(spec: ModelSpec, tokens: int, what: str) -> None:
+    """`tokens` (depth + prompt + gen) must fit the context the model was trained for: bench and
+    check refuse the same numbers with the same words."""
+    if spec.context_length and tokens > spec.context_length:
+        raise click.UsageError(f"{what} = {tokens:,} is over the model's context length {spec.context_length:,}")
 
 
 def bench_options(f: Any) -> Any:
@@ -299,11 +307,7 @@ def make_bench_params(
     p, n, d = int_list(prompt, "-p"), int_list(gen, "-n"), int_list(depth, "-d")
     if not any(p) and not any(n):
         raise click.UsageError("nothing to run: -p and -n are both 0")
-    longest = max(d) + max(p) + max(n) + 1
-    if spec.context_length and longest > spec.context_length:
-        raise click.UsageError(
-            f"depth + prompt + gen = {longest - 1} is over the model's context length {spec.context_length}"
-        )
+    check_model_context(spec, max(d) + max(p) + max(n) + 1, "depth + prompt + gen + 1")
     kw["n_threads"] = thread_counts(kw.pop("threads"), facts)[0]
     kw["type_k"], kw["type_v"] = kw.pop("cache_type_k").lower(), kw.pop("cache_type_v").lower()
     return BenchParams(model=path, n_prompt=p, n_gen=n, n_depth=d, **kw)

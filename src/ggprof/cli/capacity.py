@@ -6,7 +6,17 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ggprof.cli.base import GB, POSITIVE_TOKENS, cli, device_options, extensions, finite_in, load_model_arg, show
+from ggprof.cli.base import (
+    GB,
+    POSITIVE_TOKENS,
+    cli,
+    context_tokens,
+    device_options,
+    extensions,
+    finite_in,
+    load_model_arg,
+    show,
+)
 
 if TYPE_CHECKING:
     from ggprof.machine.target import DeviceChoice
@@ -14,7 +24,9 @@ if TYPE_CHECKING:
 
 @cli.command()
 @click.argument("model", metavar="MODEL.gguf")
-@click.option("--qps", type=float, callback=finite_in(0, 1e6), required=True, help="Requests per second.")
+@click.option(
+    "--qps", type=float, callback=finite_in(1e-6, 1e6), required=True, help="Requests per second (above 1e-6)."
+)
 @click.option("--prompt", type=POSITIVE_TOKENS, required=True, help="Prompt tokens per request.")
 @click.option("--gen", type=POSITIVE_TOKENS, required=True, help="Generated tokens per request.")
 @click.option(
@@ -58,6 +70,8 @@ def plan(
 
     ext = extensions()
     spec = load_model_arg(model)
+    if ctx is not None:
+        context_tokens(spec, ctx, 0, prompt, gen)  # a context that holds a request, as predict asks
     host = describe_host(ext.backends.values(), ext.profiles, measure=False) if choice.needs_host else None
     target = resolve_target(choice, profiles=ext.profiles, host=host)
     if memory_gb is not None:

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from ggprof.model.spec import ModelSpec
 
 
+RUN_ID = click.IntRange(1, 2**63 - 1)  # SQLite's integer row ids
+
 db_option = click.option(
     "--db", "db", type=click.Path(dir_okay=False), help="History database [default: GGPROF_DB]."
 )  # the one declaration of --db, for the commands that save runs and those that read them
@@ -152,7 +154,7 @@ def compare(a: str, b: str, as_json: bool, db: str | None) -> None:
 
 
 @cli.command()
-@click.argument("run_id", metavar="[RUN]", required=False, type=click.IntRange(min=1))
+@click.argument("run_id", metavar="[RUN]", required=False, type=RUN_ID)
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
 @db_option
 def report(run_id: int | None, fmt: str, db: str | None) -> None:
@@ -168,7 +170,7 @@ def report(run_id: int | None, fmt: str, db: str | None) -> None:
 
 
 @cli.command()
-@click.argument("run_id", metavar="[RUN]", required=False, type=click.IntRange(min=1))
+@click.argument("run_id", metavar="[RUN]", required=False, type=RUN_ID)
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False), required=True, help="FILE.png or FILE.svg")
 @db_option
 def plot(run_id: int | None, output: str, db: str | None) -> None:

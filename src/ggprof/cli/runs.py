@@ -12,6 +12,7 @@ from ggprof.cli.base import (
     TOK_S,
     TOKENS,
     bench_options,
+    check_model_context,
     check_plot,
     cli,
     device_options,
@@ -222,7 +223,11 @@ def profile(
     help="Prompt length behind --pp.",
 )
 @device_options
-@click.option("--backend", help="The backend that ran it: cpu, cuda, metal, vulkan, rocm.")
+@click.option(
+    "--backend",
+    callback=lambda ctx, param, value: value.strip().lower() if value else value,
+    help="The backend that ran it: cpu, cuda, metal, vulkan, rocm (llama-bench's spelling too: CUDA, ROCm).",
+)
 @click.option("--n-gpu-layers", "-ngl", type=LAYERS, help="Layers offloaded in the report.")
 @click.option(
     "--llama-bench",
@@ -259,6 +264,8 @@ def check(
         if model is None:
             raise click.UsageError("Missing argument 'MODEL.gguf'.")
         spec = load_model_arg(model)
+        # what bench would refuse to run is refused as a claim too: a depth past the model's context
+        check_model_context(spec, depth + (n_prompt if pp is not None else 0) + 1, "--depth + prompt + 1")
         reports = [
             Reported(
                 tg_tok_s=tg, pp_tok_s=pp, depth=depth, n_prompt=n_prompt, backend=backend, n_gpu_layers=n_gpu_layers
