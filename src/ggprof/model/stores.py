@@ -2,8 +2,9 @@
 models folder, the Hugging Face hub cache, llama.cpp's cache, or any folder.
 
 Only file names, directory entries and small JSON manifests are read here; model headers
-are read by the caller. Nothing here follows a directory symlink (no loops) and every walk
-is bounded.
+are read by the caller. A scan never leaves the folder it scans: a link is followed only to a
+regular file inside it; every file not used is listed as skipped with the reason, and every
+walk is bounded.
 
 Default locations (each overridable by the tool's own environment variable):
 - Ollama (docs/faq.md in ollama/ollama): `OLLAMA_MODELS`, else `~/.ollama/models`
@@ -160,7 +161,10 @@ class Scan:
             self.add(path, name, store)
 
     def walk(self, root: Path) -> Iterator[Path]:
-        """Files under root (symlinks to files included, symlinked folders not followed)."""
+        """Regular files under root, never leaving it: a link is followed only to a file inside
+        root (Hugging Face's snapshots link into its blobs); a link out of it, a linked folder,
+        a FIFO, device or socket, and a folder past MAX_DEPTH are skipped, each with its reason."""
+        boundary = _real(root)
         stack: list[tuple[Path, int]] = [(root, 0)]
         while stack:
             folder, depth = stack.pop()
@@ -179,13 +183,21 @@ class Scan:
                     return
                 path = Path(entry.path)
                 try:
-                    if entry.is_dir(follow_symlinks=False):
+                    if entry.is_symlink():
+                        why = _link_problem(path, boundary)
+                        if why:
+                            self.skip(path, why)
+                        else:
+                            yield path
+                    elif entry.is_dir(follow_symlinks=False):
                         if depth < MAX_DEPTH:
                             stack.append((path, depth + 1))
-                    elif entry.is_file(follow_symlinks=True):
+                        else:
+                            self.skip(path, f"more than {MAX_DEPTH} folders deep: not scanned")
+                    elif entry.is_file(follow_symlinks=False):
                         yield path
-                    elif entry.is_symlink():
-                        self.skip(path, "a link that points nowhere")
+                    else:
+                        self.skip(path, f"not a regular file ({_kind(path)})")
                 except OSError as e:
                     self.skip(path, f"cannot read: {e.strerror or e}")
 
@@ -203,10 +215,58 @@ class Scan:
         except BadInputError as e:
             self.skip(manifest, str(e).split(": ", 1)[-1])
             return
-        if not blob.is_file():
-            self.skip(manifest, f"the manifest of {name} points to a missing blob ({blob.name})")
+        why = _blob_problem(root, blob)
+        if why:
+            self.skip(manifest, f"the manifest of {name} points to {why}")
             return
         self.add(blob, name, "ollama")
+
+
+def _real(path: Path) -> Path:
+    try:
+        return Path(os.path.realpath(path))
+    except (OSError, ValueError):
+        return path
+
+
+def _kind(path: Path) -> str:
+    """What a path that is not a regular file is: a folder, a FIFO, a device, a socket."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "gone"
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file"
+
+
+def _link_problem(path: Path, boundary: Path) -> str | None:
+    """Why a link may not be used (None: it points at a regular file inside the boundary)."""
+    if not path.exists():
+        return "a link that points nowhere"
+    target = _real(path)
+    if not target.is_relative_to(boundary):
+        return f"a link out of the store (to {clean_name(target, 120)}): not followed"
+    if target.is_dir():
+        return "a link to a folder: not followed"
+    if not target.is_file():
+        return f"a link to something that is not a regular file ({_kind(target)})"
+    return None
+
+
+def _blob_problem(root: Path, blob: Path) -> str | None:
+    """Why an Ollama blob cannot be read as the model (None: a regular file inside the store)."""
+    if not os.path.lexists(blob):
+        return f"a missing blob ({blob.name})"
+    if blob.is_symlink():
+        why = _link_problem(blob, _real(root))
+        return f"a blob that is {why}" if why else None
+    if not blob.is_file():
+        return f"a blob that is not a regular file ({_kind(blob)})"
+    return None
 
 
 def model_name(path: Path) -> str:
@@ -262,7 +322,12 @@ def resolve_reference(text: str, env: dict[str, str] | None = None, home: Path |
     return resolve_lm_studio(text, env, home) or path
 
 
+MAX_REFERENCE_CHARS = 400  # registry/namespace/model:tag; a longer one names no model
+
+
 def resolve_ollama(ref: str, env: dict[str, str] | None = None, home: Path | None = None) -> Path:
+    if len(ref) > MAX_REFERENCE_CHARS:
+        raise BadInputError(f"ollama:{clean_name(ref, 40)}...: longer than any Ollama model name")
     name, _, tag = ref.partition(":")
     if not name or not re.fullmatch(r"[\w.\-/]+", name) or ".." in name or not re.fullmatch(r"[\w.\-]*", tag):
         raise BadInputError(f"ollama:{clean_name(ref, 80)}: not an Ollama model name (NAME[:TAG])")
@@ -274,8 +339,9 @@ def resolve_ollama(ref: str, env: dict[str, str] | None = None, home: Path | Non
         manifest = root / "manifests" / registry / namespace / parts[-1] / (tag or "latest")
         if manifest.is_file():
             blob = ollama_blob(root, manifest)
-            if not blob.is_file():
-                raise BadInputError(f"ollama:{clean_name(ref, 80)}: the manifest points to a missing blob ({blob})")
+            why = _blob_problem(root, blob)
+            if why:
+                raise BadInputError(f"ollama:{clean_name(ref, 80)}: the manifest points to {why}")
             return blob
     where = ", ".join(str(r) for r in roots)
     raise BadInputError(
@@ -297,6 +363,9 @@ def resolve_lm_studio(ref: str, env: dict[str, str] | None = None, home: Path | 
         folder = loc.path / ref
         if loc.store != "lm-studio" or not folder.is_dir():
             continue
+        if not _real(folder).is_relative_to(_real(loc.path)):
+            out = f"a link out of {clean_name(loc.path)}"
+            raise BadInputError(f"{clean_name(ref, 80)}: LM Studio's folder for it is {out}: not followed")
         scan = Scan()
         scan.folder(folder, "lm-studio")
         files = [c.path for c in scan.candidates if _is_gguf(c.path)]
