@@ -18,6 +18,8 @@ MAX_NAME_CHARS = 200  # a path or a key from outside, as shown in one line
 def clean(text: object) -> str:
     """Strip control, escape and bidi-format characters before text reaches a terminal."""
     s = str(text)
+    if s.isprintable():  # no Cc, Cf, Co or Cs character in it (the usual case, checked in C)
+        return s
     return "".join(ch for ch in s if unicodedata.category(ch) not in _BIDI_AND_FORMAT)
 
 

@@ -32,6 +32,7 @@ from ggprof.plugins import warn
 if TYPE_CHECKING:
     from ggprof.bench.llamabench import LlamaBenchRow
     from ggprof.machine.target import DeviceChoice
+    from ggprof.verdict.finding import Severity
 
 
 @cli.command()
@@ -251,8 +252,8 @@ def check(
     """Judge a reported number (a bug report, a README, a forum post) without running anything."""
     from ggprof.bench.llamabench import read_rows
     from ggprof.pipelines.check import Checker, Reported, reported_from_row
-    from ggprof.report.verdict import check_dict, check_text
-    from ggprof.verdict.finding import EXIT, worst
+    from ggprof.report.verdict import check_lines, write_check_json
+    from ggprof.verdict.finding import EXIT, RANK
 
     if llama_bench is None and tg is None and pp is None:
         raise click.UsageError("give --tg and/or --pp, or --llama-bench RESULTS.json")
@@ -272,9 +273,19 @@ def check(
             )
         ]
     checker = Checker(spec, choice, extensions())
-    judged = [checker.check(r) for r in reports]
-    show(as_json, check_dict, check_text, spec, judged, choice.describe())
-    return int(EXIT[worst([j.verdict for j in judged])])
+    import sys
+
+    out = sys.stdout
+    # Both formats stream: each row written as it is judged (100,000 rows of llama-bench output
+    # never sit in memory as findings and lines)
+    if as_json:
+        severity = write_check_json(spec, (checker.check(r) for r in reports), choice.describe(), out)
+        return int(EXIT[severity])
+    severities: list[Severity] = []
+    for lines in check_lines(spec, (checker.check(r) for r in reports), choice.describe(), severities):
+        out.write("\n".join(lines) + "\n")  # buffered: one flush at the end, not one per row
+    out.flush()
+    return int(EXIT[max(severities, key=lambda s: RANK[s]) if severities else "unknown"])
 
 
 def _row_model(rows: list[LlamaBenchRow]) -> str:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import textwrap
-from dataclasses import asdict
-from typing import Any
+from collections.abc import Iterable, Iterator
+from dataclasses import fields
+from functools import lru_cache
+from typing import Any, TextIO
 
 from ggprof.bench.llamabench import context_dict, markdown, row_dict
 from ggprof.model.spec import ModelSpec
@@ -14,13 +16,18 @@ from ggprof.report.host import device_dict
 from ggprof.report.predict import predict_dict
 from ggprof.report.sweep import thread_sweep_dict, thread_sweep_lines
 from ggprof.units import clean, clean_name, fmt_bytes, fmt_rate, sig3
-from ggprof.verdict.finding import EXIT, Finding, worst
+from ggprof.verdict.finding import EXIT, RANK, Finding, Severity, worst
 
 TAG = {"impossible": "IMPOSSIBLE", "suspicious": "SUSPICIOUS", "plausible": "plausible", "unknown": "unknown"}
 
 
+_FINDING_FIELDS = tuple(field.name for field in fields(Finding))
+
+
 def finding_dict(f: Finding) -> dict[str, Any]:
-    return {**asdict(f), "evidence": list(f.evidence), "causes": list(f.causes)}
+    """A finding's fields in order (tuples as lists); shallow, as Finding holds plain values."""
+    d = {name: getattr(f, name) for name in _FINDING_FIELDS}
+    return {**d, "evidence": list(f.evidence), "causes": list(f.causes)}
 
 
 def judged_dict(
@@ -118,6 +125,58 @@ def profile_dict(r: ProfileReport) -> dict[str, Any]:
     }
 
 
+def write_check_json(model: ModelSpec, judged: Iterable[Judged], note: str, out: TextIO) -> Severity:
+    """`check --json` written as the rows are judged: check_dict's keys in its order, each row
+    and finding one line (C-encoded). Rows and findings wait in two temporary files until the
+    verdict they come after is known, so 100,000 rows never sit in memory. The worst severity."""
+    import json
+    import shutil
+    import tempfile
+
+    shared: dict[int, dict[str, Any]] = {}
+    first: dict[str, Any] | None = None
+    severity: Severity = "unknown"
+    counts = {"rows": 0, "findings": 0}
+    with tempfile.TemporaryFile("w+") as rows, tempfile.TemporaryFile("w+") as findings:
+        encoded: dict[int, str] = {}  # a prediction shared by many rows, encoded once
+
+        def row_json(d: dict[str, Any]) -> str:
+            prediction = d.get("prediction")
+            if prediction is None:
+                return json.dumps(d, allow_nan=False)
+            if id(prediction) not in encoded:
+                encoded[id(prediction)] = json.dumps(prediction, allow_nan=False)
+            head = json.dumps({k: v for k, v in d.items() if k != "prediction"}, allow_nan=False)
+            return f'{head[:-1]}, "prediction": {encoded[id(prediction)]}}}'  # the last key, as in d
+
+        def spool(f: TextIO, kind: str, text: str) -> None:
+            f.write(("," if counts[kind] else "") + "\n    " + text)
+            counts[kind] += 1
+
+        for j in judged:
+            d = judged_dict(j, model, note, shared)
+            first = first or d
+            if counts["rows"] == 0 or RANK[j.verdict.severity] > RANK[severity]:
+                severity = j.verdict.severity
+            spool(rows, "rows", row_json(d))
+            for finding in d["findings"]:
+                spool(findings, "findings", json.dumps(finding, allow_nan=False))
+
+        def copy(f: TextIO, kind: str) -> None:
+            f.seek(0)
+            shutil.copyfileobj(f, out)
+            out.write("\n  ]" if counts[kind] else "]")
+
+        out.write(f'{{\n  "verdict": {json.dumps(severity)},\n  "exit_status": {int(EXIT[severity])},\n  "findings": [')
+        copy(findings, "findings")
+        for k in SUMMARY_KEYS:
+            out.write(f",\n  {json.dumps(k)}: {json.dumps((first or {}).get(k), allow_nan=False)}")
+        out.write(',\n  "rows": [')
+        copy(rows, "rows")
+        out.write("\n}\n")
+    return severity
+
+
 def check_dict(model: ModelSpec, judged: list[Judged], note: str = "") -> dict[str, Any]:
     shared: dict[int, dict[str, Any]] = {}  # rows judged against the same prediction share its dict
     rows = [judged_dict(j, model, note, shared) for j in judged]
@@ -143,8 +202,19 @@ def finding_lines(f: Finding) -> list[str]:
     return lines
 
 
+WIDTH = 80
+
+
+@lru_cache(maxsize=8192)  # causes, next steps and evidence repeat row after row of a llama-bench file
+def _wrapped(text: str, first: str, rest: str) -> tuple[str, ...]:
+    return tuple(textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest) or [first])
+
+
 def _wrap(text: str, first: str, rest: str) -> list[str]:
-    return textwrap.wrap(text, 80, initial_indent=first, subsequent_indent=rest) or [first]
+    """textwrap's lines; a line that fits as it is (textwrap would leave it whole) is not re-split."""
+    if len(first) + len(text) <= WIDTH and text == text.strip() and text.isprintable():
+        return [first + text]
+    return list(_wrapped(text, first, rest))
 
 
 def judged_lines(j: Judged) -> list[str]:
@@ -215,12 +285,19 @@ def profile_text(r: ProfileReport) -> str:
     return "\n".join(lines)
 
 
-def check_text(model: ModelSpec, judged: list[Judged], note: str = "") -> str:
-    lines = [f"ggprof check: {clean(model.path.name)}"]
-    if note:
-        lines += _wrap(f"device: {clean(note)}", "", "  ")
+def check_lines(
+    model: ModelSpec, judged: Iterable[Judged], note: str, severities: list[Severity]
+) -> Iterator[list[str]]:
+    """The text of a check, a block at a time (the header, each row, the verdict), as the rows
+    are judged; each row's severity is appended to `severities` (nothing else is kept)."""
+    head = [f"ggprof check: {clean(model.path.name)}"]
+    yield head + (_wrap(f"device: {clean(note)}", "", "  ") if note else [])
     for j in judged:
-        lines += judged_lines(j)
-    severity = worst([j.verdict for j in judged])
-    lines.append(f"verdict: {TAG[severity]} (exit status {int(EXIT[severity])})")
-    return "\n".join(lines)
+        severities.append(j.verdict.severity)
+        yield judged_lines(j)
+    severity = max(severities, key=lambda s: RANK[s]) if severities else "unknown"
+    yield [f"verdict: {TAG[severity]} (exit status {int(EXIT[severity])})"]
+
+
+def check_text(model: ModelSpec, judged: list[Judged], note: str = "") -> str:
+    return "\n".join(line for block in check_lines(model, judged, note, []) for line in block)
