@@ -161,3 +161,21 @@ def test_a_report_carries_file_names_not_paths(user: str, fmt: str, tmp_path_fac
     assert r.exit_code == 0, r.stderr
     assert home not in r.stdout and f"{user}_stuff" not in r.stdout and "/home" not in r.stdout
     assert f"{user}-gemma.gguf" in r.stdout
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=hostile_text)
+def test_compare_of_hostile_llama_bench_files_prints_no_control_code(text: str, tmp_path_factory, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """A llama-bench file's fields are text from outside: a depth that is a string of escape
+    codes names no test and reaches no terminal."""
+    folder = tmp_path_factory.mktemp("files")
+    rows = [
+        {"n_prompt": 0, "n_gen": 128, "n_depth": f"\x1b]0;{text}\x07", "avg_ts": 50.0, "stddev_ts": 1.0},
+        {"n_prompt": 512, "n_gen": 0, "n_depth": 0, "avg_ts": 400.0, "stddev_ts": 4.0, "model_type": f"\x1b[31m{text}"},
+    ]
+    a, b = folder / "a.json", folder / "b.json"
+    a.write_text(json.dumps(rows))
+    b.write_text(json.dumps([{**r, "avg_ts": r["avg_ts"] * 0.9} for r in rows]))
+    for fmt in ([], ["--json"]):
+        r = run_cli("compare", str(a), str(b), *fmt)
+        assert r.exit_code == 0 and clean_output(r.stdout + r.stderr), r.stderr
