@@ -137,3 +137,27 @@ def test_a_file_truncated_while_it_is_read_is_one_error_line(tmp_path: Path, mon
     monkeypatch.setattr(os, "fstat", fstat_before_the_truncation)
     with pytest.raises(GGUFError, match="ended at byte 1000 while it was read"):
         read_header(path)
+
+
+def _verdicts_and_lines(index: int, judged) -> list:  # type: ignore[no-untyped-def]
+    from ggprof.report.verdict import judged_lines
+
+    return [(index, j.verdict.severity, judged_lines(j)) for j in judged]
+
+
+def test_many_rows_judged_on_every_core_give_what_one_process_gives(gemma_path: Path, ext) -> None:  # type: ignore[no-untyped-def]
+    """2,500 rows (over the threshold for worker processes): the same verdicts and lines, in
+    the same order, as judged in this process."""
+    from ggprof.figures import Figure
+    from ggprof.machine.target import DeviceChoice
+    from ggprof.model.spec import load_model
+    from ggprof.pipelines.check import PARALLEL_MIN_ROWS, Checker, Reported, judge_chunks
+
+    reports = [Reported(tg_tok_s=30.0 + i * 0.1, depth=(i % 3) * 256, backend="cpu") for i in range(2500)]
+    assert len(reports) >= PARALLEL_MIN_ROWS
+    choice = DeviceChoice(bandwidth=Figure(90e9, "user", "--bandwidth 90"))
+    spec = load_model(gemma_path)
+    alone = list(judge_chunks(Checker(spec, choice, ext), reports, _verdicts_and_lines, processes=1))
+    shared = list(judge_chunks(Checker(spec, choice, ext), reports, _verdicts_and_lines, processes=2))
+    assert shared == alone and [index for chunk in shared for index, _, _ in chunk][::1000] == [0, 1, 2]
+    assert {severity for chunk in shared for _, severity, _ in chunk} == {"plausible", "suspicious"}

@@ -30,8 +30,11 @@ from ggprof.llamacpp import GGML_MAX_N_THREADS, N_PROMPT
 from ggprof.plugins import warn
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from ggprof.bench.llamabench import LlamaBenchRow
     from ggprof.machine.target import DeviceChoice
+    from ggprof.pipelines.judged import Judged
     from ggprof.verdict.finding import Severity
 
 
@@ -251,8 +254,8 @@ def check(
 ) -> int:
     """Judge a reported number (a bug report, a README, a forum post) without running anything."""
     from ggprof.bench.llamabench import read_rows
-    from ggprof.pipelines.check import Checker, Reported, reported_from_row
-    from ggprof.report.verdict import check_lines, write_check_json
+    from ggprof.pipelines.check import Checker, Reported, judge_chunks, reported_from_row
+    from ggprof.report.verdict import RowEncoder, check_lines, spool_json_chunk, write_check_json
     from ggprof.verdict.finding import EXIT, RANK
 
     if llama_bench is None and tg is None and pp is None:
@@ -277,15 +280,29 @@ def check(
 
     out = sys.stdout
     # Both formats stream: each row written as it is judged (100,000 rows of llama-bench output
-    # never sit in memory as findings and lines)
+    # never sit in memory as findings and lines), many rows judged on every core
+    note = choice.describe()
     if as_json:
-        severity = write_check_json(spec, (checker.check(r) for r in reports), choice.describe(), out)
-        return int(EXIT[severity])
+        import tempfile
+        from pathlib import Path
+
+        with tempfile.TemporaryDirectory(prefix="ggprof-check-") as folder:
+            encoder = RowEncoder(spec, note)
+            chunks = judge_chunks(checker, reports, lambda i, js: spool_json_chunk(Path(folder), i, encoder, js))
+            return int(EXIT[write_check_json(Path(folder), chunks, out)])
     severities: list[Severity] = []
-    for lines in check_lines(spec, (checker.check(r) for r in reports), choice.describe(), severities):
+    blocks = (b for chunk in judge_chunks(checker, reports, _text_chunk) for b in chunk)
+    for lines in check_lines(spec, blocks, note, severities):
         out.write("\n".join(lines) + "\n")  # buffered: one flush at the end, not one per row
     out.flush()
     return int(EXIT[max(severities, key=lambda s: RANK[s]) if severities else "unknown"])
+
+
+def _text_chunk(index: int, judged: Iterator[Judged]) -> list[tuple[Severity, list[str]]]:
+    """A chunk of `check`'s text: each row's severity and lines (made where it was judged)."""
+    from ggprof.report.verdict import judged_lines
+
+    return [(j.verdict.severity, judged_lines(j)) for j in judged]
 
 
 def _row_model(rows: list[LlamaBenchRow]) -> str:

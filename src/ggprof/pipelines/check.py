@@ -3,7 +3,12 @@ running nothing. This host is described once per command, whatever the number of
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from ggprof.bench.llamabench import LlamaBenchRow, backend_of_row
 from ggprof.errors import NoBandwidthError
@@ -17,6 +22,8 @@ from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.profile import prediction_for
 from ggprof.verdict.finding import JudgeCase
 from ggprof.verdict.judge import judge
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,8 +61,13 @@ class Checker:
         except NoBandwidthError:
             return None
 
+    @staticmethod
+    def key(r: Reported) -> tuple[str | None, int, int, int | None]:
+        """What a prediction depends on: rows with the same key share one."""
+        return (r.backend, r.depth, r.n_prompt, r.n_gpu_layers)
+
     def predicted(self, r: Reported) -> tuple[Target | None, Prediction | None]:
-        key = (r.backend, r.depth, r.n_prompt, r.n_gpu_layers)
+        key = self.key(r)
         if key not in self._predictions:
             target = self.target(r.backend, is_partial_offload(r.n_gpu_layers, self.spec.n_layers))
             inputs = PredictInputs(
@@ -106,3 +118,56 @@ def reported_from_row(row: LlamaBenchRow, backend: str | None) -> Reported:
         cv=row.stddev_ts / row.avg_ts,
         label=row.test,
     )
+
+
+# -- many rows: judged over every core ------------------------------------------------------------
+PARALLEL_MIN_ROWS = 2000  # fewer rows: starting the workers costs more than it saves
+CHUNK_ROWS = 1000
+_work: tuple[Checker, Callable[[int, Iterator[Judged]], Any]] | None = None  # what forked workers inherit
+
+
+def _judge_chunk(job: tuple[int, list[Reported]]) -> Any:
+    assert _work is not None
+    checker, on_chunk = _work
+    index, chunk = job
+    return on_chunk(index, (checker.check(r) for r in chunk))
+
+
+def judge_chunks(
+    checker: Checker,
+    reports: list[Reported],
+    on_chunk: Callable[[int, Iterator[Judged]], T],
+    processes: int | None = None,
+) -> Iterator[T]:
+    """The reports judged a chunk at a time, `on_chunk(index, judged rows)` applied to each, the
+    answers in order. Many rows (llama-bench output of a long sweep) are judged in forked worker
+    processes, one per core: judging is plain Python and the rows are independent; `on_chunk`
+    runs in the worker (write its output there: only its answer comes back). The parent makes
+    every prediction first (the host is described once, never by a worker). Where fork is not
+    available, or for few rows: in this process."""
+    global _work
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    processes = cores if processes is None else processes
+    jobs = [(i, reports[at : at + CHUNK_ROWS]) for i, at in enumerate(range(0, len(reports), CHUNK_ROWS))]
+    parallel = len(reports) >= PARALLEL_MIN_ROWS and processes >= 2
+    if not parallel or "fork" not in multiprocessing.get_all_start_methods():
+        yield from (on_chunk(i, (checker.check(r) for r in chunk)) for i, chunk in jobs)
+        return
+    for r in {checker.key(r): r for r in reports}.values():
+        checker.predicted(r)
+    _work = (checker, on_chunk)
+    pool = multiprocessing.get_context("fork").Pool(processes, initializer=_quiet_worker)
+    try:
+        yield from pool.imap(_judge_chunk, jobs)
+        pool.close()  # every chunk answered: the workers end by themselves
+    finally:
+        pool.terminate()  # after close: nothing left to stop; on an error or Ctrl-C: stops them
+        pool.join()
+        _work = None
+
+
+def _quiet_worker() -> None:
+    """A worker leaves Ctrl-C and SIGTERM to the parent, which ends the pool (ggprof's own
+    handlers, inherited by the fork, would print a traceback in every worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable, Iterator
-from dataclasses import fields
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, fields
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, TextIO
 
 from ggprof.bench.llamabench import context_dict, markdown, row_dict
@@ -125,55 +126,113 @@ def profile_dict(r: ProfileReport) -> dict[str, Any]:
     }
 
 
-def write_check_json(model: ModelSpec, judged: Iterable[Judged], note: str, out: TextIO) -> Severity:
-    """`check --json` written as the rows are judged: check_dict's keys in its order, each row
-    and finding one line (C-encoded). Rows and findings wait in two temporary files until the
-    verdict they come after is known, so 100,000 rows never sit in memory. The worst severity."""
+@dataclass(frozen=True)
+class EncodedRow:
+    """One judged row of `check --json`, encoded: its severity, the row, its findings, and the
+    top-level summary figures (check_dict repeats the first row's)."""
+
+    severity: Severity
+    row: str
+    findings: tuple[str, ...]
+    summary: dict[str, Any]
+
+
+class RowEncoder:
+    """Judged rows to EncodedRow, a prediction shared by many rows encoded once."""
+
+    def __init__(self, model: ModelSpec, note: str) -> None:
+        self.model, self.note = model, note
+        self.shared: dict[int, dict[str, Any]] = {}
+        self.encoded: dict[int, str] = {}
+
+    def __call__(self, j: Judged) -> EncodedRow:
+        """judged_dict's JSON, key for key, with the findings and the (shared) prediction each
+        encoded once and spliced in at their places."""
+        import json
+
+        d = judged_dict(j, self.model, self.note, self.shared)
+        findings = tuple(json.dumps(f, allow_nan=False) for f in d["findings"])
+        prediction = d["prediction"]
+        if prediction is not None and id(prediction) not in self.encoded:
+            self.encoded[id(prediction)] = json.dumps(prediction, allow_nan=False)
+        parts = []
+        for key, value in d.items():  # the keys in judged_dict's order
+            if key == "findings":
+                text = "[" + ", ".join(findings) + "]"
+            elif key == "prediction" and prediction is not None:
+                text = self.encoded[id(prediction)]
+            else:
+                text = json.dumps(value, allow_nan=False)
+            parts.append(f"{json.dumps(key)}: {text}")
+        return EncodedRow(
+            j.verdict.severity, "{" + ", ".join(parts) + "}", findings, {k: d.get(k) for k in SUMMARY_KEYS}
+        )
+
+
+@dataclass(frozen=True)
+class Spooled:
+    """A chunk of judged rows written to its spool files: what the final output needs of it."""
+
+    severity: Severity  # the worst of the chunk ("unknown" when empty)
+    rows: int
+    findings: int
+    summary: dict[str, Any] | None  # the chunk's first row's summary figures
+
+
+def _worse(a: Severity, b: Severity) -> Severity:
+    return a if RANK[a] >= RANK[b] else b
+
+
+def spool_json_chunk(folder: Path, index: int, encoder: RowEncoder, judged: Iterable[Judged]) -> Spooled:
+    """One chunk of `check --json`: its rows and findings, each a line, into two files of
+    `folder` named by the chunk's index (written where the chunk was judged)."""
+    severity: Severity = "unknown"
+    summary, n_rows, n_findings = None, 0, 0
+    with (folder / f"rows-{index:08d}").open("w") as rows, (folder / f"findings-{index:08d}").open("w") as found:
+        for j in judged:
+            r = encoder(j)
+            summary = summary if summary is not None else r.summary
+            severity = r.severity if n_rows == 0 else _worse(severity, r.severity)
+            rows.write(("," if n_rows else "") + "\n    " + r.row)
+            n_rows += 1
+            for f in r.findings:
+                found.write(("," if n_findings else "") + "\n    " + f)
+                n_findings += 1
+    return Spooled(severity, n_rows, n_findings, summary)
+
+
+def write_check_json(folder: Path, chunks: Iterable[Spooled], out: TextIO) -> Severity:
+    """`check --json` from its spooled chunks: check_dict's keys in its order (the verdict first,
+    known only once every row is judged), each row and finding one line; nothing is held in
+    memory but a chunk's figures. The worst severity."""
     import json
     import shutil
-    import tempfile
 
-    shared: dict[int, dict[str, Any]] = {}
-    first: dict[str, Any] | None = None
-    severity: Severity = "unknown"
-    counts = {"rows": 0, "findings": 0}
-    with tempfile.TemporaryFile("w+") as rows, tempfile.TemporaryFile("w+") as findings:
-        encoded: dict[int, str] = {}  # a prediction shared by many rows, encoded once
+    done = list(chunks)
+    judged = [c for c in done if c.rows]
+    severity: Severity = judged[0].severity if judged else "unknown"
+    for c in judged[1:]:
+        severity = _worse(severity, c.severity)
+    first = judged[0].summary if judged else None
 
-        def row_json(d: dict[str, Any]) -> str:
-            prediction = d.get("prediction")
-            if prediction is None:
-                return json.dumps(d, allow_nan=False)
-            if id(prediction) not in encoded:
-                encoded[id(prediction)] = json.dumps(prediction, allow_nan=False)
-            head = json.dumps({k: v for k, v in d.items() if k != "prediction"}, allow_nan=False)
-            return f'{head[:-1]}, "prediction": {encoded[id(prediction)]}}}'  # the last key, as in d
+    def copy(kind: str, count: Callable[[Spooled], int]) -> None:
+        wrote = False
+        for i, c in enumerate(done):
+            if count(c):
+                with (folder / f"{kind}-{i:08d}").open() as f:
+                    if wrote:
+                        out.write(",")
+                    shutil.copyfileobj(f, out)
+                wrote = True
+        out.write("\n  ]" if wrote else "]")
 
-        def spool(f: TextIO, kind: str, text: str) -> None:
-            f.write(("," if counts[kind] else "") + "\n    " + text)
-            counts[kind] += 1
-
-        for j in judged:
-            d = judged_dict(j, model, note, shared)
-            first = first or d
-            if counts["rows"] == 0 or RANK[j.verdict.severity] > RANK[severity]:
-                severity = j.verdict.severity
-            spool(rows, "rows", row_json(d))
-            for finding in d["findings"]:
-                spool(findings, "findings", json.dumps(finding, allow_nan=False))
-
-        def copy(f: TextIO, kind: str) -> None:
-            f.seek(0)
-            shutil.copyfileobj(f, out)
-            out.write("\n  ]" if counts[kind] else "]")
-
-        out.write(f'{{\n  "verdict": {json.dumps(severity)},\n  "exit_status": {int(EXIT[severity])},\n  "findings": [')
-        copy(findings, "findings")
-        for k in SUMMARY_KEYS:
-            out.write(f",\n  {json.dumps(k)}: {json.dumps((first or {}).get(k), allow_nan=False)}")
-        out.write(',\n  "rows": [')
-        copy(rows, "rows")
-        out.write("\n}\n")
+    out.write(f'{{\n  "verdict": {json.dumps(severity)},\n  "exit_status": {int(EXIT[severity])},\n  "findings": [')
+    copy("findings", lambda c: c.findings)
+    for k in SUMMARY_KEYS:
+        out.write(f",\n  {json.dumps(k)}: {json.dumps((first or {}).get(k), allow_nan=False)}")
+    out.write(',\n  "rows": [')
+    copy("rows", lambda c: c.rows)
+    out.write("\n}\n")
     return severity
 
 
@@ -286,18 +345,19 @@ def profile_text(r: ProfileReport) -> str:
 
 
 def check_lines(
-    model: ModelSpec, judged: Iterable[Judged], note: str, severities: list[Severity]
+    model: ModelSpec, blocks: Iterable[tuple[Severity, list[str]]], note: str, severities: list[Severity]
 ) -> Iterator[list[str]]:
-    """The text of a check, a block at a time (the header, each row, the verdict), as the rows
-    are judged; each row's severity is appended to `severities` (nothing else is kept)."""
+    """The text of a check, a block at a time (the header, each row's lines, the verdict), as the
+    rows come (each a severity and its lines); each severity is appended to `severities`."""
     head = [f"ggprof check: {clean(model.path.name)}"]
     yield head + (_wrap(f"device: {clean(note)}", "", "  ") if note else [])
-    for j in judged:
-        severities.append(j.verdict.severity)
-        yield judged_lines(j)
-    severity = max(severities, key=lambda s: RANK[s]) if severities else "unknown"
-    yield [f"verdict: {TAG[severity]} (exit status {int(EXIT[severity])})"]
+    for severity, lines in blocks:
+        severities.append(severity)
+        yield lines
+    worst_seen = max(severities, key=lambda s: RANK[s]) if severities else "unknown"
+    yield [f"verdict: {TAG[worst_seen]} (exit status {int(EXIT[worst_seen])})"]
 
 
 def check_text(model: ModelSpec, judged: list[Judged], note: str = "") -> str:
-    return "\n".join(line for block in check_lines(model, judged, note, []) for line in block)
+    blocks = ((j.verdict.severity, judged_lines(j)) for j in judged)
+    return "\n".join(line for block in check_lines(model, blocks, note, []) for line in block)
