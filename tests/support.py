@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -129,3 +130,34 @@ def llama_child(proc: subprocess.Popen[str], timeout_s: float = 60) -> psutil.Pr
                 continue
         time.sleep(0.2)
     raise AssertionError("the llama.cpp child did not start")
+
+
+# -- a history database, written through the store (its numbers made up: the store does not care)
+def history_record(name: str = "model", tg: float = 50.0) -> Any:
+    """A run as `ggprof bench` keeps one (its numbers made up: the store does not care)."""
+    rows = [
+        {"n_prompt": 512, "n_gen": 0, "n_depth": 0, "avg_ts": 400.0, "stddev_ts": 4.0},
+        {"n_prompt": 0, "n_gen": 128, "n_depth": 0, "avg_ts": tg, "stddev_ts": 0.5, "n_threads": 2},
+    ]
+    from ggprof.history.store import RunRecord
+
+    return RunRecord.from_json(
+        {
+            "kind": "bench",
+            "created_at": "2026-11-30T12:00:00Z",
+            "ggprof_version": "0.1.0",
+            "command": ["ggprof", "bench", f"{name}.gguf"],
+            "model": {"key": f"1:{name}", "name": name, "file": f"{name}.gguf"},
+            "host": {"fingerprint": "abc", "cpu_model": "a CPU"},
+            "result": {"rows": rows, "context": {"backends_used": ["cpu"], "n_threads": 2}},
+        }
+    )
+
+
+def database(path: Path, n: int = 3) -> Path:
+    """A history of n runs (ids 1..n)."""
+    from ggprof.history.store import save
+
+    for i in range(n):
+        save(path, history_record(f"m{i}", tg=50.0 + i))
+    return path
