@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -143,14 +144,15 @@ def judge_chunks(
     answers in order. Many rows (llama-bench output of a long sweep) are judged in forked worker
     processes, one per core: judging is plain Python and the rows are independent; `on_chunk`
     runs in the worker (write its output there: only its answer comes back). The parent makes
-    every prediction first (the host is described once, never by a worker). Where fork is not
-    available, or for few rows: in this process."""
+    every prediction first (the host is described once, never by a worker). Elsewhere than
+    Linux, or for few rows: in this process."""
     global _work
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     processes = cores if processes is None else processes
     jobs = [(i, reports[at : at + CHUNK_ROWS]) for i, at in enumerate(range(0, len(reports), CHUNK_ROWS))]
-    parallel = len(reports) >= PARALLEL_MIN_ROWS and processes >= 2
-    if not parallel or "fork" not in multiprocessing.get_all_start_methods():
+    # fork only on Linux: macOS offers it but its system libraries are not safe across a fork
+    parallel = len(reports) >= PARALLEL_MIN_ROWS and processes >= 2 and sys.platform.startswith("linux")
+    if not parallel:
         yield from (on_chunk(i, (checker.check(r) for r in chunk)) for i, chunk in jobs)
         return
     for r in {checker.key(r): r for r in reports}.values():
