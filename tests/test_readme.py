@@ -32,8 +32,29 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 def test_every_command_has_an_example_and_a_reference() -> None:
     """README shows one example of each command; docs/commands.md is each one's reference."""
+    import click
+
     from ggprof.cli import cli
 
     readme = set(re.findall(r"^### `ggprof (\w+)`", (ROOT / "README.md").read_text(), re.MULTILINE))
     reference = set(re.findall(r"^## ggprof (\w+)$", (ROOT / "docs" / "commands.md").read_text(), re.MULTILINE))
-    assert readme == reference == set(cli.commands)
+    assert readme == reference == set(cli.list_commands(click.Context(cli)))
+
+
+def test_each_command_loads_from_the_module_the_group_names() -> None:
+    """The lazy group imports a command's module when it runs: the table must name the module
+    that defines it."""
+    from ggprof.cli.base import COMMAND_MODULES, cli
+
+    for name, module in COMMAND_MODULES.items():
+        cli.load_builtin(name)
+        assert cli.commands[name].callback.__module__ == f"ggprof.cli.{module}", name  # type: ignore[union-attr]
+
+
+def test_version_answered_early_says_what_click_says(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """`ggprof --version` is answered before click is imported; the words are click's."""
+    import subprocess
+    import sys
+
+    early = subprocess.run([sys.executable, "-m", "ggprof", "--version"], capture_output=True, text=True, check=True)
+    assert early.stdout == run_cli("--version").stdout == "ggprof, version 0.1.0\n"

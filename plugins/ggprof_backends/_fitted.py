@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ggprof import speed_fits
-
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
     from ggprof import Device, EfficiencyBand, ModelSpec
 
@@ -16,6 +14,8 @@ def decode_band(backend: str, model: ModelSpec | None, device: Device | None) ->
     bandwidth = device.bandwidth_bytes_per_s if device is not None else None
     if model is None or not bandwidth:
         return None
+    from ggprof import speed_fits  # the fitted models load when a band is asked for, not at import
+
     return speed_fits().decode_band(backend, model, bandwidth, device.architecture if device else None)
 
 
@@ -24,4 +24,6 @@ def prefill_band(backend: str, model: ModelSpec | None, device: Device | None) -
     peak = device.peak_flops.value if device is not None and device.peak_flops else None
     if model is None or not peak:
         return None
+    from ggprof import speed_fits
+
     return speed_fits().prefill_band(backend, model, peak, device.architecture if device else None)

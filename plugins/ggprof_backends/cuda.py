@@ -7,7 +7,6 @@ does not report the bus width, so then the matching profile's figure is used (la
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -75,6 +74,8 @@ def detect_nvml(profiles: ProfileDB) -> list[Device] | None:
 
 
 def _load_nvml() -> ctypes.CDLL | None:
+    import ctypes.util  # ~20 ms (it brings subprocess): only when NVML is looked for
+
     for name in ("libnvidia-ml.so.1", ctypes.util.find_library("nvidia-ml"), "nvml.dll"):
         if not name:
             continue

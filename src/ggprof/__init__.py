@@ -12,11 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-import pluggy
-
 __version__ = "0.1.0"
-
-hookimpl = pluggy.HookimplMarker("ggprof")
 
 # public name -> the module that defines it
 _API = {
@@ -71,6 +67,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    import pluggy
+
+    hookimpl: pluggy.HookimplMarker
     from ggprof.bench.context import RunContext
     from ggprof.calibration import speed_fits
     from ggprof.figures import Figure
@@ -87,6 +86,11 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "hookimpl":  # pluggy is imported by the first plugin, not by `ggprof --version`
+        import pluggy
+
+        marker = globals()["hookimpl"] = pluggy.HookimplMarker("ggprof")
+        return marker
     if name in _API:
         return getattr(importlib.import_module(_API[name]), name)
     raise AttributeError(f"module 'ggprof' has no attribute {name!r}")

@@ -1,5 +1,24 @@
-"""`python -m ggprof`: the same as the `ggprof` console script."""
+"""`python -m ggprof` and the `ggprof` console script.
 
-from ggprof.cli import run
+`ggprof --version` is answered here, before the command line's own imports (click, the
+plugins): a script that asks it for every model it checks does not wait for them.
+"""
 
-run()
+from __future__ import annotations
+
+import sys
+
+
+def run() -> None:
+    if sys.argv[1:] == ["--version"]:
+        from ggprof import __version__
+
+        print(f"ggprof, version {__version__}")  # click's version_option says the same
+        return
+    from ggprof.cli import run as run_cli
+
+    run_cli()
+
+
+if __name__ == "__main__":
+    run()

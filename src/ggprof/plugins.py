@@ -19,23 +19,23 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from ggprof import hookimpl, hookspecs
-from ggprof.units import clean_name
+from ggprof.units import warn
 
 # The core is imported where it is used, not here: `ggprof --help` loads the plugin manager
 # to list plugin commands and should not pay for the core's imports (issue: start-up time).
 if TYPE_CHECKING:
+    from importlib.metadata import Distribution
+
     from ggprof.model.spec import SwaPattern
     from ggprof.pipelines.extensions import Extensions
     from ggprof.verdict.backend import Backend
@@ -135,8 +135,15 @@ def _guarded(fn: Callable[..., Any], plugin: str, hook: str, opts: dict[str, Any
     return call
 
 
-@cache
 def plugin_manager() -> pluggy.PluginManager:
+    """Every plugin: ggprof's own rules, the built-in backends, the entry points."""
+    return _manager(True)
+
+
+@cache
+def _manager(builtins: bool) -> pluggy.PluginManager:
+    """The plugins; without the built-in backends (`builtins=False`) for listing commands, which
+    they do not add (`ggprof --help` need not import them)."""
     pm = pluggy.PluginManager("ggprof")
     pm.add_hookspecs(hookspecs)
     pm.register(BuiltinArchs(), name="ggprof.archs")
@@ -144,8 +151,10 @@ def plugin_manager() -> pluggy.PluginManager:
     seen: set[str] = set()
     for name, module in BUILTIN.items():
         seen.add(name)  # loaded, or turned off by GGPROF_PLUGINS: either way not missing
-        if name in ESSENTIAL or allowed is None or name in allowed:
+        if builtins and (name in ESSENTIAL or allowed is None or name in allowed):
             _load(pm, name, module, functools.partial(importlib.import_module, module), None)
+    from importlib import metadata  # ~40 ms: only when plugins are resolved
+
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in seen or (allowed is not None and ep.name not in allowed):
             continue
@@ -157,10 +166,6 @@ def plugin_manager() -> pluggy.PluginManager:
     return pm
 
 
-def warn(message: str) -> None:
-    print(f"warning: {clean_name(message, 300)}", file=sys.stderr)
-
-
 def _allowed() -> set[str] | None:
     raw = os.environ.get("GGPROF_PLUGINS")
     if raw is None:
@@ -169,13 +174,15 @@ def _allowed() -> set[str] | None:
 
 
 def _load(
-    pm: pluggy.PluginManager, name: str, module: str, load: Callable[[], object], dist: metadata.Distribution | None
+    pm: pluggy.PluginManager, name: str, module: str, load: Callable[[], object], dist: Distribution | None
 ) -> None:
     builtin = name in BUILTIN
     try:
         plugin = load()
         pm.register(_isolated(plugin, name), name=name)
     except (Exception, SystemExit) as e:  # a broken plugin (even one calling sys.exit) must not take ggprof down
+        if any(f.name == name for f in _failures):
+            return  # already named by another manager of this process
         _failures.append(
             PluginInfo(
                 name=name,
@@ -215,10 +222,10 @@ def plugin_infos() -> list[PluginInfo]:
     return out + list(_failures)
 
 
-def call_hook(hook: str, **kwargs: Any) -> tuple[list[Any], list[HookFailure]]:
+def call_hook(hook: str, builtins: bool = True, **kwargs: Any) -> tuple[list[Any], list[HookFailure]]:
     """A hook called by pluggy: the answers, and the failures of this call (each also a warning)."""
     before = len(_hook_failures)
-    answers = getattr(plugin_manager().hook, hook)(**kwargs)
+    answers = getattr(_manager(builtins).hook, hook)(**kwargs)
     failed = _hook_failures[before:]
     for f in failed:
         warn(f"plugin {f.plugin!r} failed in its {f.hook} hook: {f.error}")
@@ -267,13 +274,14 @@ def plugin_failed(failure: HookFailure) -> Finding:
 
 
 def register_commands(group: object) -> None:
-    """Every plugin's commands; a plugin that raises is named in a warning and left out."""
-    call_hook("register_commands", cli=group)
+    """Every plugin's commands; a plugin that raises is named in a warning and left out. The
+    built-in backends add none, so they are not imported for it."""
+    call_hook("register_commands", builtins=False, cli=group)
 
 
 def reset() -> None:
     """Forget loaded plugins (tests use this after changing GGPROF_PLUGINS or sys.path)."""
-    plugin_manager.cache_clear()
+    _manager.cache_clear()
     backends.cache_clear()
     _failures.clear()
     _hook_failures.clear()

@@ -23,6 +23,13 @@ def clean(text: object) -> str:
     return "".join(ch for ch in s if unicodedata.category(ch) not in _BIDI_AND_FORMAT)
 
 
+def warn(message: str) -> None:
+    """A warning on stderr, one line, cleaned: nothing was lost, but the user should know."""
+    import sys
+
+    print(f"warning: {clean_name(message, 300)}", file=sys.stderr)
+
+
 def cut(text: str, max_chars: int) -> str:
     """`text`, or its first and last characters around an ellipsis when it is longer."""
     if len(text) <= max_chars:

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 import click
 
-from ggprof.cli import capacity, history, machine, models, runs  # noqa: F401  (registers the commands)
 from ggprof.cli.base import ClosedPipe, cli, extensions, invocation
 from ggprof.errors import ExitStatus, GGProfError
 from ggprof.machine.tools import tool_timeout_cap_s

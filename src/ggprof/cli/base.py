@@ -18,8 +18,7 @@ import click
 from ggprof import __version__
 from ggprof.llamacpp import GGML_MAX_N_THREADS, N_BATCH, N_GEN, N_PROMPT, N_UBATCH, REPETITIONS
 from ggprof.model.ggml import KV_CACHE_TYPES
-from ggprof.plugins import warn
-from ggprof.units import MAX_TOKENS, clean_name
+from ggprof.units import MAX_TOKENS, clean_name, warn
 
 if TYPE_CHECKING:
     from ggprof.bench.results import BenchParams
@@ -55,10 +54,31 @@ def show(as_json: bool, as_dict: Callable[..., Any], as_text: Callable[..., str]
         click.echo(as_text(*args))
 
 
+# Which module defines each built-in command: a command's module (and what it imports) loads
+# only when that command runs or `--help` lists them all (tests/test_readme.py checks this table).
+COMMAND_MODULES = {
+    "profile": "runs",
+    "bench": "runs",
+    "check": "runs",
+    "inspect": "models",
+    "predict": "models",
+    "fit": "models",
+    "synth": "models",
+    "plugins": "models",
+    "host": "machine",
+    "profiles": "machine",
+    "plan": "capacity",
+    "history": "history",
+    "compare": "history",
+    "report": "history",
+    "plot": "history",
+}
+
+
 class PluginGroup(click.Group):
-    """The `ggprof` group: commands from plugins (the `register_commands` hook) are added the
-    first time a command is not a built-in one or the list is shown, so `ggprof --version` and
-    the built-in commands do not wait for every plugin to import."""
+    """The `ggprof` group, lazy: a built-in command's module is imported when that command runs
+    (COMMAND_MODULES), and plugins' commands (the `register_commands` hook) are added the first
+    time a command is not a built-in one or the list is shown."""
 
     _plugins_loaded = False
 
@@ -69,12 +89,23 @@ class PluginGroup(click.Group):
             self._plugins_loaded = True
             register_commands(self)
 
+    def load_builtin(self, cmd_name: str) -> None:
+        """Import the module that defines a built-in command (it registers itself on `cli`)."""
+        import importlib
+
+        module = COMMAND_MODULES.get(cmd_name)
+        if module is not None and cmd_name not in self.commands:
+            importlib.import_module(f"ggprof.cli.{module}")
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self.load_builtin(cmd_name)
         if cmd_name not in self.commands:
             self.load_plugin_commands()
         return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        for name in COMMAND_MODULES:
+            self.load_builtin(name)
         self.load_plugin_commands()
         return super().list_commands(ctx)
 

@@ -15,7 +15,7 @@ from ggprof.cli.base import (
     emit_json,
     invocation,
 )
-from ggprof.plugins import warn
+from ggprof.units import warn
 
 if TYPE_CHECKING:
     from ggprof.history.store import RunRecord

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ggprof.cli.base import cli, extensions, show
-from ggprof.plugins import warn
+from ggprof.units import warn
 
 
 @cli.command()

@@ -23,7 +23,7 @@ from ggprof.cli.base import (
     show,
 )
 from ggprof.llamacpp import N_GEN, N_PROMPT
-from ggprof.plugins import warn
+from ggprof.units import warn
 
 if TYPE_CHECKING:
     from ggprof.machine.target import DeviceChoice

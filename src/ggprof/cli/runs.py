@@ -27,7 +27,7 @@ from ggprof.cli.base import (
 )
 from ggprof.cli.history import db_options, record, save_run
 from ggprof.llamacpp import GGML_MAX_N_THREADS, N_PROMPT
-from ggprof.plugins import warn
+from ggprof.units import warn
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
