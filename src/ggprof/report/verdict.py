@@ -17,7 +17,7 @@ from ggprof.report.host import device_dict
 from ggprof.report.predict import predict_dict
 from ggprof.report.sweep import thread_sweep_dict, thread_sweep_lines
 from ggprof.units import clean, clean_name, fmt_bytes, fmt_rate, sig3
-from ggprof.verdict.finding import EXIT, RANK, Finding, Severity, worst
+from ggprof.verdict.finding import EXIT, RANK, Finding, Severity
 
 TAG = {"impossible": "IMPOSSIBLE", "suspicious": "SUSPICIOUS", "plausible": "plausible", "unknown": "unknown"}
 
@@ -129,7 +129,7 @@ def profile_dict(r: ProfileReport) -> dict[str, Any]:
 @dataclass(frozen=True)
 class EncodedRow:
     """One judged row of `check --json`, encoded: its severity, the row, its findings, and the
-    top-level summary figures (check_dict repeats the first row's)."""
+    top-level summary figures (`check --json` repeats the first row's)."""
 
     severity: Severity
     row: str
@@ -202,7 +202,8 @@ def spool_json_chunk(folder: Path, index: int, encoder: RowEncoder, judged: Iter
 
 
 def write_check_json(folder: Path, chunks: Iterable[Spooled], out: TextIO) -> Severity:
-    """`check --json` from its spooled chunks: check_dict's keys in its order (the verdict first,
+    """`check --json` from its spooled chunks: verdict, exit_status, findings (every row's), the
+    first row's SUMMARY_KEYS, then rows, in that order (the verdict first,
     known only once every row is judged), each row and finding one line; nothing is held in
     memory but a chunk's figures. The worst severity."""
     import json
@@ -234,15 +235,6 @@ def write_check_json(folder: Path, chunks: Iterable[Spooled], out: TextIO) -> Se
     copy("rows", lambda c: c.rows)
     out.write("\n}\n")
     return severity
-
-
-def check_dict(model: ModelSpec, judged: list[Judged], note: str = "") -> dict[str, Any]:
-    shared: dict[int, dict[str, Any]] = {}  # rows judged against the same prediction share its dict
-    rows = [judged_dict(j, model, note, shared) for j in judged]
-    return {
-        **summary(rows, worst([j.verdict for j in judged]), SUMMARY_KEYS),
-        "rows": rows,
-    }
 
 
 # -- text ------------------------------------------------------------------------------------
@@ -356,8 +348,3 @@ def check_lines(
         yield lines
     worst_seen = max(severities, key=lambda s: RANK[s]) if severities else "unknown"
     yield [f"verdict: {TAG[worst_seen]} (exit status {int(EXIT[worst_seen])})"]
-
-
-def check_text(model: ModelSpec, judged: list[Judged], note: str = "") -> str:
-    blocks = ((j.verdict.severity, judged_lines(j)) for j in judged)
-    return "\n".join(line for block in check_lines(model, blocks, note, []) for line in block)
