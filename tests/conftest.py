@@ -42,9 +42,21 @@ def _no_process_outlives_its_test() -> Iterator[None]:
     import psutil
 
     yield
+    from support import KEEP
+
     for proc in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
+        if proc.pid not in KEEP:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+
+
+@pytest.fixture(scope="session")
+def llama_tools() -> Path:
+    """llama-bench, llama-server and rpc-server built from the installed llama-cpp-python's
+    llama.cpp (tests/llamacpp_tools.py: built once, then cached)."""
+    from llamacpp_tools import tools_dir
+
+    return tools_dir()
 
 
 @pytest.fixture

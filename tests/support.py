@@ -24,6 +24,7 @@ import psutil
 
 THIRDPARTY = Path(__file__).parent / "thirdparty"
 CONTROL = ("\x1b", "\x07", "\x9b")
+KEEP: set[int] = set()  # processes a fixture keeps across tests (a llama-server), spared by the reaper
 
 
 @dataclass

@@ -224,7 +224,8 @@ def cpu_checks(case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
     simd = set(ctx.simd_compiled)
     if simd and not simd & {"AVX2", "NEON", "AVX512", "SVE"}:
         causes.append("llama.cpp was built without AVX2/NEON kernels: " + (" ".join(sorted(simd)) or "none"))
-    checks.append("llama.cpp built with " + (" ".join(sorted(simd)) or "no SIMD reported"))
+    if simd:  # an engine that does not report its build's features (llama-bench, a server) says nothing
+        checks.append("llama.cpp built with " + " ".join(sorted(simd)))
     if ctx.cpu_load_during_percent is not None:
         checks.append(f"other processes used {ctx.cpu_load_during_percent:.0f}% of the CPU during the run")
         if ctx.cpu_load_during_percent > OTHER_LOAD_CPU_PERCENT:

@@ -17,6 +17,11 @@ __version__ = "0.1.0"
 # public name -> the module that defines it
 _API = {
     "Backend": "ggprof.verdict.backend",
+    "BenchParams": "ggprof.bench.results",
+    "BenchResult": "ggprof.bench.results",
+    "BenchRow": "ggprof.bench.results",
+    "Engine": "ggprof.engines",
+    "ModelInfo": "ggprof.bench.results",
     "Causes": "ggprof.verdict.backend",
     "Diagnosis": "ggprof.verdict.backend",
     "Detection": "ggprof.machine.device",
@@ -41,6 +46,11 @@ _API = {
 }
 __all__ = [
     "Backend",
+    "BenchParams",
+    "BenchResult",
+    "BenchRow",
+    "Engine",
+    "ModelInfo",
     "Causes",
     "Detection",
     "Device",
@@ -71,6 +81,8 @@ if TYPE_CHECKING:
 
     hookimpl: pluggy.HookimplMarker
     from ggprof.bench.context import RunContext
+    from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo
+    from ggprof.engines import Engine
     from ggprof.calibration import speed_fits
     from ggprof.figures import Figure
     from ggprof.machine.device import Detection, Device, EfficiencyBand, ExpectedSpeed

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:  # annotations only: loading the plugin contract stays cheap
+    from ggprof.engines import EngineType
     from ggprof.model.spec import SwaPattern
     from ggprof.verdict.backend import Backend
     from ggprof.verdict.finding import Finding, JudgeCase
@@ -24,6 +25,12 @@ hookspec = pluggy.HookspecMarker("ggprof")
 @hookspec
 def register_backends(register: Callable[[Backend], None]) -> None:
     """Register Backend objects: each detects its devices and knows its expected speed."""
+
+
+@hookspec
+def register_engines(register: Callable[[str, EngineType], None]) -> None:
+    """Register engines, each by name with its factory (called with what follows `=` in
+    `--engine NAME=OPTION`, or None) making an ggprof.engines.Engine: what runs llama.cpp."""
 
 
 @hookspec(firstresult=True)

@@ -21,3 +21,23 @@ def test_name(n_prompt: int, n_gen: int, n_depth: int = 0, n_parallel: int = 1) 
     name = "+".join(([f"pp{n_prompt}"] if n_prompt else []) + ([f"tg{n_gen}"] if n_gen else []))
     name += f" @ d{n_depth}" if n_depth else ""
     return name + (f" x{n_parallel}" if n_parallel > 1 else "")
+
+
+# The CMake switch that builds each ggml backend into llama.cpp (and llama-cpp-python through
+# CMAKE_ARGS); Metal is on by default on macOS. ggml/CMakeLists.txt.
+BUILD_FLAGS = {
+    "cuda": "-DGGML_CUDA=on",
+    "vulkan": "-DGGML_VULKAN=on",
+    "rocm": "-DGGML_HIP=on",
+    "metal": "-DGGML_METAL=on",
+    "sycl": "-DGGML_SYCL=on",
+}
+BACKEND_TITLES = {"cpu": "CPU", "cuda": "CUDA", "vulkan": "Vulkan", "rocm": "ROCm", "metal": "Metal", "sycl": "SYCL"}
+
+
+def rebuild_command(backend: str) -> str | None:
+    """The command that rebuilds llama-cpp-python with `backend` (None: no such switch)."""
+    flag = BUILD_FLAGS.get(backend)
+    if flag is None:
+        return None
+    return f'CMAKE_ARGS="{flag}" pip install --force-reinstall --no-cache-dir llama-cpp-python'

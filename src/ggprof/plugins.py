@@ -36,6 +36,7 @@ from ggprof.units import warn
 if TYPE_CHECKING:
     from importlib.metadata import Distribution
 
+    from ggprof.engines import EngineType
     from ggprof.model.spec import SwaPattern
     from ggprof.pipelines.extensions import Extensions
     from ggprof.verdict.backend import Backend
@@ -63,6 +64,20 @@ class BuiltinArchs:
         from ggprof.model.archs import SWA_DEFAULTS
 
         return SWA_DEFAULTS.get(architecture)
+
+
+class BuiltinEngines:
+    """python, llama-bench and server: registered first and answered first (pluggy calls the
+    latest registered plugin first; `tryfirst` keeps a plugin from shadowing a built-in name)."""
+
+    @hookimpl(tryfirst=True)
+    def register_engines(self, register: Callable[[str, EngineType], None]) -> None:
+        from ggprof.engines.llama_bench import LlamaBenchEngine
+        from ggprof.engines.python import PythonEngine
+        from ggprof.engines.server import ServerEngine
+
+        for engine in (PythonEngine, LlamaBenchEngine, ServerEngine):
+            register(engine.name, engine)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,6 +162,7 @@ def _manager(builtins: bool) -> pluggy.PluginManager:
     pm = pluggy.PluginManager("ggprof")
     pm.add_hookspecs(hookspecs)
     pm.register(BuiltinArchs(), name="ggprof.archs")
+    pm.register(BuiltinEngines(), name="ggprof.engines")
     allowed = _allowed()
     seen: set[str] = set()
     for name, module in BUILTIN.items():
@@ -244,6 +260,18 @@ def backends() -> dict[str, Backend]:
     return found
 
 
+@cache
+def engines() -> dict[str, EngineType]:
+    """Every registered engine factory by name (the first registration of a name wins)."""
+    found: dict[str, EngineType] = {}
+
+    def register(name: str, factory: EngineType) -> None:
+        found.setdefault(str(name).strip().lower(), factory)
+
+    call_hook("register_engines", register=register)
+    return found
+
+
 def extensions() -> Extensions:
     """What the plugins add, resolved once, for the CLI to pass down to the core."""
     from ggprof.machine.profiles import ProfileDB
@@ -253,6 +281,7 @@ def extensions() -> Extensions:
     hook = plugin_manager().hook
     return Extensions(
         backends=backends(),
+        engines=engines(),
         profiles=ProfileDB.default(dirs),
         swa_default=lambda arch: hook.swa_pattern(architecture=arch),
         extra_findings=extra_findings,
@@ -283,6 +312,7 @@ def reset() -> None:
     """Forget loaded plugins (tests use this after changing GGPROF_PLUGINS or sys.path)."""
     _manager.cache_clear()
     backends.cache_clear()
+    engines.cache_clear()
     _failures.clear()
     _hook_failures.clear()
     _dists.clear()

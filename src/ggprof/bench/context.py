@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+UNKNOWN_PLACEMENT = "unknown"  # backends_used when the engine cannot tell where a run ran (a remote server)
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunContext:
     """What was true while a run was measured (or what a report says about it)."""
 
     backends_used: tuple[str, ...]  # llama.cpp backends that held layers: ("cpu",), ("cuda", "cpu")
+    engine: str = "python"  # what ran llama.cpp: python, llama-bench, server (ggprof.engines)
+    build_commit: str | None = None  # llama.cpp's commit and build number, when the engine says
+    build_number: int | None = None
+    gpu_info: str = ""  # the GPU(s) the engine reports (llama-bench's gpu_info)
+    gpu_requested: str | None = None  # the GPU the user asked for (-ngl, --device), whether or not it ran
+    gpu_requested_backend: str | None = None  # its llama.cpp backend
     cpu_model: str | None = None
     n_threads: int | None = None
     physical_cores: int | None = None

@@ -26,11 +26,12 @@ def row_dict(result: BenchResult, row: BenchRow) -> dict[str, Any]:
     """One test as llama-bench names it, plus ggprof's latency figures and the run context."""
     p, m, ctx = result.params, result.model, result.context
     return {
-        "build_commit": None,
-        "build_number": None,
+        "build_commit": ctx.build_commit,
+        "build_number": ctx.build_number,
+        "engine": ctx.engine,
         "llama_cpp_python_version": ctx.llama_cpp_python_version,
         "cpu_info": ctx.cpu_model or "",
-        "gpu_info": "",
+        "gpu_info": ctx.gpu_info,
         "backends": ",".join(b.upper() for b in ctx.backends_used),
         "model_filename": m.model_filename,
         "model_type": m.model_type,

@@ -164,4 +164,5 @@ class BenchResult:
     notes: tuple[str, ...] = field(default=())
 
     def row(self, kind: str, depth: int = 0) -> BenchRow | None:
-        return next((r for r in self.rows if r.kind == kind and r.n_depth == depth), None)
+        """The single-sequence test of this kind at this depth (not a row of several users)."""
+        return next((r for r in self.rows if r.kind == kind and r.n_depth == depth and r.n_parallel == 1), None)

@@ -22,6 +22,7 @@ from ggprof.units import MAX_TOKENS, clean_name, warn
 
 if TYPE_CHECKING:
     from ggprof.bench.results import BenchParams
+    from ggprof.engines import Engine
     from ggprof.figures import Figure
     from ggprof.machine.facts import HostFacts
     from ggprof.machine.target import DeviceChoice
@@ -266,6 +267,14 @@ def bench_options(f: Any) -> Any:
     """llama-bench's options, shared by `bench` and `profile`."""
     options = [
         click.option(
+            "--engine",
+            default="python",
+            show_default=True,
+            metavar="NAME[=OPTION]",
+            help="What runs llama.cpp: python (llama-cpp-python), llama-bench[=PATH] (your own build); "
+            "`ggprof plugins` lists them.",
+        ),
+        click.option(
             "--repack",
             type=click.Choice(["auto", "on", "off"]),
             default="auto",
@@ -329,6 +338,13 @@ def thread_counts(threads: str | None, facts: HostFacts) -> tuple[int, ...]:
     return counts
 
 
+def resolve_engine(text: str | None) -> Engine:
+    """`--engine NAME[=OPTION]` among the registered engines."""
+    from ggprof.engines import engine_from
+
+    return engine_from(text, extensions().engines)
+
+
 def make_bench_params(
     spec: ModelSpec, path: Path, facts: HostFacts, prompt: str, gen: str, depth: str, **kw: Any
 ) -> BenchParams:
@@ -339,6 +355,7 @@ def make_bench_params(
     if not any(p) and not any(n):
         raise click.UsageError("nothing to run: -p and -n are both 0")
     check_model_context(spec, max(d) + max(p) + max(n) + 1, "depth + prompt + gen + 1")
+    kw.pop("engine", None)
     kw["n_threads"] = thread_counts(kw.pop("threads"), facts)[0]
     kw["type_k"], kw["type_v"] = kw.pop("cache_type_k").lower(), kw.pop("cache_type_v").lower()
     return BenchParams(model=path, n_prompt=p, n_gen=n, n_depth=d, **kw)
@@ -355,6 +372,45 @@ def resolve_model(model: str | None) -> tuple[ModelSpec, Path]:
         return load_model_arg(str(path)), path
     spec = load_model_arg(model)
     return spec, spec.path
+
+
+def server_model(engine: Engine, model: str | None) -> tuple[ModelSpec, Path]:
+    """The model a server serves: MODEL when given (`ollama:NAME` also names the model to ask
+    Ollama for), else its file on this machine (llama-server's model path, Ollama's store, LM
+    Studio's folder), else the header Ollama describes (/api/show verbose)."""
+    from ggprof.engines.server import ServerEngine
+
+    assert isinstance(engine, ServerEngine)
+    if model is not None:
+        if model.startswith("ollama:"):
+            engine.model_name = model[len("ollama:") :]
+        spec = load_model_arg(model)
+        return spec, spec.path
+    from ggprof.engines.server_api import Client
+    from ggprof.errors import BadInputError
+
+    server = engine.server()
+    reference = engine.model_reference() or server.store_reference
+    if reference is not None:
+        try:
+            spec = load_model_arg(reference)
+            return spec, spec.path
+        except BadInputError:
+            if server.kind != "ollama":
+                raise
+    if server.kind == "ollama":
+        from ggprof.model.remote import header_from_show
+        from ggprof.model.spec import model_from_headers
+
+        answer = Client(server.endpoint, engine.read_timeout_s).get_json(
+            "/api/show", {"model": server.model, "verbose": True}
+        )
+        spec = model_from_headers([header_from_show(server.model, answer)], swa_default=extensions().swa_default)
+        return spec, spec.path
+    raise BadInputError(
+        f"{server.title()} serves {clean_name(server.model, 80)}, whose file is not on this machine: "
+        "give it as MODEL.gguf (a copy of the file, or its header)"
+    )
 
 
 def load_model_arg(text: str) -> ModelSpec:

@@ -46,7 +46,7 @@ def plugins(as_json: bool) -> None:
     """List loaded plugins and the hooks each implements."""
     from dataclasses import asdict
 
-    from ggprof.plugins import backends, plugin_infos
+    from ggprof.plugins import backends, engines, plugin_infos
     from ggprof.units import clean_name
 
     infos = plugin_infos()
@@ -59,6 +59,9 @@ def plugins(as_json: bool) -> None:
         status = f"FAILED: {info.error}" if info.error else ", ".join(info.hooks)
         click.echo(f"{clean_name(info.name, 40):<14} {clean_name(origin, 40):<22} {clean_name(status, 300)}")
     click.echo(f"backends: {clean_name(', '.join(names) or 'none', 300)}")
+    for name, factory in sorted(engines().items()):
+        summary = getattr(factory, "summary", "") or ""
+        click.echo(f"engine {clean_name(name, 30)}: {clean_name(summary, 200)}")
 
 
 @cli.command()

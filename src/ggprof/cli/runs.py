@@ -21,7 +21,9 @@ from ggprof.cli.base import (
     int_list,
     load_model_arg,
     make_bench_params,
+    resolve_engine,
     resolve_model,
+    server_model,
     show,
     thread_counts,
 )
@@ -79,19 +81,25 @@ def bench(
     from dataclasses import replace
 
     from ggprof.bench.llamabench import render
-    from ggprof.bench.runner import run_bench
     from ggprof.cli.progress import ProgressBar
-    from ggprof.machine.facts import gather_facts
+    from ggprof.machine.host import describe_host
+    from ggprof.machine.target import DeviceChoice
+    from ggprof.pipelines.profile import gpu_left_out
 
     if as_json and fmt not in ("table", "json"):
         raise click.UsageError(f"--json and -o {fmt} contradict each other: give one output format")
     if plot is not None and parallel is None:
         raise click.UsageError("--plot draws a batch sweep: give --parallel too")
     plot_path = check_plot(plot)
+    engine = resolve_engine(kw["engine"])
     spec, path = resolve_model(model)
-    facts = gather_facts()
+    ext = extensions()
+    host = describe_host(ext.backends.values(), ext.profiles, measure=False)
+    facts = host.facts
     counts = thread_counts(kw.get("threads"), facts)
     params = make_bench_params(spec, path, facts, prompt, gen, depth, **kw)
+    if (left_out := gpu_left_out(engine, host, DeviceChoice(), params, ext)) is not None:
+        warn(left_out)
     if parallel is not None:
         from ggprof.pipelines.sweep import check_batch_memory
 
@@ -100,7 +108,7 @@ def bench(
         check_batch_memory(spec, batches, params.n_gen[0], facts)
     bar = ProgressBar(len(params.tests()) * params.reps * len(counts))
     try:
-        results = [run_bench(replace(params, n_threads=n), facts, progress=bar) for n in counts]
+        results = [engine.run(spec, replace(params, n_threads=n), facts, progress=bar) for n in counts]
     finally:
         bar.close()
     if parallel is None:
@@ -155,12 +163,27 @@ def _ridge_prediction(spec: Any, params: Any) -> Any:
     type=click.Path(dir_okay=False),
     help="Draw the roofline (and with --threads-sweep the thread curve, as FILE-threads): .png or .svg.",
 )
+@click.option(
+    "--server",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[URL]",
+    help="Measure a running llama-server, Ollama or LM Studio (without URL: the usual local ports).",
+)
+@click.option(
+    "--concurrency",
+    metavar="N[,N...]",
+    help="With --server: also send N requests at once (1,2,4,8): aggregate and per-user tok/s per level.",
+)
 @db_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def profile(
     model: str | None,
     choice: DeviceChoice,
     threads_sweep: bool,
+    server: str | None,
+    concurrency: str | None,
     plot: str | None,
     db: str | None,
     no_save: bool,
@@ -175,9 +198,11 @@ def profile(
     Without MODEL, profiles the default synthetic model. Exit status from the worst finding:
     0 plausible (or unknown), 3 suspicious, 4 impossible.
     """
+    from dataclasses import replace
+
     from ggprof.cli.progress import ProgressBar
     from ggprof.machine.host import describe_host
-    from ggprof.pipelines.profile import run_profile
+    from ggprof.pipelines.profile import gpu_left_out, run_profile
     from ggprof.pipelines.sweep import sweep_counts
     from ggprof.report.verdict import profile_dict, profile_text
     from ggprof.verdict.finding import EXIT
@@ -186,17 +211,40 @@ def profile(
     plot_path = check_plot(plot)
     if kw.get("threads") and len(int_list(kw["threads"], "-t", low=1, high=GGML_MAX_N_THREADS)) > 1:
         raise click.UsageError("profile runs at one -t; --threads-sweep sweeps 1 .. the physical cores")
-    spec, path = resolve_model(model)
+    if server is not None:
+        if kw["engine"] not in ("python", "server") and not kw["engine"].startswith("server="):
+            raise click.UsageError("--server measures the server: leave out --engine")
+        kw["engine"] = f"server={server}" if server else "server"
+    engine = resolve_engine(kw["engine"])
+    if concurrency is not None and engine.name != "server":
+        raise click.UsageError("--concurrency measures a server: give --server [URL] too")
+    if threads_sweep and engine.name == "server":
+        raise click.UsageError("--threads-sweep runs llama.cpp itself: not with --server")
+    if engine.name == "server":
+        engine.describe()  # finds and identifies the server now: a bad URL fails before anything is measured
+    spec, path = server_model(engine, model) if engine.name == "server" else resolve_model(model)
     if not as_json:
         click.echo("measuring the host (or reusing its cached measurement) and running llama.cpp...", err=True)
     host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True)
     for w in host.warnings:
         warn(w)
     params = make_bench_params(spec, path, host.facts, prompt, gen, depth, **kw)
+    if engine.name == "server":
+        from ggprof.engines.server import ServerEngine
+
+        assert isinstance(engine, ServerEngine)
+        engine.gpu_backend = next((d.backend for d in host.devices if d.backend != "cpu"), None)
+        if params.n_depth != (0,):
+            raise click.UsageError("-d measures llama.cpp at a depth: a server's cache cannot be filled to one")
+        if concurrency is not None:
+            params = replace(params, n_parallel=int_list(concurrency, "--concurrency", low=1, high=256))
+    if (left_out := gpu_left_out(engine, host, choice, params, ext)) is not None:
+        warn(left_out)
     sweep_runs = len(sweep_counts(host.facts)) * (len(params.tests()) // max(len(params.n_depth), 1))
-    bar = ProgressBar((len(params.tests()) + (sweep_runs if threads_sweep else 0)) * params.reps)
+    tests = 1 + len([n for n in params.n_parallel if n > 1]) if engine.name == "server" else len(params.tests())
+    bar = ProgressBar((tests + (sweep_runs if threads_sweep else 0)) * params.reps)
     try:
-        report = run_profile(spec, params, choice, ext, host=host, progress=bar, threads_sweep=threads_sweep)
+        report = run_profile(spec, params, choice, ext, engine, host=host, progress=bar, threads_sweep=threads_sweep)
     finally:
         bar.close()
     result = profile_dict(report)

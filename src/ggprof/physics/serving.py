@@ -157,6 +157,15 @@ def _floor_div(numerator: float, denominator: float) -> int:
     return UNLIMITED if denominator <= 0 else int(numerator // denominator)
 
 
+def concurrent_decode_ceiling_tok_s(
+    read_bytes: int, kv_bytes_per_sequence: int, users: int, bandwidth: float, peak: float | None, active_params: int
+) -> float:
+    """Aggregate decode tok/s of `users` sequences decoded together (a server's parallel slots):
+    each step reads the weights once and every sequence's KV, so the step grows slowly with
+    users while bandwidth binds and aggregate tok/s rises almost linearly; compute caps it."""
+    return users / _step_seconds(read_bytes, kv_bytes_per_sequence, users, bandwidth, peak, active_params)
+
+
 def _step_seconds(read: int, kv_read: int, batch: int, bw: float, peak: float | None, active_params: int) -> float:
     """A decode step at `batch`: the weights once plus every sequence's KV over the bandwidth,
     or the FLOPs over the peak, whichever is longer."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ggprof.bench.context import RunContext
+from ggprof.bench.context import UNKNOWN_PLACEMENT, RunContext
 from ggprof.bench.results import BenchParams, BenchResult
-from ggprof.bench.runner import ProgressFn, run_bench
+from ggprof.engines import Engine, ProgressFn
+from ggprof.llamacpp import BACKEND_TITLES, rebuild_command
 from ggprof.machine.device import Device
 from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
@@ -15,7 +16,7 @@ from ggprof.physics.roofline import PredictInputs, Prediction, is_partial_offloa
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.predict import predict_with
-from ggprof.pipelines.sweep import ThreadSweep, sweep_counts, thread_sweep
+from ggprof.pipelines.sweep import ConcurrencySweep, ThreadSweep, concurrency_sweep, sweep_counts, thread_sweep
 from ggprof.verdict.finding import JudgeCase, worst
 from ggprof.verdict.judge import judge
 
@@ -29,6 +30,8 @@ class ProfileReport:
     bench: BenchResult | None
     judged: tuple[Judged, ...]
     threads: ThreadSweep | None = None  # with --threads-sweep
+    engine: str = "python"  # what ran llama.cpp, in words
+    concurrency: ConcurrencySweep | None = None  # a server measured at several users at once
 
     @property
     def severity(self) -> str:
@@ -45,6 +48,7 @@ def run_profile(
     params: BenchParams,
     choice: DeviceChoice,
     ext: Extensions,
+    engine: Engine,
     host: HostReport | None = None,
     progress: ProgressFn | None = None,
     threads_sweep: bool = False,
@@ -54,12 +58,22 @@ def run_profile(
     if host is None:
         host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True)
     params = replace(params, probe_threads=probe_threads(params.n_threads))
-    result = run_bench(params, host.facts, progress=progress)
+    result = engine.run(spec, params, host.facts, progress=progress)
+    requested = gpu_requested(host, choice, params, ext)
+    if requested is not None:
+        context = replace(result.context, gpu_requested=requested[0], gpu_requested_backend=requested[1])
+        result = replace(result, context=context)
     backend = backend_of(result.context, ext)
+    if backend == UNKNOWN_PLACEMENT and choice.device_id is not None:
+        backend = ext.profiles.get(choice.device_id).backends[0]  # the device the user says it runs on
+    if requested is not None and backend == "cpu":
+        choice = DeviceChoice()  # never judged against the GPU that did not run: this host's CPU
     target = _device_for(backend, host, choice, ext)
     judged = [_judge_depth(spec, params, result, target, backend, depth, ext) for depth in params.n_depth]
-    threads = sweep_threads(spec, params, host, progress) if threads_sweep else None
+    threads = sweep_threads(spec, params, host, engine, progress) if threads_sweep else None
     return ProfileReport(
+        engine=engine.describe(),
+        concurrency=concurrency_sweep(result, judged[0].prediction if judged else None),
         model=spec,
         host=host,
         device=target.device if target else None,
@@ -70,10 +84,12 @@ def run_profile(
     )
 
 
-def sweep_threads(spec: ModelSpec, params: BenchParams, host: HostReport, progress: ProgressFn | None) -> ThreadSweep:
+def sweep_threads(
+    spec: ModelSpec, params: BenchParams, host: HostReport, engine: Engine, progress: ProgressFn | None
+) -> ThreadSweep:
     """Prefill and decode at 1 .. physical cores (+1), at depth 0: the best -t and why it stops."""
     runs = [
-        run_bench(replace(params, n_threads=n, probe_threads=None, n_depth=(0,)), host.facts, progress=progress)
+        engine.run(spec, replace(params, n_threads=n, probe_threads=None, n_depth=(0,)), host.facts, progress=progress)
         for n in sweep_counts(host.facts)
     ]
     cpu = host.cpu
@@ -139,6 +155,43 @@ def backend_of(context: RunContext, ext: Extensions) -> str:
     before the CPU, which always holds the input embedding)."""
     used = [name for name, b in ext.backends.items() if b.used_by(context)]
     return next((n for n in used if n != "cpu"), used[0] if used else context.backends_used[0])
+
+
+def gpu_requested(
+    host: HostReport, choice: DeviceChoice, params: BenchParams, ext: Extensions
+) -> tuple[str, str] | None:
+    """The GPU a run asked for (name, backend): a --device profile of a GPU, or a GPU this host
+    has with layers to offload (-ngl not 0). None: the run asked for the CPU."""
+    if choice.device_id is not None:
+        profile = ext.profiles.get(choice.device_id)
+        gpus = [b for b in profile.backends if b != "cpu"]
+        return (profile.name, gpus[0]) if gpus and "cpu" not in profile.backends else None
+    if params.n_gpu_layers == 0:
+        return None
+    gpu = next((d for d in host.devices if d.backend != "cpu"), None)
+    return (gpu.name, gpu.backend) if gpu is not None else None
+
+
+def gpu_left_out(
+    engine: Engine, host: HostReport, choice: DeviceChoice, params: BenchParams, ext: Extensions
+) -> str | None:
+    """The warning before a run when the GPU it asks for has no backend in the engine's build
+    (the CPU-only llama-cpp-python a plain `pip install` builds), with the rebuild command."""
+    requested = gpu_requested(host, choice, params, ext)
+    if requested is None:
+        return None
+    compiled = engine.compiled_backends()
+    if compiled is None or requested[1] in compiled:
+        return None
+    name, backend = requested
+    title = BACKEND_TITLES.get(backend, backend)
+    built = "/".join(BACKEND_TITLES.get(b, b) for b in compiled)
+    command = rebuild_command(backend)
+    rebuild = f"rebuild it with {command}" if command else f"rebuild it with the {title} backend"
+    return (
+        f"{name} needs llama.cpp's {title} backend, but the {engine.name} engine's build has only {built}: "
+        f"this run will use the CPU; {rebuild}, or run your own build with --engine llama-bench=PATH"
+    )
 
 
 def _device_for(backend: str, host: HostReport, choice: DeviceChoice, ext: Extensions) -> Target | None:

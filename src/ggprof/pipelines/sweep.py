@@ -21,6 +21,7 @@ from ggprof.errors import BadInputError
 from ggprof.machine.facts import HostFacts
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.roofline import Prediction
+from ggprof.physics.serving import concurrent_decode_ceiling_tok_s
 from ggprof.units import fmt_bytes, fmt_rate, sig3
 
 # A step "nearly flat" when within this factor of the batch-1 step. On a bandwidth-bound
@@ -99,6 +100,65 @@ def predicted_ridge_batch(p: Prediction | None) -> tuple[float | None, str]:
         f"ridge {sig3(ridge)} FLOP/byte = peak {sig3((p.peak_flops or 0) / 1e12)} TFLOP/s / "
         f"{fmt_rate(p.bandwidth_bytes_per_s)}; decode reaches it at B = {sig3(batch)}"
     )
+
+
+# -- users of a server --------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class UsersPoint:
+    users: int
+    aggregate_tok_s: float
+    per_user_tok_s: float
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+    itl_p50_ms: float | None
+    predicted_aggregate_ceiling_tok_s: float | None  # the roofline at this many sequences
+    expected_aggregate_tok_s: tuple[float, float] | None  # the ceiling x the backend's decode band
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConcurrencySweep:
+    points: tuple[UsersPoint, ...]
+    basis: str  # how the predicted curve was computed
+
+
+def concurrency_sweep(result: BenchResult, prediction: Prediction | None) -> ConcurrencySweep | None:
+    """A server's rows at 1, 2, 4... users at once, beside the roofline for as many sequences:
+    each step reads the weights once and every sequence's KV (at the request's mid depth)."""
+    many = sorted((r for r in result.rows if r.n_parallel > 1), key=lambda r: r.n_parallel)
+    if not many:
+        return None
+    single, prompt = result.row("tg"), result.row("pp")
+    p = prediction
+    mid_kv = p.kv_bytes_per_token * (result.params.n_prompt[0] + result.params.n_gen[0] // 2) if p else 0
+    points = []
+    for r in ([single] if single else []) + many:
+        ceiling = (
+            concurrent_decode_ceiling_tok_s(
+                p.decode_bytes_per_token, mid_kv, r.n_parallel, p.bandwidth_bytes_per_s, p.peak_flops, p.active_params
+            )
+            if p and p.bandwidth_bytes_per_s
+            else None
+        )
+        band = p.band if p else None
+        points.append(
+            UsersPoint(
+                users=r.n_parallel,
+                aggregate_tok_s=r.avg_ts,
+                per_user_tok_s=r.avg_ts / r.n_parallel,
+                ttft_p50_ms=(prompt if r is single and prompt else r).ttft_percentile_ms(50),
+                ttft_p95_ms=(prompt if r is single and prompt else r).ttft_percentile_ms(95),
+                itl_p50_ms=r.itl_percentile_ms(50),
+                predicted_aggregate_ceiling_tok_s=ceiling,
+                expected_aggregate_tok_s=(ceiling * band.low, ceiling * band.high) if ceiling and band else None,
+            )
+        )
+    basis = (
+        f"roofline: (weights {fmt_bytes(p.decode_bytes_per_token)} + users x KV {fmt_bytes(mid_kv)}) per step at "
+        f"{fmt_rate(p.bandwidth_bytes_per_s)}, x the decode band"
+        if p
+        else "no bandwidth known: no predicted curve"
+    )
+    return ConcurrencySweep(points=tuple(points), basis=basis)
 
 
 # -- threads ------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from typing import Any
 
 from ggprof.bench.llamabench import row_dict
 from ggprof.bench.results import BenchResult
-from ggprof.pipelines.sweep import BatchSweep, ThreadSweep
+from ggprof.pipelines.sweep import BatchSweep, ConcurrencySweep, ThreadSweep
 from ggprof.units import clean, sig3
 
 
@@ -79,3 +79,41 @@ def thread_sweep_lines(s: ThreadSweep) -> list[str]:
         f"  best: decode at {s.best_tg_threads} threads, prefill at {s.best_pp_threads}; {clean(s.reason)}",
         f"  use: {s.advice}",
     ]
+
+
+def concurrency_dict(s: ConcurrencySweep) -> dict[str, Any]:
+    return {
+        "points": [
+            {
+                "users": p.users,
+                "aggregate_tok_s": p.aggregate_tok_s,
+                "per_user_tok_s": p.per_user_tok_s,
+                "ttft_p50_ms": p.ttft_p50_ms,
+                "ttft_p95_ms": p.ttft_p95_ms,
+                "itl_p50_ms": p.itl_p50_ms,
+                "predicted_aggregate_ceiling_tok_s": p.predicted_aggregate_ceiling_tok_s,
+                "expected_aggregate_tok_s": list(p.expected_aggregate_tok_s) if p.expected_aggregate_tok_s else None,
+            }
+            for p in s.points
+        ],
+        "basis": s.basis,
+    }
+
+
+def concurrency_lines(s: ConcurrencySweep) -> list[str]:
+    def ms(x: float | None) -> str:
+        return sig3(x) if x is not None else "-"
+
+    lines = [
+        "users at once (each request its own prompt and decode):",
+        "| users | aggregate tok/s | per-user tok/s | TTFT ms p50 / p95 | ITL ms p50 | predicted aggregate |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for p in s.points:
+        e, c = p.expected_aggregate_tok_s, p.predicted_aggregate_ceiling_tok_s
+        predicted = f"{sig3(e[0])}-{sig3(e[1])} (ceiling {sig3(c)})" if e and c else (sig3(c) if c else "-")
+        lines.append(
+            f"| {p.users} | {sig3(p.aggregate_tok_s)} | {sig3(p.per_user_tok_s)} | {ms(p.ttft_p50_ms)} / "
+            f"{ms(p.ttft_p95_ms)} | {ms(p.itl_p50_ms)} | {predicted} |"
+        )
+    return [*lines, f"predicted: {clean(s.basis)}"]

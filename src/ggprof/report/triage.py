@@ -84,10 +84,12 @@ def triage_markdown(run: Run) -> str:
             )
         )
     version = ctx.get("llama_cpp_python_version") or first.get("llama_cpp_python_version")
+    engine = ctx.get("engine") or first.get("engine") or "python"
+    runner = f"llama-cpp-python {version}" if engine == "python" else f"{engine} engine"
     lines += [
         _line(
             "llama.cpp",
-            f"llama-cpp-python {version}, "
+            f"{runner}, "
             f"backends {','.join(ctx.get('backends_used') or []) or first.get('backends')}, "
             f"build {first.get('build_commit') or 'unknown'}",
         ),

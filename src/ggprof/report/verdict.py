@@ -15,7 +15,7 @@ from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.profile import ProfileReport
 from ggprof.report.host import device_dict
 from ggprof.report.predict import predict_dict
-from ggprof.report.sweep import thread_sweep_dict, thread_sweep_lines
+from ggprof.report.sweep import concurrency_dict, concurrency_lines, thread_sweep_dict, thread_sweep_lines
 from ggprof.units import clean, clean_name, fmt_bytes, fmt_rate, sig3
 from ggprof.verdict.finding import EXIT, RANK, Finding, Severity
 
@@ -119,10 +119,12 @@ def profile_dict(r: ProfileReport) -> dict[str, Any]:
         },
         "device": device_dict(r.device) if r.device else None,
         "device_description": r.device_note,
+        "engine": r.engine,
         "depths": depths,
         "bench": [row_dict(r.bench, row) for row in r.bench.rows] if r.bench else [],
         "context": context_dict(r.bench) if r.bench else None,
         "threads_sweep": thread_sweep_dict(r.threads) if r.threads else None,
+        "concurrency": concurrency_dict(r.concurrency) if r.concurrency else None,
     }
 
 
@@ -258,7 +260,9 @@ WIDTH = 80
 
 @lru_cache(maxsize=8192)  # causes, next steps and evidence repeat row after row of a llama-bench file
 def _wrapped(text: str, first: str, rest: str) -> tuple[str, ...]:
-    return tuple(textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest) or [first])
+    # never split at a hyphen: a flag (--no-cache-dir) or a command stays whole, to be copied
+    lines = textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
+    return tuple(lines or [first])
 
 
 def _wrap(text: str, first: str, rest: str) -> list[str]:
@@ -321,17 +325,21 @@ def profile_text(r: ProfileReport) -> str:
     if r.bench is not None:
         c = r.bench.context
         lines += _wrap(
-            f"run: llama.cpp via llama-cpp-python {c.llama_cpp_python_version}, {','.join(c.backends_used)},"
+            f"run: {clean(r.engine)}, {','.join(c.backends_used)},"
             f" {c.n_threads} threads of {c.physical_cores} cores, {r.bench.params.reps} repetitions, "
             f"{r.bench.elapsed_s:.0f} s",
             "",
             "  ",
         )
+        if c.engine != "python":  # what only the engine knows: where it found the server, the placement
+            lines += [ln for note in c.notes for ln in _wrap(f"  {clean(note)}", "", "    ")]
         lines += ["", markdown(r.bench), ""]
     for j in r.judged:
         lines += judged_lines(j)
     if r.threads is not None:
         lines += [line for text in thread_sweep_lines(r.threads) for line in _wrap(text, "", "    ")]
+    if r.concurrency is not None:
+        lines += concurrency_lines(r.concurrency)
     lines.append(f"verdict: {TAG[r.severity]} (exit status {int(EXIT[r.severity])})")
     return "\n".join(lines)
 

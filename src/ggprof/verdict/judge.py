@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
+from ggprof.bench.context import UNKNOWN_PLACEMENT
 from ggprof.verdict import rules
 from ggprof.verdict.backend import Backend
 from ggprof.verdict.finding import RANK, Finding, JudgeCase, Verdict, plugin_failed
@@ -25,6 +26,15 @@ def judge(
     """The run's backend judges; a backend nobody knows is an `unknown` finding, never a guess."""
     extra = list(extra_findings(case))
     backend = backends.get(case.backend)
+    if backend is None and case.backend == UNKNOWN_PLACEMENT:
+        unknown = Finding(
+            severity="unknown",
+            code="PLACEMENT_UNKNOWN",
+            title="where the model ran is not known (the server does not say), so it cannot be judged",
+            evidence=tuple(case.context.notes[:2]) if case.context else (),
+            next_step="pass --device ID: the GPU or CPU the server runs the model on",
+        )
+        return Verdict(findings=(*extra, unknown))
     if backend is None:
         unknown = Finding(
             severity="unknown",

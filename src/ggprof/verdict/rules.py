@@ -3,6 +3,7 @@ decode against the backend's expected band, and whether the model fits the devic
 
 from __future__ import annotations
 
+from ggprof.llamacpp import BACKEND_TITLES, rebuild_command
 from ggprof.machine.device import ExpectedSpeed
 from ggprof.machine.measurements import MAX_BANDWIDTH_SPREAD
 from ggprof.physics.roofline import Prediction, expected_decode, is_partial_offload
@@ -27,15 +28,57 @@ def findings(b: Backend, case: JudgeCase) -> list[Finding]:
     """Fit, decode and prefill findings for a run on backend `b`."""
     if case.prediction is None:
         return [
+            *gpu_findings(b, case),
             Finding(
                 severity="unknown",
                 code="NO_BANDWIDTH",
                 title="no bandwidth is known for the device: decode cannot be judged",
                 next_step="run `ggprof host`, or pass --device ID or --bandwidth GB/s",
                 plugin=b.name,
-            )
+            ),
         ]
-    return fit_findings(b, case) + noise_findings(b, case) + decode_findings(b, case) + prefill_findings(b, case)
+    return (
+        gpu_findings(b, case)
+        + fit_findings(b, case)
+        + noise_findings(b, case)
+        + decode_findings(b, case)
+        + prefill_findings(b, case)
+    )
+
+
+def gpu_findings(b: Backend, case: JudgeCase) -> list[Finding]:
+    """A run that asked for a GPU (-ngl, --device) and ran on the CPU: suspicious, whatever its
+    speed, with the reason first (it is judged as the CPU run it was, never against the GPU)."""
+    ctx = case.context
+    if ctx is None or ctx.gpu_requested is None or b.name != "cpu":
+        return []
+    gpu, backend = ctx.gpu_requested, ctx.gpu_requested_backend or "gpu"
+    title = BACKEND_TITLES.get(backend, backend)
+    built = "/".join(BACKEND_TITLES.get(x, x) for x in ctx.backends_compiled) or "unknown"
+    command = rebuild_command(backend)
+    if backend not in ctx.backends_compiled:
+        first = f"this llama.cpp build ({ctx.engine} engine) has no {title} backend, only {built}" + (
+            f": rebuild with {command}" if command and ctx.engine == "python" else ""
+        )
+    else:
+        first = f"the {title} backend is built in but placed no layer on {gpu} (driver, device not found, -ngl 0)"
+    offloaded = ctx.n_gpu_layers_offloaded
+    layers = f"{offloaded}/{ctx.n_layers}" if offloaded is not None and ctx.n_layers else "no"
+    return [
+        Finding(
+            severity="suspicious",
+            code="GPU_NOT_USED",
+            title=f"asked for {gpu} ({title}), but llama.cpp ran on the CPU",
+            expected=f"layers on {gpu} (-ngl {ctx.n_gpu_layers_requested})",
+            observed=f"{layers} layers offloaded; backends used: {', '.join(ctx.backends_used).upper()}",
+            evidence=(f"backends in this build: {built}", "judged as the CPU run it was, not against the GPU"),
+            causes=(first, "the GPU's driver or runtime is missing, or another program holds its memory"),
+            next_step=(f"{command}, or --engine llama-bench=PATH with your {title} build of llama.cpp")
+            if command
+            else f"--engine llama-bench=PATH with your {title} build of llama.cpp",
+            plugin=b.name,
+        )
+    ]
 
 
 def noise_findings(b: Backend, case: JudgeCase) -> list[Finding]:

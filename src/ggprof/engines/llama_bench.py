@@ -1,0 +1,412 @@
+"""The `llama-bench` engine: the user's own llama.cpp build (CUDA, Metal, Vulkan, ROCm, SYCL or
+CPU), run as `llama-bench ... -o jsonl` with ggprof's test flags.
+
+The program is `--engine llama-bench=PATH`, else `llama-bench` on PATH, else $LLAMA_BENCH.
+Flags equal to llama-bench's defaults are left out, so that older builds (without `-d`,
+`-fa auto` or `--repack`) still run the default tests. Rows stream from its stdout; its
+stderr (`--progress`, and with `-v` llama.cpp's load log, which says how many layers were
+offloaded) feeds the progress bar and the last words of a failure. The child runs in a
+process group of its own: Ctrl-C, a timeout or a crash ends it, and the rows it finished
+are named in the error. Its output is untrusted: every field is checked and bounded.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import math
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import psutil
+
+from ggprof.bench.context import RunContext
+from ggprof.bench.results import BenchResult, BenchRow, ModelInfo, ThreadProbe
+from ggprof.engines import Engine, ProgressFn
+from ggprof.errors import BadInputError, RunError
+from ggprof.llamacpp import N_BATCH, N_UBATCH, test_name
+from ggprof.units import MAX_TOKENS, clean, clean_name
+
+if TYPE_CHECKING:
+    from ggprof.bench.results import BenchParams
+    from ggprof.machine.facts import HostFacts
+    from ggprof.model.spec import ModelSpec
+
+ENV_VAR = "LLAMA_BENCH"
+PROGRAM = "llama-bench"
+MAX_LINE_CHARS = 1 << 20  # a JSONL row is ~1 kB; a longer line is not llama-bench output
+MAX_SAMPLES = 10_000
+PROBE_TOKENS, PROBE_REPS = 16, 2  # the thread probe, as the python engine runs it
+LIST_DEVICES_TIMEOUT_S = 20.0
+_OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+_PROGRESS = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (prompt|generation) run (\d+)/(\d+)")
+_DEVICE = re.compile(r"^\s*([A-Za-z]+)\d*\s*:")  # `  CUDA0: NVIDIA GeForce RTX 4090 (24080 MiB, ...)`
+# llama-bench's "backends" field (and its device names) -> ggprof's backend names
+BACKEND_NAMES = {
+    "cpu": "cpu",
+    "blas": "cpu",
+    "cuda": "cuda",
+    "metal": "metal",
+    "mtl": "metal",
+    "vulkan": "vulkan",
+    "rocm": "rocm",
+    "hip": "rocm",
+    "sycl": "sycl",
+    "rpc": "rpc",
+}
+
+
+def backend_names(field: str) -> tuple[str, ...]:
+    """ggprof's names for a llama-bench `backends` field ("CUDA", "Metal,BLAS", "CPU"), in order."""
+    out: list[str] = []
+    for part in re.split(r"[,;]", field):
+        name = BACKEND_NAMES.get(part.strip().lower())
+        if name and name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+class LlamaBenchEngine(Engine):
+    name = "llama-bench"
+    summary = "your own llama.cpp build: llama-bench[=PATH] (else llama-bench on PATH, else $LLAMA_BENCH)"
+
+    def program(self) -> Path:
+        """The llama-bench to run; BadInputError (naming where it looked) if there is none."""
+        if self.option:
+            where, found = f"--engine llama-bench={clean_name(self.option)}", Path(self.option).expanduser()
+        elif (on_path := shutil.which(PROGRAM)) is not None:
+            where, found = f"{PROGRAM} on PATH", Path(on_path)
+        elif os.environ.get(ENV_VAR):
+            where, found = f"${ENV_VAR}={clean_name(os.environ[ENV_VAR])}", Path(os.environ[ENV_VAR]).expanduser()
+        else:
+            raise BadInputError(
+                f"the llama-bench engine needs llama-bench: give --engine llama-bench=PATH, put it on PATH, "
+                f"or set ${ENV_VAR}"
+            )
+        if not found.is_file() or not os.access(found, os.X_OK):
+            raise BadInputError(f"{where}: not an executable file")
+        return found
+
+    def describe(self) -> str:
+        return f"llama.cpp's llama-bench ({clean_name(self.program())})"
+
+    def compiled_backends(self) -> tuple[str, ...] | None:
+        """From `llama-bench --list-devices` (each device line names its backend); None if that fails."""
+        try:
+            proc = subprocess.Popen(
+                [str(self.program()), "--list-devices"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
+        except (OSError, BadInputError):
+            return None
+        try:
+            out, _ = proc.communicate(timeout=LIST_DEVICES_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return None
+        finally:  # a timeout or Ctrl-C: the program and whatever it started end here
+            if proc.poll() is None:
+                _kill_group(proc)
+        if proc.returncode != 0 or "Available devices" not in out:
+            return None
+        found = {
+            BACKEND_NAMES.get(m[1].lower(), m[1].lower()) for line in out.splitlines() if (m := _DEVICE.match(line))
+        }
+        return ("cpu", *sorted(found - {"cpu"}))
+
+    def run(
+        self, spec: ModelSpec, params: BenchParams, facts: HostFacts, progress: ProgressFn | None = None
+    ) -> BenchResult:
+        if params.n_parallel:
+            raise BadInputError("--parallel (a batch sweep) needs the python engine: llama-bench has no batched decode")
+        program = self.program()
+        t_start, wall0 = time.time(), time.monotonic()
+        load_before = psutil.cpu_percent(interval=0.2)
+        ram_before = int(psutil.virtual_memory().available)
+        amx = "AMX_INT8" in facts.simd
+        run = _Run(program, _arguments(params, amx), params, progress)
+        rows = run.rows()
+        probes: dict[int, ThreadProbe] = {}
+        first = rows[0] if rows else {}
+        cpu_only = backend_names(str(first.get("backends", "CPU"))) in {(), ("cpu",)} or params.n_gpu_layers == 0
+        if params.probe_threads and cpu_only and any(params.n_gen):
+            probe_params = replace(params, n_prompt=(0,), n_gen=(PROBE_TOKENS,), reps=PROBE_REPS)
+            probe_params = replace(probe_params, n_threads=params.probe_threads)
+            probe = _Run(program, _arguments(probe_params, amx), probe_params, None, what="thread probe")
+            for r in probe.rows():
+                probes[int(r["n_depth"])] = ThreadProbe(
+                    n_threads=params.probe_threads, n_gen=int(r["n_gen"]), samples_ns=tuple(r["samples_ns"])
+                )
+        bench_rows = tuple(_bench_row(r, probes.get(int(r["n_depth"])) if r["n_gen"] else None) for r in rows)
+        wall = time.monotonic() - wall0
+        return BenchResult(
+            params=params,
+            model=ModelInfo(
+                model_filename=str(params.model),
+                model_type=clean_name(first.get("model_type", spec.architecture), 80),
+                model_size=int(first.get("model_size", spec.file_size_bytes)),
+                model_n_params=int(first.get("model_n_params", spec.n_params)),
+                n_layer=spec.n_layers,
+                n_vocab=spec.vocab_size,
+            ),
+            rows=bench_rows,
+            context=_context(params, facts, first, run, load_before, ram_before),
+            test_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
+            elapsed_s=wall,
+        )
+
+
+def _arguments(p: BenchParams, amx: bool) -> list[str]:
+    """llama-bench's flags for these parameters; the defaults left out (older builds lack some).
+    `--repack auto` turns repacking off on a CPU with AMX, as the python engine does: llama.cpp's
+    AMX path segfaults on some of them (ggml-org/llama.cpp#20824)."""
+    args = ["-m", str(p.model), "-p", _ints(p.n_prompt), "-n", _ints(p.n_gen), "-r", str(p.reps)]
+    args += ["-t", str(p.n_threads), "-ngl", str(p.n_gpu_layers if p.n_gpu_layers >= 0 else 999)]
+    if p.n_depth != (0,):
+        args += ["-d", _ints(p.n_depth)]
+    if p.n_batch != N_BATCH:
+        args += ["-b", str(p.n_batch)]
+    if p.n_ubatch != N_UBATCH:
+        args += ["-ub", str(p.n_ubatch)]
+    if p.type_k != "f16":
+        args += ["-ctk", p.type_k]
+    if p.type_v != "f16":
+        args += ["-ctv", p.type_v]
+    if p.flash_attn != "auto":
+        args += ["-fa", "1" if p.flash_attn == "on" else "0"]
+    if p.repack != "auto" or amx:
+        args += ["--repack", "1" if p.repack == "on" else "0"]
+    return [*args, "-o", "jsonl", "--progress", "-v"]
+
+
+def _ints(values: tuple[int, ...]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+class _Run:
+    """llama-bench running: JSONL rows from stdout, the tail of stderr, progress, supervision."""
+
+    def __init__(
+        self, program: Path, args: list[str], params: BenchParams, progress: ProgressFn | None, what: str = "run"
+    ) -> None:
+        self.params, self.progress, self.what = params, progress, what
+        self.tests = params.tests()
+        self.log: collections.deque[str] = collections.deque(maxlen=60)
+        self.offloaded: tuple[int, int] | None = None
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        try:
+            self.proc = subprocess.Popen(
+                [str(program), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
+                start_new_session=True,  # a process group of its own: a kill takes all of it
+            )
+        except OSError as e:
+            raise BadInputError(f"{clean_name(program)}: cannot run it ({clean_name(e, 120)})") from None
+        threading.Thread(target=self._read_stdout, args=(self.proc.stdout,), daemon=True).start()
+        self.log_thread = threading.Thread(target=self._read_stderr, args=(self.proc.stderr,), daemon=True)
+        self.log_thread.start()
+
+    def _read_stdout(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        while line := stream.readline(MAX_LINE_CHARS):
+            self.lines.put(line)
+        stream.close()
+        self.lines.put(None)
+
+    def _read_stderr(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        while line := stream.readline(MAX_LINE_CHARS):
+            line = line.rstrip()
+            if not line:
+                continue
+            self.log.append(clean(line[:500]))
+            if m := _OFFLOADED.search(line):
+                self.offloaded = (int(m[1]), int(m[2]))
+            elif self.progress and (m := _PROGRESS.search(line)):
+                index = int(m[1]) - 1
+                name = str(self.tests[index]["name"]) if index < len(self.tests) else "llama-bench"
+                self.progress(name, int(m[4]), int(m[5]))
+        stream.close()
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every row, validated; RunError/BadInputError naming the rows finished before a fault."""
+        rows: list[dict[str, Any]] = []
+        timeout = self.params.timeout_s
+        deadline = time.monotonic() + timeout if timeout else None
+        try:
+            while True:
+                wait = None if deadline is None else max(deadline - time.monotonic(), 0)
+                try:
+                    line = self.lines.get(timeout=wait)
+                except queue.Empty:
+                    raise RunError(
+                        f"{self._doing(rows)}: timed out after {timeout:g} s (--timeout); "
+                        f"llama-bench last said: {self.last_words()}{_kept(rows)}"
+                    ) from None
+                if line is None:
+                    break
+                if line.strip():
+                    rows.append(self._row(line, len(rows) + 1, rows))
+            rc = self.proc.wait()
+        finally:
+            if self.proc.poll() is None:
+                self._kill()
+        if rc != 0:
+            self._fail(rc, rows)
+        if not rows:
+            raise RunError(f"{self._doing(rows)}: llama-bench printed no results; it last said: {self.last_words()}")
+        return rows
+
+    def _row(self, line: str, index: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):
+            row = None
+        problem = _row_problem(row)
+        if problem:
+            self._kill()
+            raise RunError(
+                f"{self._doing(rows)}: llama-bench's output line {index} is not a result row ({problem}): "
+                f"{clean_name(line.strip(), 80)}{_kept(rows)}"
+            )
+        assert isinstance(row, dict)
+        return row
+
+    def _fail(self, rc: int, rows: list[dict[str, Any]]) -> None:
+        words = self.last_words()
+        if re.search(r"failed to load model|error loading model|unknown model architecture", words, re.IGNORECASE):
+            raise BadInputError(f"{clean_name(self.params.model)}: llama-bench cannot load this model: {words}")
+        if re.search(r"error: invalid parameter|unknown argument", words, re.IGNORECASE):
+            raise BadInputError(f"llama-bench refused a flag (an older build?): {words}")
+        if rc < 0:
+            sig = -rc
+            name = signal.Signals(sig).name if sig in {s.value for s in signal.Signals} else f"signal {sig}"
+            raise RunError(f"{self._doing(rows)}: killed by {name}; llama-bench last said: {words}{_kept(rows)}")
+        raise RunError(f"{self._doing(rows)}: exited with status {rc}; llama-bench last said: {words}{_kept(rows)}")
+
+    def _doing(self, rows: list[dict[str, Any]]) -> str:
+        current = self.tests[len(rows)]["name"] if len(rows) < len(self.tests) else "finishing"
+        p = self.params
+        return (
+            f"llama-bench {self.what} of {clean_name(p.model.name)} ({current}, threads {p.n_threads}, "
+            f"ngl {p.n_gpu_layers})"
+        )
+
+    def _kill(self) -> None:
+        _kill_group(self.proc)
+
+    def last_words(self) -> str:
+        self.log_thread.join(timeout=2)
+        lines = [ln for ln in self.log if not _PROGRESS.search(ln)]
+        errors = [ln for ln in lines if re.search(r"error|failed|abort|assert|invalid|what\(\)", ln, re.IGNORECASE)]
+        return clean_name((errors or lines or ["(nothing)"])[-1], 300)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL to the process and its group (POSIX), then reap it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    proc.wait()
+
+
+def _kept(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    done = ", ".join(f"{test_name(r['n_prompt'], r['n_gen'], r['n_depth'])} {r['avg_ts']:.2f} t/s" for r in rows)
+    return f"; measured before the fault: {done}"
+
+
+def _row_problem(row: object) -> str | None:
+    """Why a parsed line is not a llama-bench result row (None: it is one)."""
+    if not isinstance(row, dict):
+        return "not a JSON object"
+    for field in ("n_prompt", "n_gen", "n_depth"):
+        v = row.get(field, 0)
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_TOKENS:
+            return f"{field} is not a token count"
+    if not row.get("n_prompt") and not row.get("n_gen"):
+        return "n_prompt and n_gen are both 0"
+    samples = row.get("samples_ns")
+    if not isinstance(samples, list) or not 0 < len(samples) <= MAX_SAMPLES:
+        return "samples_ns is not a list of 1 to 10,000 times"
+    if not all(isinstance(s, int) and not isinstance(s, bool) and 0 < s < 1 << 62 for s in samples):
+        return "samples_ns holds something other than positive nanoseconds"
+    avg = row.get("avg_ts")
+    if isinstance(avg, bool) or not isinstance(avg, (int, float)) or not math.isfinite(avg) or avg <= 0:
+        return "avg_ts is not a positive number"
+    for field in ("backends", "model_type", "cpu_info", "gpu_info", "build_commit"):
+        if not isinstance(row.get(field, ""), str):
+            return f"{field} is not text"
+    for field in ("model_size", "model_n_params", "build_number", "n_threads", "n_gpu_layers"):
+        v = row.get(field, 0)
+        if isinstance(v, bool) or not isinstance(v, int) or abs(v) >= 1 << 62:
+            return f"{field} is not a whole number"
+    return None
+
+
+def _bench_row(r: dict[str, Any], probe: ThreadProbe | None) -> BenchRow:
+    return BenchRow(
+        name=test_name(r["n_prompt"], r["n_gen"], r["n_depth"]),
+        n_prompt=r["n_prompt"],
+        n_gen=r["n_gen"],
+        n_depth=r["n_depth"],
+        samples_ns=tuple(r["samples_ns"]),
+        probe=probe,
+    )
+
+
+def _context(
+    params: BenchParams, facts: HostFacts, row: dict[str, Any], run: _Run, load_before: float, ram_before: int
+) -> RunContext:
+    compiled = backend_names(str(row.get("backends", "CPU"))) or ("cpu",)
+    gpus = tuple(b for b in compiled if b != "cpu")
+    offloaded = run.offloaded
+    if not gpus or params.n_gpu_layers == 0 or (offloaded is not None and offloaded[0] == 0):
+        used: tuple[str, ...] = ("cpu",)
+    elif offloaded is not None and offloaded[0] < offloaded[1]:
+        used = (*gpus, "cpu")
+    else:
+        used = gpus
+    return RunContext(
+        backends_used=used,
+        engine=LlamaBenchEngine.name,
+        build_commit=clean_name(row["build_commit"], 40) if row.get("build_commit") else None,
+        build_number=row.get("build_number"),
+        cpu_model=clean_name(row.get("cpu_info") or facts.cpu_model or "", 120) or None,
+        gpu_info=clean_name(row.get("gpu_info", ""), 200),
+        n_threads=params.n_threads,
+        physical_cores=facts.physical_cores,
+        efficiency_cores=facts.efficiency_cores,
+        n_gpu_layers_requested=params.n_gpu_layers,
+        # a CPU-only build logs "offloaded N/N layers to GPU" too: no GPU backend, nothing offloaded
+        n_gpu_layers_offloaded=0 if not gpus else offloaded[0] if offloaded else None,
+        n_layers=offloaded[1] if offloaded else None,
+        backends_compiled=("cpu", *gpus),
+        gpu_offload_supported=bool(gpus),
+        cpu_load_before_percent=load_before,
+        ram_available_before_bytes=ram_before,
+        ram_available_after_bytes=int(psutil.virtual_memory().available),
+        governor=facts.governor,
+        repack=row["repack"] if isinstance(row.get("repack"), bool) else None,
+    )

@@ -1,0 +1,638 @@
+"""The `server` engine: attach to a running llama-server, Ollama or LM Studio and measure what
+it serves (`ggprof profile --server [URL]`, or `--engine server[=URL]`).
+
+Without a URL it looks on the usual local ports (Ollama 11434, llama-server 8080, LM Studio
+1234) and says what it found. The kind is told by the API (ggprof.engines.server_api). The
+model is the one the server has loaded: llama-server's model path, Ollama's manifest -> blob
+in its store (else `/api/show` verbose for a server on another machine), LM Studio's
+publisher/model in its folder. Where it runs: Ollama's size_vram of size (the share on the
+GPU), LM Studio's runtime name, and for a local llama-server the GPU libraries its process
+has loaded and its -ngl.
+
+Each request's prompt defeats the prompt cache (random token ids for llama-server, a random
+word salad elsewhere, never the same twice). One request per repetition gives prefill and
+decode: the server's own timings where it reports them (llama-server `timings`, Ollama
+`*_duration`, LM Studio `stats`), and the client's view beside them (TTFT, decode tok/s,
+inter-token latency). `--concurrency 1,2,4` sends that many requests at once, per level.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import re
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from ggprof.bench.context import UNKNOWN_PLACEMENT, RunContext
+from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo
+from ggprof.engines import Engine, ProgressFn
+from ggprof.engines.server_api import (
+    Client,
+    Endpoint,
+    ServerError,
+    ServerTimings,
+    finished,
+    reachable,
+    timings_llama_server,
+    timings_lm_studio,
+    timings_ollama,
+    tokens_in_event,
+)
+from ggprof.errors import BadInputError, RunError
+from ggprof.llamacpp import test_name
+from ggprof.units import clean_name
+
+if TYPE_CHECKING:
+    from ggprof.machine.facts import HostFacts
+    from ggprof.model.spec import ModelSpec
+
+# (port, kind) where each server listens by default, in the order they are tried
+DEFAULT_PORTS = ((11434, "ollama"), (8080, "llama-server"), (1234, "lm-studio"))
+KIND_TITLES = {
+    "llama-server": "llama-server",
+    "ollama": "Ollama",
+    "lm-studio": "LM Studio",
+    "openai": "an OpenAI-compatible server",
+}
+DEFAULT_READ_TIMEOUT_S = 120.0  # a token (or the first one, after a prompt) within this, else it hangs
+DEFAULT_REQUEST_TIMEOUT_S = 600.0
+WARMUP_TOKENS = 4
+# LM Studio's runtime names say the backend: llama.cpp-win-x86_64-nvidia-cuda12-avx2, ...-vulkan-...
+RUNTIME_BACKENDS = (
+    ("cuda", "cuda"),
+    ("vulkan", "vulkan"),
+    ("rocm", "rocm"),
+    ("metal", "metal"),
+    ("mlx", "metal"),
+    ("cpu", "cpu"),
+)
+# shared libraries a process maps when a backend is live in it (/proc/PID/maps)
+GPU_LIBRARIES = (
+    ("libggml-cuda", "cuda"),
+    ("libcuda.so", "cuda"),
+    ("libggml-hip", "rocm"),
+    ("libamdhip64", "rocm"),
+    ("libggml-vulkan", "vulkan"),
+    ("libvulkan", "vulkan"),
+    ("libggml-metal", "metal"),
+    ("libggml-sycl", "sycl"),
+)
+_WORD_TEXT = (
+    "river stone amber violet copper meadow signal harbor lantern orbit velvet granite willow canyon ember "
+    "falcon glacier marble quartz saffron thunder tundra walnut zephyr cobalt dune fern grove haze iris "
+    "juniper kelp lotus maple nectar onyx pebble quill reef sable thistle umber vale wren yarrow"
+)
+WORDS = _WORD_TEXT.split()  # a prompt of these in random order is new to any cache
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    """Where the server runs the model, and how that was learned."""
+
+    backends_used: tuple[str, ...]  # ("cuda",), ("cuda", "cpu") for a split, ("cpu",); () unknown
+    gpu_fraction: float | None = None  # share of the model on the GPU (Ollama's size_vram / size)
+    n_gpu_layers: int | None = None  # -ngl, when the command line says
+    n_threads: int | None = None
+    slots: int | None = None
+    evidence: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Server:
+    kind: str
+    endpoint: Endpoint
+    model: str  # the name requests use
+    model_file: Path | None  # the GGUF on this machine, when it can be found
+    store_reference: str | None = None  # ollama:NAME, LM Studio's publisher/model: its local store
+    build: str | None = None
+    runtime: str | None = None
+    placement: Placement = field(default_factory=lambda: Placement(backends_used=()))
+    found: str = ""  # how it was found, in words
+
+    def title(self) -> str:
+        return f"{KIND_TITLES[self.kind]} at {self.endpoint}"
+
+
+@dataclass
+class Sample:
+    """One streamed completion as the client saw it, and as the server reported it."""
+
+    start_ns: int
+    token_ns: list[int]  # arrival of each event carrying generated tokens
+    n_tokens: int  # generated tokens seen by the client
+    server: ServerTimings | None
+
+    @property
+    def ttft_ns(self) -> int | None:
+        return self.token_ns[0] - self.start_ns if self.token_ns else None
+
+    @property
+    def itl_ns(self) -> list[int]:
+        return [b - a for a, b in zip(self.token_ns, self.token_ns[1:], strict=False)]
+
+
+class ServerEngine(Engine):
+    name = "server"
+    summary = "a running llama-server, Ollama or LM Studio: server[=URL] (without a URL: the usual local ports)"
+
+    def __init__(self, option: str | None = None) -> None:
+        super().__init__(option)
+        self._server: Server | None = None
+        self.read_timeout_s = DEFAULT_READ_TIMEOUT_S
+        self.model_name: str | None = None  # the model to ask for (Ollama, LM Studio), when given
+        self.gpu_backend: str | None = None  # this host's GPU backend, for a local server on "the GPU"
+
+    # -- finding the server ----------------------------------------------------------------------
+    def server(self) -> Server:
+        if self._server is None:
+            self._server = find_server(self.option, self.read_timeout_s, self.model_name)
+        return self._server
+
+    def describe(self) -> str:
+        s = self.server()
+        build = f", build {clean_name(s.build, 60)}" if s.build else ""
+        runtime = f", runtime {clean_name(s.runtime, 80)}" if s.runtime else ""
+        return f"{s.title()} serving {clean_name(s.model, 80)}{build}{runtime}"
+
+    def model_reference(self) -> str | None:
+        """The model file the server serves, as a path (None: not on this machine)."""
+        f = self.server().model_file
+        return str(f) if f is not None else None
+
+    # -- measuring -------------------------------------------------------------------------------
+    def run(
+        self, spec: ModelSpec, params: BenchParams, facts: HostFacts, progress: ProgressFn | None = None
+    ) -> BenchResult:
+        server = self.server()
+        if params.timeout_s:
+            self.read_timeout_s = min(self.read_timeout_s, params.timeout_s)
+        client = Client(server.endpoint, self.read_timeout_s)
+        requester = _Requester(server, client, spec, params.timeout_s or DEFAULT_REQUEST_TIMEOUT_S)
+        t_start, wall0 = time.time(), time.monotonic()
+        requester.one(8, WARMUP_TOKENS)  # loads the model (Ollama loads on first use); untimed
+        n_prompt, n_gen = params.n_prompt[0], params.n_gen[0]
+        rows: list[BenchRow] = []
+        samples: list[Sample] = []
+        try:
+            for rep in range(params.reps):
+                samples.append(requester.one(n_prompt, n_gen))
+                if progress:
+                    progress(test_name(n_prompt, n_gen), rep + 1, params.reps)
+            n_prompt = _prompt_tokens(samples) or n_prompt  # the prompt as the server counted it
+            rows += _single_rows(samples, n_prompt, n_gen)
+            for level in (n for n in params.n_parallel if n > 1):  # one user: the requests above
+                rounds = []
+                for rep in range(params.reps):
+                    rounds.append(requester.together(level, n_prompt, n_gen))
+                    if progress:
+                        progress(test_name(0, n_gen, 0, level), rep + 1, params.reps)
+                rows.append(_concurrent_row(rounds, level, n_gen))
+        except (ServerError, RunError) as e:
+            if samples and not rows:
+                with contextlib.suppress(ServerError):
+                    rows = _single_rows(samples, n_prompt, n_gen)
+            done = ", ".join(f"{r.name} {r.avg_ts:.2f} t/s" for r in rows)
+            kept = f"; measured before the fault: {done}" if done else ""
+            raise type(e)(f"{e}{kept}") from None
+        placement = self._placement(server, requester.runtime)
+        if requester.runtime:
+            self._server = server = replace(server, runtime=requester.runtime)
+        run_params = replace(
+            params,
+            n_prompt=(n_prompt,),
+            n_gpu_layers=_layers(placement, spec),
+            n_threads=placement.n_threads or params.n_threads,
+            probe_threads=None,
+        )
+        notes = [f"found {server.found}" if server.found else "", f"placement: {placement.evidence}"]
+        notes += [_client_note(samples)] if samples else []
+        return BenchResult(
+            params=run_params,
+            model=ModelInfo(
+                model_filename=str(spec.path),
+                model_type=f"{spec.architecture} {spec.quant_label}",
+                model_size=spec.file_size_bytes,
+                model_n_params=spec.n_params,
+                n_layer=spec.n_layers,
+                n_vocab=spec.vocab_size,
+            ),
+            rows=tuple(rows),
+            context=RunContext(
+                backends_used=placement.backends_used or (UNKNOWN_PLACEMENT,),
+                engine=self.name,
+                cpu_model=facts.cpu_model if server.endpoint.is_local else None,
+                n_threads=placement.n_threads,
+                physical_cores=facts.physical_cores if server.endpoint.is_local else None,
+                n_gpu_layers_requested=placement.n_gpu_layers,
+                n_gpu_layers_offloaded=_layers(placement, spec) if placement.gpu_fraction is not None else None,
+                n_layers=spec.n_layers,
+                backends_compiled=placement.backends_used,
+                notes=tuple(n for n in notes if n),
+            ),
+            test_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
+            elapsed_s=time.monotonic() - wall0,
+            notes=tuple(n for n in notes if n),
+        )
+
+    def _placement(self, server: Server, runtime: str | None) -> Placement:
+        """The server's placement with "gpu" named: LM Studio's runtime, or this host's GPU."""
+        p = server.placement
+        if server.kind == "lm-studio" and runtime:
+            backend = runtime_backend(runtime)
+            where = f"LM Studio's runtime {clean_name(runtime, 80)}"
+            return replace(p, backends_used=(backend,) if backend else (), evidence=where)
+        if "gpu" in p.backends_used:
+            if self.gpu_backend is None or not server.endpoint.is_local:
+                return replace(p, backends_used=(), evidence=f"{p.evidence}; which GPU is not visible from here")
+            used = tuple(self.gpu_backend if b == "gpu" else b for b in p.backends_used)
+            return replace(p, backends_used=used)
+        return p
+
+
+def _layers(p: Placement, spec: ModelSpec) -> int:
+    """Layers on the GPU: -ngl when known, else the GPU share of the model's layers, else all or none."""
+    if p.n_gpu_layers is not None:
+        return min(p.n_gpu_layers, spec.n_layers) if p.n_gpu_layers >= 0 else -1
+    if p.gpu_fraction is not None:
+        return round(p.gpu_fraction * spec.n_layers)
+    return 0 if p.backends_used in ((), ("cpu",)) else -1
+
+
+def _prompt_tokens(samples: list[Sample]) -> int | None:
+    """The prompt's tokens as the server counted them (the median over requests), if it said."""
+    counts = [s.server.prompt_n for s in samples if s.server and s.server.prompt_n]
+    return int(statistics.median(counts)) if counts else None
+
+
+def _client_note(samples: list[Sample]) -> str:
+    rates = [
+        (s.n_tokens - 1) / ((s.token_ns[-1] - s.token_ns[0]) / 1e9)
+        for s in samples
+        if len(s.token_ns) > 1 and s.token_ns[-1] > s.token_ns[0]
+    ]
+    ttfts = [s.ttft_ns / 1e6 for s in samples if s.ttft_ns is not None]
+    if not rates:
+        return ""
+    return (
+        f"as the client saw it: decode {statistics.fmean(rates):.2f} tok/s (first to last token), "
+        f"TTFT {statistics.median(ttfts):.0f} ms (median of {len(ttfts)})"
+    )
+
+
+def _single_rows(samples: list[Sample], n_prompt: int, n_gen: int) -> list[BenchRow]:
+    """A pp row and a tg row from the same requests: the server's timings where it gave them,
+    else the client's (TTFT for the prompt, first-to-last token for decode)."""
+    pp_ns, tg_ns = [], []
+    for s in samples:
+        t = s.server
+        if t and t.prompt_ms and t.prompt_n:
+            pp_ns.append(int(t.prompt_ms * 1e6 * n_prompt / t.prompt_n))
+        elif s.ttft_ns:
+            pp_ns.append(s.ttft_ns)
+        if t and t.gen_ms and t.gen_n:
+            tg_ns.append(int(t.gen_ms * 1e6 * n_gen / t.gen_n))  # normalized to n_gen tokens
+        elif len(s.token_ns) > 1 and s.n_tokens > 1:
+            tg_ns.append(int((s.token_ns[-1] - s.token_ns[0]) * n_gen / (s.n_tokens - 1)))
+    ttft = tuple(s.ttft_ns for s in samples if s.ttft_ns is not None)
+    itl = tuple(i for s in samples for i in s.itl_ns)
+    rows = []
+    if pp_ns and n_prompt:
+        rows.append(
+            BenchRow(
+                name=test_name(n_prompt, 0),
+                n_prompt=n_prompt,
+                n_gen=0,
+                n_depth=0,
+                samples_ns=tuple(pp_ns),
+                ttft_ns=ttft,
+            )
+        )
+    if tg_ns and n_gen:
+        rows.append(
+            BenchRow(name=test_name(0, n_gen), n_prompt=0, n_gen=n_gen, n_depth=0, samples_ns=tuple(tg_ns), itl_ns=itl)
+        )
+    if not rows:
+        raise ServerError("the server streamed no tokens: nothing to time")
+    return rows
+
+
+def _concurrent_row(rounds: list[list[Sample]], level: int, n_gen: int) -> BenchRow:
+    """Each round: `level` requests at once; its time is first request sent to last token,
+    normalized to level x n_gen tokens (a request that stopped early counts what it made)."""
+    samples_ns, ttft, itl = [], [], []
+    for samples in rounds:
+        made = sum(s.n_tokens for s in samples)
+        ends = [s.token_ns[-1] for s in samples if s.token_ns]
+        if not made or not ends:
+            raise ServerError(f"{level} requests at once streamed no tokens")
+        span = max(ends) - min(s.start_ns for s in samples)
+        samples_ns.append(int(span * level * n_gen / made))
+        ttft += [s.ttft_ns for s in samples if s.ttft_ns is not None]
+        itl += [i for s in samples for i in s.itl_ns]
+    return BenchRow(
+        name=test_name(0, n_gen, 0, level),
+        n_prompt=0,
+        n_gen=n_gen,
+        n_depth=0,
+        samples_ns=tuple(samples_ns),
+        ttft_ns=tuple(ttft),
+        itl_ns=tuple(itl),
+        n_parallel=level,
+    )
+
+
+class _Requester:
+    """Streamed completions with prompts no cache has seen."""
+
+    def __init__(self, server: Server, client: Client, spec: ModelSpec, timeout_s: float) -> None:
+        self.server, self.client, self.spec, self.timeout_s = server, client, spec, timeout_s
+        self.rng = random.Random(time.time_ns())
+        self.lock = threading.Lock()
+        self.runtime: str | None = None  # LM Studio names its runtime in each completion
+
+    def _prompt(self, n_prompt: int) -> Any:
+        with self.lock:
+            if self.server.kind == "llama-server":  # token ids: exactly n_prompt tokens, never cached
+                low = min(1000, self.spec.vocab_size // 4)
+                return [self.rng.randrange(low, max(self.spec.vocab_size, low + 1)) for _ in range(max(n_prompt, 1))]
+            words = [self.rng.choice(WORDS) for _ in range(max(n_prompt, 1))]
+            return f"{self.rng.getrandbits(64):016x} " + " ".join(words)
+
+    def _request(self, n_prompt: int, n_gen: int) -> tuple[str, dict[str, Any]]:
+        prompt, kind, model = self._prompt(n_prompt), self.server.kind, self.server.model
+        if kind == "llama-server":
+            body = {"prompt": prompt, "n_predict": n_gen, "stream": True, "cache_prompt": False}
+            return "/completion", {**body, "ignore_eos": True, "temperature": 0, "n_probs": 0}
+        if kind == "ollama":
+            options = {"num_predict": n_gen, "temperature": 0, "seed": 1}
+            return "/api/generate", {"model": model, "prompt": prompt, "raw": True, "stream": True, "options": options}
+        if kind == "lm-studio":  # not streamed: its stats come whole with the answer
+            return "/api/v0/completions", {"model": model, "prompt": prompt, "max_tokens": n_gen, "stream": False}
+        return "/v1/completions", {
+            "model": model,
+            "prompt": prompt,
+            "max_tokens": n_gen,
+            "stream": True,
+            "temperature": 0,
+        }
+
+    def one(self, n_prompt: int, n_gen: int) -> Sample:
+        path, body = self._request(n_prompt, n_gen)
+        kind = self.server.kind
+        if kind == "lm-studio":
+            return self._whole(path, body)
+        timings = {"llama-server": timings_llama_server, "ollama": timings_ollama}.get(kind)
+        start = time.perf_counter_ns()
+        sample = Sample(start_ns=start, token_ns=[], n_tokens=0, server=None)
+        done = False
+        for at, event in self.client.stream(path, body, time.monotonic() + self.timeout_s):
+            n = tokens_in_event(kind, event)
+            if n:
+                sample.token_ns.append(at)
+                sample.n_tokens += n
+            if timings is not None and (t := timings(event)) is not None:
+                sample.server = t
+            done = done or finished(kind, event)
+        if not done:
+            raise ServerError(
+                f"{self.server.title()}: the stream ended before the completion did "
+                f"(after {sample.n_tokens} tokens): the server broke off"
+            )
+        if not sample.token_ns and not (sample.server and sample.server.gen_n):
+            raise ServerError(f"{self.server.title()}: a completion ended without a single token")
+        return sample
+
+    def _whole(self, path: str, body: dict[str, Any]) -> Sample:
+        """One answer, not streamed: the server's stats time it; the client sees only the end."""
+        start = time.perf_counter_ns()
+        answer = self.client.get_json(path, body, timeout_s=self.timeout_s)
+        end = time.perf_counter_ns()
+        if not isinstance(answer, dict):
+            raise ServerError(f"{self.server.title()}: {path} answered something other than a completion")
+        timings = timings_lm_studio(answer)
+        runtime = answer.get("runtime")
+        if isinstance(runtime, dict) and isinstance(runtime.get("name"), str):
+            self.runtime = runtime["name"][:200]
+        made = timings.gen_n if timings and timings.gen_n else 0
+        if not made:
+            raise ServerError(f"{self.server.title()}: a completion came back without tokens or stats")
+        return Sample(start_ns=start, token_ns=[end], n_tokens=made, server=timings)
+
+    def together(self, level: int, n_prompt: int, n_gen: int) -> list[Sample]:
+        """`level` requests sent at once, each on its own connection."""
+        results: list[Sample | BaseException] = [RuntimeError("not run")] * level
+
+        def go(i: int) -> None:
+            try:
+                results[i] = self.one(n_prompt, n_gen)
+            except BaseException as e:  # handed to the caller below
+                results[i] = e
+
+        threads = [threading.Thread(target=go, args=(i,), daemon=True) for i in range(level)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0] if isinstance(errors[0], (ServerError, RunError)) else ServerError(str(errors[0]))
+        return [r for r in results if isinstance(r, Sample)]
+
+
+# -- finding a server ---------------------------------------------------------------------------
+def find_server(url: str | None, read_timeout_s: float, model_name: str | None = None) -> Server:
+    """The server at `url`, or the first one on the usual local ports; BadInputError naming what
+    was tried when there is none."""
+    if url:
+        endpoint = Endpoint.parse(url)
+        if not reachable(endpoint):
+            raise BadInputError(f"--server {endpoint}: nothing accepts connections there")
+        return identify(endpoint, Client(endpoint, read_timeout_s), model_name, found=f"at {endpoint}")
+    tried = []
+    for port, kind in DEFAULT_PORTS:
+        endpoint = Endpoint("http", "127.0.0.1", port, "")
+        tried.append(f"{KIND_TITLES[kind]} :{port}")
+        if reachable(endpoint, 0.5):
+            return identify(
+                endpoint, Client(endpoint, read_timeout_s), model_name, found=f"on {KIND_TITLES[kind]}'s port {port}"
+            )
+    raise BadInputError(f"--server: no server on the usual local ports ({', '.join(tried)}): give its URL")
+
+
+def identify(endpoint: Endpoint, client: Client, model_name: str | None, found: str) -> Server:
+    """Which API answers, and what it serves. BadInputError when it is none of them."""
+    probes = (
+        ("/api/version", _ollama),
+        ("/props", _llama_server),
+        ("/api/v0/models", _lm_studio),
+        ("/v1/models", _openai),
+    )
+    for path, make in probes:
+        try:
+            answer = client.get_json(path, timeout_s=5.0)
+        except ServerError:
+            continue
+        server = make(endpoint, client, answer, model_name)
+        if server is not None:
+            return replace(server, found=f"{server.title()} ({found})")
+    raise BadInputError(
+        f"--server {endpoint}: not llama-server, Ollama, LM Studio or an OpenAI-compatible server "
+        "(none of /api/version, /props, /api/v0/models, /v1/models answered as they do)"
+    )
+
+
+def _llama_server(endpoint: Endpoint, client: Client, props: Any, model_name: str | None) -> Server | None:
+    if not isinstance(props, dict) or not ("model_path" in props or "default_generation_settings" in props):
+        return None
+    path = props.get("model_path") if isinstance(props.get("model_path"), str) else None
+    slots = props.get("total_slots") if isinstance(props.get("total_slots"), int) else None
+    model_file = Path(path) if path and endpoint.is_local and Path(path).is_file() else None
+    placement = _local_process(endpoint) if endpoint.is_local else None
+    if placement is None:
+        placement = Placement(
+            backends_used=(), slots=slots, evidence="a remote llama-server: its device is not visible from here"
+        )
+    return Server(
+        kind="llama-server",
+        endpoint=endpoint,
+        model=Path(path).name if path else "model",
+        model_file=model_file,
+        build=props.get("build_info") if isinstance(props.get("build_info"), str) else None,
+        placement=replace(placement, slots=slots),
+    )
+
+
+def _ollama(endpoint: Endpoint, client: Client, version: Any, model_name: str | None) -> Server | None:
+    if not isinstance(version, dict) or not isinstance(version.get("version"), str):
+        return None
+    ps = client.get_json("/api/ps")
+    running = ps.get("models") if isinstance(ps, dict) else None
+    models = [m for m in running if isinstance(m, dict)] if isinstance(running, list) else []
+    wanted = model_name
+    chosen = next((m for m in models if wanted and m.get("name") in (wanted, f"{wanted}:latest")), None)
+    if chosen is None and wanted is None:
+        if not models:
+            raise BadInputError(f"Ollama at {endpoint} has no model loaded: give the model (MODEL as ollama:NAME)")
+        if len(models) > 1:
+            names = ", ".join(clean_name(m.get("name"), 40) for m in models[:5])
+            raise BadInputError(f"Ollama at {endpoint} has several models loaded ({names}): give one as ollama:NAME")
+        chosen = models[0]
+    name = str((chosen or {}).get("name") or wanted)
+    return Server(
+        kind="ollama",
+        endpoint=endpoint,
+        model=name,
+        model_file=None,
+        store_reference=f"ollama:{name}" if endpoint.is_local else None,
+        build=f"Ollama {clean_name(version['version'], 30)}",
+        placement=ollama_placement(chosen) if chosen else Placement(backends_used=(), evidence="not loaded yet"),
+    )
+
+
+def ollama_placement(model: dict[str, Any]) -> Placement:
+    """Ollama's /api/ps: size_vram of size is the share on the GPU (0: CPU only)."""
+    size, vram = model.get("size"), model.get("size_vram")
+    if not isinstance(size, int) or not isinstance(vram, int) or size <= 0 or vram < 0:
+        return Placement(backends_used=(), evidence="Ollama's /api/ps gave no size_vram")
+    fraction = min(vram / size, 1.0)
+    evidence = f"Ollama's /api/ps: size_vram {vram / 1e9:.2f} GB of {size / 1e9:.2f} GB ({fraction:.0%} on the GPU)"
+    if fraction <= 0.001:
+        return Placement(backends_used=("cpu",), gpu_fraction=0.0, evidence=evidence)
+    # the GPU's backend is this host's GPU when the server is local (filled in by the caller)
+    used: tuple[str, ...] = ("gpu",) if fraction >= 0.999 else ("gpu", "cpu")
+    return Placement(backends_used=used, gpu_fraction=fraction, evidence=evidence)
+
+
+def _lm_studio(endpoint: Endpoint, client: Client, models: Any, model_name: str | None) -> Server | None:
+    data = models.get("data") if isinstance(models, dict) else None
+    if not isinstance(data, list) or not all(isinstance(m, dict) and "state" in m for m in data):
+        return None
+    loaded = [m for m in data if m.get("state") == "loaded" and m.get("type") in ("llm", "vlm", None)]
+    chosen = next((m for m in loaded if model_name and m.get("id") == model_name), None)
+    if chosen is None:
+        if not loaded:
+            raise BadInputError(f"LM Studio at {endpoint} has no model loaded: load one, or give it as MODEL")
+        chosen = loaded[0]
+    publisher = chosen.get("publisher") if isinstance(chosen.get("publisher"), str) else None
+    ident = str(chosen.get("id"))
+    return Server(
+        kind="lm-studio",
+        endpoint=endpoint,
+        model=ident,
+        model_file=None,
+        placement=Placement(backends_used=(), evidence="LM Studio says its runtime with each completion"),
+        store_reference=f"{publisher}/{ident}" if publisher and endpoint.is_local else None,
+    )
+
+
+def runtime_backend(runtime: str) -> str | None:
+    """LM Studio's runtime name -> a backend (llama.cpp-win-x86_64-nvidia-cuda12-avx2 -> cuda)."""
+    low = runtime.lower()
+    return next((b for key, b in RUNTIME_BACKENDS if key in low), None)
+
+
+def _openai(endpoint: Endpoint, client: Client, models: Any, model_name: str | None) -> Server | None:
+    data = models.get("data") if isinstance(models, dict) else None
+    if not isinstance(data, list) or not data or not isinstance(data[0], dict):
+        return None
+    ident = model_name or str(data[0].get("id"))
+    return Server(
+        kind="openai",
+        endpoint=endpoint,
+        model=ident,
+        model_file=None,
+        placement=Placement(backends_used=(), evidence="an OpenAI-compatible API does not say where it runs"),
+    )
+
+
+def _local_process(endpoint: Endpoint) -> Placement | None:
+    """The local process listening on the port: the GPU libraries it mapped, its -ngl and -t."""
+    try:
+        pid = next(
+            c.pid
+            for c in psutil.net_connections(kind="tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == endpoint.port and c.pid
+        )
+        proc = psutil.Process(pid)
+        cmdline = proc.cmdline()
+    except (StopIteration, psutil.Error, OSError):
+        return None
+    libs: set[str] = set()
+    with contextlib.suppress(psutil.Error, OSError):
+        for m in proc.memory_maps(grouped=True):
+            name = Path(m.path).name
+            libs.update(b for key, b in GPU_LIBRARIES if name.startswith(key))
+    ngl = _flag(cmdline, ("-ngl", "--n-gpu-layers", "--gpu-layers"))
+    threads = _flag(cmdline, ("-t", "--threads"))
+    program = clean_name(Path(cmdline[0]).name if cmdline else "?", 60)
+    if not libs or ngl == 0:
+        why = "no GPU library mapped" if not libs else "-ngl 0"
+        return Placement(
+            backends_used=("cpu",), n_gpu_layers=0, n_threads=threads, evidence=f"process {pid} ({program}): {why}"
+        )
+    used = tuple(sorted(libs))
+    return Placement(
+        backends_used=used,
+        n_gpu_layers=ngl,
+        n_threads=threads,
+        evidence=f"process {pid} ({program}) mapped {', '.join(used).upper()} libraries; "
+        f"-ngl {ngl if ngl is not None else 'default'}",
+    )
+
+
+def _flag(cmdline: list[str], names: tuple[str, ...]) -> int | None:
+    for i, arg in enumerate(cmdline[:-1]):
+        if arg in names and re.fullmatch(r"-?\d{1,6}", cmdline[i + 1]):
+            return int(cmdline[i + 1])
+    for arg in cmdline:
+        for name in names:
+            if arg.startswith(name + "=") and re.fullmatch(r"-?\d{1,6}", arg[len(name) + 1 :]):
+                return int(arg[len(name) + 1 :])
+    return None

@@ -1,0 +1,124 @@
+"""llama.cpp's own programs for the tests: llama-bench, llama-server and rpc-server, built from
+the llama.cpp source vendored in the llama-cpp-python sdist of the installed version (the
+same llama.cpp as the python engine), once, into a cache keyed by that version and the
+build options.
+
+The sdist comes through pip (`pip download --no-binary`), so pip's index configuration
+holds; cmake and ninja come from the test extra when the system has none. A CPU build
+(GGML_NATIVE, GGML_RPC on, no curl, no web UI) takes 15-20 minutes on 2 cores the first
+time; later runs find it in ~/.cache/ggprof-tests (GGPROF_TOOLS_CACHE overrides).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+PROGRAMS = {"llama-bench": "llama-bench", "llama-server": "llama-server", "rpc-server": "ggml-rpc-server"}
+CMAKE_OPTIONS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DGGML_NATIVE=ON",
+    "-DGGML_RPC=ON",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_TOOLS=ON",
+    "-DLLAMA_BUILD_SERVER=ON",
+    "-DLLAMA_BUILD_APP=OFF",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",  # else the server build fetches its web UI
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_CURL=OFF",
+)
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("GGPROF_TOOLS_CACHE") or Path.home() / ".cache" / "ggprof-tests")
+
+
+def tools_dir() -> Path:
+    """The folder holding the built programs (built now when the cache has none)."""
+    version = metadata.version("llama-cpp-python")
+    key = hashlib.sha256(" ".join(CMAKE_OPTIONS).encode()).hexdigest()[:10]
+    out = cache_root() / f"llama.cpp-{version}-{key}"
+    if all((out / name).is_file() for name in PROGRAMS):
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time; the others wait and reuse it
+        if not all((out / name).is_file() for name in PROGRAMS):
+            _build(version, out)
+    return out
+
+
+def _tool(name: str) -> str:
+    """cmake or ninja: the test extra's (beside this Python), else the system's."""
+    here = Path(sys.executable).parent / name
+    found = str(here) if here.is_file() else shutil.which(name)
+    if found is None:
+        raise RuntimeError(f"building llama.cpp's tools needs {name}: pip install '.[test]' brings it")
+    return found
+
+
+def _build(version: str, out: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="ggprof-llamacpp-") as tmp:
+        work = Path(tmp)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"llama-cpp-python=={version}",
+                "-d",
+                str(work),
+            ],
+            check=True,
+        )
+        sdist = next(work.glob("llama_cpp_python-*.tar.gz"))
+        with tarfile.open(sdist) as tar:
+            members = [m for m in tar.getmembers() if "/vendor/llama.cpp/" in m.name + "/"]
+            tar.extractall(work, members=members, filter="data")
+        source = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
+        build = work / "build"
+        cmake = _tool("cmake")
+        subprocess.run(
+            [
+                cmake,
+                "-S",
+                str(source),
+                "-B",
+                str(build),
+                "-G",
+                "Ninja",
+                f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}",
+                *list(CMAKE_OPTIONS),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        jobs = str(os.cpu_count() or 2)
+        subprocess.run(
+            [cmake, "--build", str(build), "-j", jobs, "--target", *PROGRAMS.values()],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        staging = out.with_name(out.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        for name, target in PROGRAMS.items():
+            shutil.copy2(build / "bin" / target, staging / name)
+        shutil.rmtree(out, ignore_errors=True)
+        staging.rename(out)

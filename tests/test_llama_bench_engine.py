@@ -1,0 +1,145 @@
+"""The llama-bench engine: the real llama-bench (built from the installed llama-cpp-python's
+llama.cpp) on the real Gemma model, end to end, and llama-bench programs that misbehave."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from support import as_process, started
+
+SMALL = ("-p", "32", "-n", "8", "-r", "2")
+
+
+def engine(tools: Path) -> str:
+    return f"llama-bench={tools / 'llama-bench'}"
+
+
+def script(tmp_path: Path, body: str, name: str = "llama-bench") -> Path:
+    """A program that stands in for a broken llama-bench."""
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return path
+
+
+def real_row(tools: Path, gemma: Path) -> str:
+    """One real JSONL row of this llama-bench, for the scripts to replay."""
+    r = as_process(
+        "bench", str(gemma), "--engine", engine(tools), "-p", "0", "-n", "4", "-r", "1", "--no-save", "-o", "jsonl"
+    )
+    assert r.exit_code == 0, r.stderr
+    return r.stdout.splitlines()[0]
+
+
+@pytest.mark.slow
+def test_profile_through_llama_bench_judges_keeps_and_reports(
+    llama_tools: Path, gemma_path: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "runs.db"
+    r = as_process(
+        "profile", str(gemma_path), "--engine", engine(llama_tools), *SMALL, "--db", str(db), "--json", timeout_s=300
+    )
+    assert r.exit_code in (0, 3), r.stderr
+    d = json.loads(r.stdout)
+    assert d["engine"].startswith("llama.cpp's llama-bench (")
+    assert [(b["n_prompt"], b["n_gen"]) for b in d["bench"]] == [(32, 0), (0, 8)]
+    first = d["bench"][0]
+    assert first["engine"] == "llama-bench" and first["backends"] == "CPU" and first["build_commit"]
+    assert len(first["samples_ns"]) == 2 and first["avg_ts"] > 0
+    assert d["context"]["backends_used"] == ["cpu"] and d["context"]["repack"] in (True, False)
+    # judged as any run is: the decode finding, and the thread probe ran at half the threads
+    codes = {f["code"] for f in d["findings"]}
+    assert codes & {"DECODE_PLAUSIBLE", "DECODE_BELOW_BAND", "CPU_COMPUTE_BOUND", "RUN_TOO_NOISY"}
+    depth = d["depths"][0]
+    if os.cpu_count() and os.cpu_count() >= 2:
+        assert depth["probe_threads"] == max((d["context"]["n_threads"] or 2) // 2, 1)
+    # kept, listed and reported like a python-engine run
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("select count(*) from runs").fetchone()[0] == 1
+    listed = as_process("history", "--db", str(db), "--json")
+    assert listed.exit_code == 0 and json.loads(listed.stdout)[0]["kind"] == "profile"
+    report = as_process("report", "--db", str(db))
+    assert report.exit_code == 0 and "llama-bench engine" in report.stdout
+
+
+@pytest.mark.slow
+def test_bench_lists_of_threads_and_depths_through_llama_bench(llama_tools: Path, gemma_path: Path) -> None:
+    r = as_process(
+        "bench", str(gemma_path), "--engine", engine(llama_tools), "-p", "16", "-n", "4", "-r", "1",
+        "-t", "1,2", "-d", "0,16", "--no-save", "-o", "json", timeout_s=300,
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [(x["n_threads"], x["n_depth"], x["n_prompt"], x["n_gen"]) for x in rows] == [
+        (t, d, p, g) for t in (1, 2) for d in (0, 16) for p, g in ((16, 0), (0, 4))
+    ]
+
+
+def test_a_path_that_is_not_a_program_is_one_line(tmp_path: Path, gemma_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    r = as_process("bench", str(gemma_path), "--engine", f"llama-bench={tmp_path / 'notes.txt'}", "--no-save")
+    assert r.exit_code == 2 and r.stderr.strip().endswith("notes.txt: not an executable file")
+    r = as_process("bench", str(gemma_path), "--engine", "llama-bench", "--no-save", env={"PATH": str(tmp_path)})
+    assert r.exit_code == 2 and "needs llama-bench: give --engine llama-bench=PATH" in r.stderr
+    r = as_process("bench", str(gemma_path), "--engine", "vllm", "--no-save")
+    assert r.exit_code == 2 and "--engine vllm: no such engine (known: llama-bench, python, server)" in r.stderr
+
+
+def test_llama_bench_printing_garbage_is_one_line(tmp_path: Path, gemma_path: Path) -> None:
+    fake = script(tmp_path, 'echo "this is not json"')
+    r = as_process("bench", str(gemma_path), "--engine", f"llama-bench={fake}", "--no-save")
+    assert r.exit_code == 1 and "Traceback" not in r.stderr
+    assert "output line 1 is not a result row (not a JSON object): this is not json" in r.stderr
+
+
+def test_llama_bench_printing_a_hostile_row_is_one_line(tmp_path: Path, gemma_path: Path) -> None:
+    row = {"n_prompt": 512, "n_gen": 0, "n_depth": 0, "samples_ns": [-5], "avg_ts": 1e308, "backends": "CPU"}
+    fake = script(tmp_path, f"echo '{json.dumps(row)}'")
+    r = as_process("bench", str(gemma_path), "--engine", f"llama-bench={fake}", "--no-save")
+    assert r.exit_code == 1 and "samples_ns holds something other than positive nanoseconds" in r.stderr
+
+
+@pytest.mark.slow
+def test_a_crash_after_a_row_names_what_was_measured(llama_tools: Path, tmp_path: Path, gemma_path: Path) -> None:
+    row = real_row(llama_tools, gemma_path)
+    fake = script(tmp_path, f"echo '{row}'\necho 'GGML_ASSERT(false) failed' >&2\nkill -SEGV $$")
+    r = as_process("bench", str(gemma_path), "--engine", f"llama-bench={fake}", "-p", "0", "-n", "4,8", "--no-save")
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1
+    assert "killed by SIGSEGV; llama-bench last said: GGML_ASSERT(false) failed" in r.stderr
+    assert "measured before the fault: tg4 " in r.stderr
+
+
+def test_a_hanging_llama_bench_times_out(tmp_path: Path, gemma_path: Path) -> None:
+    fake = script(tmp_path, "sleep 600")
+    t0 = time.monotonic()
+    r = as_process("bench", str(gemma_path), "--engine", f"llama-bench={fake}", "--timeout", "2", "--no-save")
+    assert r.exit_code == 1 and "timed out after 2 s (--timeout)" in r.stderr and time.monotonic() - t0 < 30
+
+
+def test_ctrl_c_ends_llama_bench_and_its_process_group(tmp_path: Path, gemma_path: Path) -> None:
+    fake = script(tmp_path, "sleep 600 & wait")
+    proc = started("bench", str(gemma_path), "--engine", f"llama-bench={fake}", "--no-save")
+    deadline, sleeper = time.monotonic() + 60, None
+    while sleeper is None and time.monotonic() < deadline:
+        kids = psutil.Process(proc.pid).children(recursive=True)
+        sleeper = next((k for k in kids if k.name() == "sleep"), None)
+        time.sleep(0.2)
+    assert sleeper is not None
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Error: interrupted" in err
+    sleeper.wait(timeout=10)
+    assert not sleeper.is_running()
+
+
+def test_parallel_needs_the_python_engine(tmp_path: Path, gemma_path: Path) -> None:
+    fake = script(tmp_path, "exit 0")
+    r = as_process("bench", str(gemma_path), "--engine", f"llama-bench={fake}", "--parallel", "1,2", "--no-save")
+    assert r.exit_code == 2 and "--parallel (a batch sweep) needs the python engine" in r.stderr

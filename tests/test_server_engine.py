@@ -1,0 +1,299 @@
+"""The server engine: a real llama-server (built from the installed llama-cpp-python's llama.cpp)
+serving the real Gemma model with 4 slots; Ollama and LM Studio from their documented
+answers (tests/data/servers); and servers that misbehave."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ggufs import Shape, write_model
+from replay_server import ReplayServer, Route, json_route, lm_studio_routes, ollama_routes
+from support import KEEP, as_process
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def llama_server(llama_tools: Path, gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """llama-server on the Gemma model, 4 slots of 1,024 tokens, 2 threads, on a free port."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("llama-server") / "log.txt"
+    # --no-repack: llama.cpp's AMX repacking segfaults on some AMX CPUs (ggml-org/llama.cpp#20824),
+    # as ggprof's engines avoid it too
+    command = [str(llama_tools / "llama-server"), "-m", str(gemma_path), "--port", str(port), "--host", "127.0.0.1"]
+    command += ["-np", "4", "-c", "4096", "-t", "2", "--no-warmup", "--no-repack"]
+    with log.open("w") as out:  # a file, not a pipe: a pipe nobody reads fills and stalls the server
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    KEEP.add(proc.pid)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    import urllib.request
+
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+                if json.load(r).get("status") == "ok":
+                    break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        raise AssertionError(f"llama-server did not start: {log.read_text()[-2000:]}")
+    try:
+        yield url
+    finally:
+        KEEP.discard(proc.pid)
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_profile_a_real_llama_server(llama_server: str, tmp_path: Path) -> None:
+    r = as_process(
+        "profile", "--server", llama_server, "-p", "64", "-n", "32", "-r", "3", "--json", "--db", str(tmp_path / "r.db")
+    )
+    assert r.exit_code in (0, 3), r.stderr
+    d = json.loads(r.stdout)
+    assert d["engine"].startswith(f"llama-server at {llama_server} serving gemma-3-270m-q4_k_m.gguf")
+    assert d["model"]["path"].endswith("gemma-3-270m-q4_k_m.gguf")  # its model path, read from /props
+    # where it runs: the server process mapped no GPU library -> the CPU, with 2 threads from its command line
+    assert d["context"]["backends_used"] == ["cpu"] and d["context"]["n_threads"] == 2
+    assert any("mapped" in n or "no GPU library" in n for n in d["context"]["notes"])
+    pp, tg = d["bench"]
+    assert (pp["n_prompt"], tg["n_gen"]) == (64, 32)  # token-id prompts: exactly 64 tokens, never cached
+    assert len(tg["samples_ns"]) == 3 and tg["itl_p50_ms"] > 0 and pp["ttft_ms"] > 0
+    assert any(n.startswith("as the client saw it: decode") for n in d["context"]["notes"])
+    assert {f["code"] for f in d["findings"]} & {"DECODE_PLAUSIBLE", "DECODE_BELOW_BAND", "RUN_TOO_NOISY"}
+
+
+@pytest.mark.slow
+def test_the_server_decode_figure_is_its_own_timings(llama_server: str) -> None:
+    """What the engine reports for decode is what llama-server's `timings` say, request by request."""
+    import urllib.request
+
+    body = json.dumps({"prompt": [1000 + i for i in range(16)], "n_predict": 16, "ignore_eos": True}).encode()
+    req = urllib.request.Request(f"{llama_server}/completion", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        timings = json.load(resp)["timings"]
+    assert timings["predicted_n"] == 16 and timings["prompt_n"] == 16
+    r = as_process("profile", "--server", llama_server, "-p", "16", "-n", "16", "-r", "2", "--json", "--no-save")
+    tg = json.loads(r.stdout)["bench"][1]
+    server_rate = timings["predicted_per_second"]
+    assert 0.3 * server_rate < tg["avg_ts"] < 3 * server_rate  # same server, same sizes: same order
+
+
+@pytest.mark.slow
+def test_concurrency_sweep_on_four_slots(llama_server: str) -> None:
+    r = as_process(
+        "profile",
+        "--server",
+        llama_server,
+        "-p",
+        "16",
+        "-n",
+        "24",
+        "-r",
+        "1",
+        "--concurrency",
+        "1,2,4",
+        "--json",
+        "--no-save",
+        timeout_s=300,
+    )
+    assert r.exit_code in (0, 3), r.stderr
+    d = json.loads(r.stdout)
+    rows = {b["n_parallel"]: b for b in d["bench"]}
+    assert sorted(rows) == [1, 2, 4]
+    aggregate = [rows[n]["avg_ts"] for n in (1, 2, 4)]
+    per_user = [rows[n]["avg_ts"] / n for n in (1, 2, 4)]
+    assert aggregate[2] > aggregate[0] and per_user[2] < per_user[0]
+    sweep = d["concurrency"]
+    assert [p["users"] for p in sweep["points"]] == [1, 2, 4]
+    assert all(p["predicted_aggregate_ceiling_tok_s"] > 0 for p in sweep["points"])
+
+
+def test_ollama_from_its_documented_answers(tmp_path: Path) -> None:
+    model = write_model(tmp_path / "m.gguf", Shape())[0]
+    with ReplayServer(ollama_routes()) as url:
+        r = as_process(
+            "profile",
+            str(model),
+            "--server",
+            url,
+            "--device",
+            "rtx-4090",
+            "-p",
+            "16",
+            "-n",
+            "64",
+            "-r",
+            "2",
+            "--json",
+            "--no-save",
+        )
+    assert r.exit_code in (0, 3, 4), r.stderr
+    d = json.loads(r.stdout)
+    assert d["engine"] == f"Ollama at {url} serving mistral:latest, build Ollama 0.12.6"
+    tg = d["bench"][1]
+    # the server's own figure: eval_count 259 in eval_duration 4.23271 s
+    assert tg["avg_ts"] == pytest.approx(259 / 4.23271, rel=1e-3)
+    assert d["bench"][0]["n_prompt"] == 26  # prompt_eval_count: the prompt as the server counted it
+    notes = " ".join(d["context"]["notes"])
+    assert "size_vram 5.14 GB of 5.14 GB (100% on the GPU)" in notes
+    assert d["device"]["backend"] == "cuda"  # where Ollama says it runs, the --device of it
+
+
+def test_ollama_placement_unknown_without_a_device(tmp_path: Path) -> None:
+    model = write_model(tmp_path / "m.gguf", Shape())[0]
+    with ReplayServer(ollama_routes()) as url:
+        r = as_process("profile", str(model), "--server", url, "-p", "16", "-n", "16", "-r", "1", "--json", "--no-save")
+    d = json.loads(r.stdout)
+    assert r.exit_code == 0 and d["verdict"] == "unknown"
+    assert {f["code"] for f in d["findings"]} == {"PLACEMENT_UNKNOWN"}
+
+
+def test_ollama_model_found_in_its_store(tmp_path: Path) -> None:
+    """With no MODEL: the loaded model's manifest -> blob in the local store."""
+    store = tmp_path / "ollama"
+    blob = store / "blobs" / ("sha256-" + "b" * 64)
+    blob.parent.mkdir(parents=True)
+    write_model(blob, Shape(name="mistral stand-in"))
+    manifest = store / "manifests" / "registry.ollama.ai" / "library" / "mistral" / "latest"
+    manifest.parent.mkdir(parents=True)
+    layer = {"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:" + "b" * 64}
+    manifest.write_text(json.dumps({"layers": [layer]}))
+    with ReplayServer(ollama_routes()) as url:
+        r = as_process(
+            "profile",
+            "--server",
+            url,
+            "--device",
+            "rtx-4090",
+            "-p",
+            "16",
+            "-n",
+            "16",
+            "-r",
+            "1",
+            "--json",
+            "--no-save",
+            env={"OLLAMA_MODELS": str(store)},
+        )
+    assert r.exit_code in (0, 3, 4), r.stderr
+    assert json.loads(r.stdout)["model"]["path"] == str(blob)
+
+
+def test_lm_studio_from_its_documented_answers(tmp_path: Path) -> None:
+    model = write_model(tmp_path / "m.gguf", Shape())[0]
+    with ReplayServer(lm_studio_routes()) as url:
+        r = as_process(
+            "profile",
+            str(model),
+            "--server",
+            url,
+            "--device",
+            "apple-m2-max",
+            "-p",
+            "16",
+            "-n",
+            "9",
+            "-r",
+            "2",
+            "--json",
+            "--no-save",
+        )
+    assert r.exit_code in (0, 3, 4), r.stderr
+    d = json.loads(r.stdout)
+    assert (
+        d["engine"]
+        == f"LM Studio at {url} serving meta-llama-3.1-8b-instruct, runtime llama.cpp-mac-arm64-apple-metal-advsimd"
+    )
+    tg = d["bench"][1]
+    assert tg["avg_ts"] == pytest.approx(9 / 0.156, rel=1e-3)  # generation_time 0.156 s for 9 tokens
+    assert d["context"]["backends_used"] == ["metal"]
+
+
+def test_lm_studio_with_no_model_loaded_says_so(tmp_path: Path) -> None:
+    model = write_model(tmp_path / "m.gguf", Shape())[0]
+    with ReplayServer(lm_studio_routes(loaded=None)) as url:
+        r = as_process("profile", str(model), "--server", url, "--no-save")
+    assert r.exit_code == 2 and f"LM Studio at {url} has no model loaded" in r.stderr
+
+
+# -- servers that misbehave: one line, a documented status, nothing hangs -----------------------
+def broken(generate: Route) -> dict[tuple[str, str], Route]:
+    routes = ollama_routes()
+    routes[("POST", "/api/generate")] = generate
+    return routes
+
+
+def run_against(routes: dict[tuple[str, str], Route], tmp_path: Path, *extra: str) -> tuple[int, str]:
+    model = write_model(tmp_path / "m.gguf", Shape())[0]
+    with ReplayServer(routes) as url:
+        r = as_process(
+            "profile", str(model), "--server", url, "-p", "8", "-n", "8", "-r", "2", "--no-save", *extra, timeout_s=60
+        )
+    errors = [line for line in r.stderr.splitlines() if line.startswith("Error: ")]
+    assert "Traceback" not in r.stderr and len(errors) == 1, r.stderr
+    return r.exit_code, errors[0]
+
+
+def test_a_url_that_is_not_a_server(tmp_path: Path) -> None:
+    code, err = run_against({("GET", "/"): json_route({"hello": 1})}, tmp_path)
+    assert code == 2 and "not llama-server, Ollama, LM Studio or an OpenAI-compatible server" in err
+    port = free_port()
+    r = as_process("profile", "--server", f"http://127.0.0.1:{port}", "--no-save")
+    assert r.exit_code == 2 and "nothing accepts connections there" in r.stderr
+    r = as_process("profile", "--server", "ftp://example", "--no-save")
+    assert r.exit_code == 2 and "not an http(s) URL" in r.stderr
+
+
+def test_a_server_answering_500(tmp_path: Path) -> None:
+    code, err = run_against(broken(Route(status=500, body=b"model crashed")), tmp_path)
+    assert code == 1 and "HTTP 500 model crashed" in err
+
+
+def test_a_stream_that_is_not_json(tmp_path: Path) -> None:
+    code, err = run_against(broken(Route(lines=[b"<html>oops</html>\n"])), tmp_path)
+    assert code == 1 and "a streamed line is not JSON: <html>oops</html>" in err
+
+
+def test_a_stream_that_breaks_off_keeps_what_was_measured(tmp_path: Path) -> None:
+    """The warm-up and the first repetition complete; the second stream closes after 3 tokens."""
+    code, err = run_against(broken(Route(lines=recorded_lines(), cut_after=3, cut_from=2)), tmp_path)
+    assert code == 1 and "the stream ended before the completion did" in err
+    assert "measured before the fault: pp8 " in err and "tg8 " in err
+
+
+def recorded_lines() -> list[bytes]:
+    from replay_server import DATA
+
+    return [ln.encode() + b"\n" for ln in (DATA / "ollama-generate-stream.jsonl").read_text().splitlines()]
+
+
+def test_a_stream_that_never_ends_times_out(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    code, err = run_against(
+        broken(Route(lines=recorded_lines()[:1], forever=True, line_delay_s=0.01)), tmp_path, "--timeout", "3"
+    )
+    assert code == 1 and "ran past its time limit (--timeout)" in err and time.monotonic() - t0 < 40
+
+
+def test_a_server_that_never_sends_a_token_times_out(tmp_path: Path) -> None:
+    code, err = run_against(broken(Route(silent_s=30)), tmp_path, "--timeout", "2")
+    assert code == 1 and "no answer in time (timed out)" in err
+
+
+def test_concurrency_needs_a_server(gemma_path: Path) -> None:
+    r = as_process("profile", str(gemma_path), "--concurrency", "1,2", "--no-save")
+    assert r.exit_code == 2 and "--concurrency measures a server: give --server [URL] too" in r.stderr
