@@ -17,7 +17,14 @@ PLUGINS_MD = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_
 def test_every_hook_has_a_section() -> None:
     hooks = {name for name, fn in inspect.getmembers(hookspecs, inspect.isfunction) if hasattr(fn, "ggprof_spec")}
     documented = set(re.findall(r"^### `(\w+)\(", PLUGINS_MD, re.M))
-    assert hooks == {"register_backends", "register_engines", "judge", "swa_pattern", "profile_dirs", "register_commands"}
+    assert hooks == {
+        "register_backends",
+        "register_engines",
+        "judge",
+        "swa_pattern",
+        "profile_dirs",
+        "register_commands",
+    }
     assert documented == hooks
 
 

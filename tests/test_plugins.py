@@ -40,7 +40,14 @@ def test_outside_package_registers(tmp_path: Path) -> None:
     rows = {row["name"]: row for row in json.loads(r.stdout)}
     ex = rows["example"]
     assert (ex["distribution"], ex["version"], ex["builtin"]) == ("ggprof-example", "1.2.3", False)
-    assert ex["hooks"] == ["judge", "profile_dirs", "register_backends", "register_commands", "swa_pattern"]
+    assert ex["hooks"] == [
+        "judge",
+        "profile_dirs",
+        "register_backends",
+        "register_commands",
+        "register_engines",
+        "swa_pattern",
+    ]
     text = as_process("plugins", env=env).stdout
     assert "backends: cpu, cuda, example, metal, rocm, vulkan" in text
 
@@ -48,9 +55,15 @@ def test_outside_package_registers(tmp_path: Path) -> None:
 def test_ggprof_plugins_env_restricts(tmp_path: Path) -> None:
     install_example(tmp_path / "site")
     r = as_process("plugins", "--json", env={"PYTHONPATH": str(tmp_path / "site"), "GGPROF_PLUGINS": "cpu"})
-    assert {row["name"] for row in json.loads(r.stdout)} == {"ggprof.archs", "cpu"}
+    assert {row["name"] for row in json.loads(r.stdout)} == {"ggprof.archs", "ggprof.engines", "cpu"}
     r = as_process("plugins", "--json", env={"PYTHONPATH": str(tmp_path / "site"), "GGPROF_PLUGINS": "vulkan,example"})
-    assert {row["name"] for row in json.loads(r.stdout)} == {"ggprof.archs", "cpu", "vulkan", "example"}
+    assert {row["name"] for row in json.loads(r.stdout)} == {
+        "ggprof.archs",
+        "ggprof.engines",
+        "cpu",
+        "vulkan",
+        "example",
+    }
 
 
 def test_the_cpu_backend_cannot_be_turned_off(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
@@ -232,15 +245,43 @@ def test_every_hook_reaches_an_outside_plugin(tmp_path: Path, monkeypatch: pytes
         pm.hook.register_backends(register=registered.append)
         group = click.Group()
         pm.hook.register_commands(cli=group)
+        engines: dict[str, object] = {}
+        pm.hook.register_engines(register=engines.__setitem__)
         answers = {
             "register_backends": "example" in {getattr(b, "name", None) for b in registered},
             "register_commands": "example-hello" in group.commands,
             "swa_pattern": pm.hook.swa_pattern(architecture="examplearch") is not None,
             "profile_dirs": [Path("/example/profiles")] in pm.hook.profile_dirs(),
             "judge": any(f.code == "EXAMPLE_SUSPICIOUS_ROUND_NUMBER" for g in pm.hook.judge(case=case) for f in g),
+            "register_engines": "example-replay" in engines,
         }
     finally:
         pm.unregister(name="example-direct")
     hooks = {name for name in dir(hookspecs) if hasattr(getattr(hookspecs, name), "ggprof_spec")}
     assert set(answers) == hooks
     assert all(answers.values()), answers
+
+
+def test_an_outside_engine_runs_and_is_judged(tmp_path: Path, gemma_path: Path) -> None:
+    """A third-party engine (the example plugin's replay of a recorded llama-bench file) is run
+    through `--engine NAME=OPTION` and judged like any run."""
+    install_example(tmp_path / "site")
+    recorded = Path(__file__).parent / "data" / "llama-bench-gemma3-270m.json"
+    r = as_process(
+        "profile", str(gemma_path), "--engine", f"example-replay={recorded}", "--json", "--no-save",
+        env={"PYTHONPATH": str(tmp_path / "site")},
+    )  # fmt: skip
+    d = json.loads(r.stdout)
+    assert r.exit_code in (0, 3), r.stderr
+    assert d["context"]["engine"] == "example-replay" and d["engine"] == "example-replay"
+    rows = json.loads(recorded.read_text())
+    assert [b["avg_ts"] for b in d["bench"]] == pytest.approx([statistics_mean_ts(x) for x in rows], rel=1e-9)
+    assert {f["code"] for f in d["findings"]} & {"DECODE_PLAUSIBLE", "DECODE_BELOW_BAND", "CPU_COMPUTE_BOUND"}
+
+
+def statistics_mean_ts(row: dict[str, object]) -> float:
+    """tok/s of a recorded row, from its own samples (as llama-bench computes avg_ts)."""
+    n = int(row["n_prompt"] or row["n_gen"])  # type: ignore[call-overload]
+    samples = row["samples_ns"]
+    assert isinstance(samples, list)
+    return sum(n / (ns / 1e9) for ns in samples) / len(samples)

@@ -49,18 +49,18 @@ __all__ = [
     "BenchParams",
     "BenchResult",
     "BenchRow",
-    "Engine",
-    "ModelInfo",
     "Causes",
     "Detection",
     "Device",
     "Diagnosis",
     "EfficiencyBand",
+    "Engine",
     "ExpectedSpeed",
     "Figure",
     "Finding",
     "HostContext",
     "JudgeCase",
+    "ModelInfo",
     "ModelSpec",
     "Prediction",
     "ProfileDB",
@@ -82,8 +82,8 @@ if TYPE_CHECKING:
     hookimpl: pluggy.HookimplMarker
     from ggprof.bench.context import RunContext
     from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo
-    from ggprof.engines import Engine
     from ggprof.calibration import speed_fits
+    from ggprof.engines import Engine
     from ggprof.figures import Figure
     from ggprof.machine.device import Detection, Device, EfficiencyBand, ExpectedSpeed
     from ggprof.machine.host import HostContext

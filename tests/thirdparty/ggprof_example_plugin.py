@@ -5,21 +5,29 @@ It imports only from ggprof's public API (the package root), as any third-party 
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ggprof import (
     Backend,
+    BenchResult,
+    BenchRow,
     Detection,
     Device,
     EfficiencyBand,
+    Engine,
     Figure,
     Finding,
     HostContext,
     JudgeCase,
+    ModelInfo,
+    RunContext,
     SwaPattern,
     hookimpl,
 )
@@ -80,3 +88,40 @@ def judge(case: JudgeCase) -> list[Finding]:
             )
         ]
     return []
+
+
+class ReplayEngine(Engine):
+    """Answers a run with the rows of a recorded llama-bench JSON file: --engine example-replay=FILE."""
+
+    name = "example-replay"
+    summary = "replays a recorded llama-bench JSON file (example plugin)"
+
+    def run(self, spec: Any, params: Any, facts: Any, progress: Any = None) -> BenchResult:
+        rows = json.loads(Path(self.option or "").read_text())
+        bench = tuple(
+            BenchRow(
+                name=f"{'pp' if r['n_prompt'] else 'tg'}{r['n_prompt'] or r['n_gen']}",
+                n_prompt=r["n_prompt"],
+                n_gen=r["n_gen"],
+                n_depth=r["n_depth"],
+                samples_ns=tuple(r["samples_ns"]),
+            )
+            for r in rows
+        )
+        model = ModelInfo(
+            model_filename=str(spec.path),
+            model_type=rows[0]["model_type"],
+            model_size=rows[0]["model_size"],
+            model_n_params=rows[0]["model_n_params"],
+            n_layer=spec.n_layers,
+            n_vocab=spec.vocab_size,
+        )
+        context = RunContext(backends_used=("cpu",), engine=self.name, n_threads=rows[0]["n_threads"])
+        return BenchResult(
+            params=params, model=model, rows=bench, context=context, test_time=time.strftime("%Y"), elapsed_s=0.0
+        )
+
+
+@hookimpl
+def register_engines(register: Callable[[str, Callable[[str | None], Engine]], None]) -> None:
+    register(ReplayEngine.name, ReplayEngine)

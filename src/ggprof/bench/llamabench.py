@@ -63,6 +63,7 @@ def row_dict(result: BenchResult, row: BenchRow) -> dict[str, Any]:
         "ttft_ms": row.ttft_ms,
         "ttft_p50_ms": row.ttft_percentile_ms(50),
         "ttft_p95_ms": row.ttft_percentile_ms(95),
+        "client_avg_ts": row.client_avg_ts,  # a server's row: the client's view of the same tokens
     }
 
 

@@ -97,6 +97,16 @@ class BenchRow:
     probe: ThreadProbe | None = None
     n_parallel: int = 1  # sequences decoded together (a batch-sweep row); tok/s counts them all
     n_threads: int | None = None  # when the run swept threads
+    # a server's row: the same tokens timed by the client (first to last token, n_gen tokens)
+    client_samples_ns: tuple[int, ...] = ()
+
+    @property
+    def client_avg_ts(self) -> float | None:
+        return (
+            statistics.fmean(self.n_tokens / (ns / 1e9) for ns in self.client_samples_ns)
+            if self.client_samples_ns
+            else None
+        )
 
     @property
     def kind(self) -> str:

@@ -289,8 +289,10 @@ def _client_note(samples: list[Sample]) -> str:
 def _single_rows(samples: list[Sample], n_prompt: int, n_gen: int) -> list[BenchRow]:
     """A pp row and a tg row from the same requests: the server's timings where it gave them,
     else the client's (TTFT for the prompt, first-to-last token for decode)."""
-    pp_ns, tg_ns = [], []
+    pp_ns, tg_ns, client_ns = [], [], []
     for s in samples:
+        if len(s.token_ns) > 1 and s.n_tokens > 1:  # first to last token: n_tokens - 1 intervals
+            client_ns.append(int((s.token_ns[-1] - s.token_ns[0]) * n_gen / (s.n_tokens - 1)))
         t = s.server
         if t and t.prompt_ms and t.prompt_n:
             pp_ns.append(int(t.prompt_ms * 1e6 * n_prompt / t.prompt_n))
@@ -299,7 +301,7 @@ def _single_rows(samples: list[Sample], n_prompt: int, n_gen: int) -> list[Bench
         if t and t.gen_ms and t.gen_n:
             tg_ns.append(int(t.gen_ms * 1e6 * n_gen / t.gen_n))  # normalized to n_gen tokens
         elif len(s.token_ns) > 1 and s.n_tokens > 1:
-            tg_ns.append(int((s.token_ns[-1] - s.token_ns[0]) * n_gen / (s.n_tokens - 1)))
+            tg_ns.append(client_ns[-1])
     ttft = tuple(s.ttft_ns for s in samples if s.ttft_ns is not None)
     itl = tuple(i for s in samples for i in s.itl_ns)
     rows = []
@@ -316,7 +318,15 @@ def _single_rows(samples: list[Sample], n_prompt: int, n_gen: int) -> list[Bench
         )
     if tg_ns and n_gen:
         rows.append(
-            BenchRow(name=test_name(0, n_gen), n_prompt=0, n_gen=n_gen, n_depth=0, samples_ns=tuple(tg_ns), itl_ns=itl)
+            BenchRow(
+                name=test_name(0, n_gen),
+                n_prompt=0,
+                n_gen=n_gen,
+                n_depth=0,
+                samples_ns=tuple(tg_ns),
+                itl_ns=itl,
+                client_samples_ns=tuple(client_ns),
+            )
         )
     if not rows:
         raise ServerError("the server streamed no tokens: nothing to time")
