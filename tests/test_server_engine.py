@@ -297,3 +297,58 @@ def test_a_server_that_never_sends_a_token_times_out(tmp_path: Path) -> None:
 def test_concurrency_needs_a_server(gemma_path: Path) -> None:
     r = as_process("profile", str(gemma_path), "--concurrency", "1,2", "--no-save")
     assert r.exit_code == 2 and "--concurrency measures a server: give --server [URL] too" in r.stderr
+
+
+def test_a_remote_ollama_model_described_by_api_show(tmp_path: Path) -> None:
+    """No store here: the header comes from `/api/show` verbose (GGUF metadata and tensor table,
+    in Ollama's shape), and is read as the file's own header would be."""
+    from ggprof.model.gguf import ArrayValue, read_header
+    from ggprof.model.spec import load_model
+
+    model = write_model(tmp_path / "m.gguf", Shape(n_layers=3, name="remote"))[0]
+    header = read_header(model)
+
+    def as_ollama(v: object) -> object:  # Ollama lists arrays whole (the tokenizer too) when verbose
+        if isinstance(v, ArrayValue):
+            return list(v.items) if v.items is not None else ["tok"] * v.length
+        return v
+
+    info = {k: as_ollama(v.value) for k, v in header.metadata.items()}
+    tensors = [{"name": t.name, "type": t.ggml_type.name, "shape": list(t.shape)} for t in header.tensors]
+    routes = ollama_routes()
+    routes[("POST", "/api/show")] = json_route({"model_info": info, "tensors": tensors, "details": {"format": "gguf"}})
+    empty = tmp_path / "no-store"
+    empty.mkdir()
+    with ReplayServer(routes) as url:
+        r = as_process(
+            "profile",
+            "--server",
+            url,
+            "--device",
+            "rtx-4090",
+            "-p",
+            "16",
+            "-n",
+            "16",
+            "-r",
+            "1",
+            "--json",
+            "--no-save",
+            env={"OLLAMA_MODELS": str(empty)},
+        )
+    assert r.exit_code in (0, 3, 4), r.stderr
+    d = json.loads(r.stdout)
+    direct = load_model(model)
+    assert d["model"]["path"] == "ollama:mistral:latest"
+    assert d["model"]["decode_bytes_per_token"] == direct.decode_bytes_per_token
+    assert d["model"]["kv_bytes_per_token"] == direct.kv_bytes_per_token()
+
+
+def test_an_old_ollama_without_tensors_asks_for_the_file(tmp_path: Path) -> None:
+    routes = ollama_routes()
+    routes[("POST", "/api/show")] = json_route({"model_info": {"general.architecture": "llama"}})
+    empty = tmp_path / "no-store"
+    empty.mkdir()
+    with ReplayServer(routes) as url:
+        r = as_process("profile", "--server", url, "--no-save", env={"OLLAMA_MODELS": str(empty)})
+    assert r.exit_code == 2 and "lists no tensors (an older Ollama): give the model file" in r.stderr

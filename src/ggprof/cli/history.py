@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,10 +50,12 @@ def record(kind: str, spec: ModelSpec, facts: HostFacts, devices: list[str], res
     return RunRecord.new(kind, spec, facts, devices, result, command=invocation, version=__version__)
 
 
-def save_run(db: str | None, no_save: bool, rec: RunRecord) -> None:
-    """Keep the run; a database that cannot be written is a warning, never a lost result."""
+def save_run(db: str | None, no_save: bool, make: Callable[[], RunRecord]) -> None:
+    """Keep the run (`make` builds its record, which hashes the model's header: only when it is
+    kept); a database that cannot be written is a warning, never a lost result."""
     if no_save:
         return
+    rec = make()
     from ggprof.errors import GGProfError
     from ggprof.history.store import save
 

@@ -132,7 +132,7 @@ def _save_bench(db: str | None, no_save: bool, spec: Any, facts: Any, results: l
 
     rows = [row_dict(res, r) for res in results for r in res.rows]
     result = {"rows": rows, "context": context_dict(results[0]) if results else None}
-    save_run(db, no_save, record("bench", spec, facts, [], result))
+    save_run(db, no_save, lambda: record("bench", spec, facts, [], result))
 
 
 def _ridge_prediction(spec: Any, params: Any) -> Any:
@@ -250,7 +250,7 @@ def profile(
     result = profile_dict(report)
     show(as_json, lambda r: result, profile_text, report)
     devices = [d.name for d in host.devices if d.backend != "cpu"]
-    save_run(db, no_save, record("profile", spec, host.facts, devices, result))
+    save_run(db, no_save, lambda: record("profile", spec, host.facts, devices, result))
     if plot_path is not None:
         from ggprof.report.plots import plot_roofline, plot_thread_sweep
 

@@ -135,7 +135,7 @@ class LlamaBenchEngine(Engine):
             raise BadInputError("--parallel (a batch sweep) needs the python engine: llama-bench has no batched decode")
         program = self.program()
         t_start, wall0 = time.time(), time.monotonic()
-        load_before = psutil.cpu_percent(interval=0.2)
+        load_before = psutil.cpu_percent(interval=0.1)
         ram_before = int(psutil.virtual_memory().available)
         amx = "AMX_INT8" in facts.simd
         run = _Run(program, _arguments(params, amx), params, progress)

@@ -333,17 +333,25 @@ def _single_rows(samples: list[Sample], n_prompt: int, n_gen: int) -> list[Bench
     return rows
 
 
+def _decode_tok_s(s: Sample) -> float | None:
+    """One request's decode rate: the server's timings, else first to last streamed token."""
+    if s.server and s.server.gen_ms and s.server.gen_n:
+        return s.server.gen_n / (s.server.gen_ms / 1e3)
+    if len(s.token_ns) > 1 and s.n_tokens > 1 and s.token_ns[-1] > s.token_ns[0]:
+        return (s.n_tokens - 1) / ((s.token_ns[-1] - s.token_ns[0]) / 1e9)
+    return None
+
+
 def _concurrent_row(rounds: list[list[Sample]], level: int, n_gen: int) -> BenchRow:
-    """Each round: `level` requests at once; its time is first request sent to last token,
-    normalized to level x n_gen tokens (a request that stopped early counts what it made)."""
+    """Each round: `level` requests at once, decoding together. The aggregate is the sum of the
+    users' decode rates (as one user's row is its decode rate: prefill is the TTFT columns),
+    kept as the time `level x n_gen` tokens take at that rate."""
     samples_ns, ttft, itl = [], [], []
     for samples in rounds:
-        made = sum(s.n_tokens for s in samples)
-        ends = [s.token_ns[-1] for s in samples if s.token_ns]
-        if not made or not ends:
-            raise ServerError(f"{level} requests at once streamed no tokens")
-        span = max(ends) - min(s.start_ns for s in samples)
-        samples_ns.append(int(span * level * n_gen / made))
+        rates = [r for s in samples if (r := _decode_tok_s(s)) is not None]
+        if len(rates) < len(samples):
+            raise ServerError(f"{level} requests at once: a request streamed too few tokens to time its decode")
+        samples_ns.append(int(level * n_gen / sum(rates) * 1e9))
         ttft += [s.ttft_ns for s in samples if s.ttft_ns is not None]
         itl += [i for s in samples for i in s.itl_ns]
     return BenchRow(

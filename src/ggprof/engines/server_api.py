@@ -185,7 +185,7 @@ class ServerTimings:
 
     prompt_n: int | None = None
     prompt_ms: float | None = None
-    gen_n: int | None = None
+    gen_n: int | None = None  # the decode steps gen_ms covers
     gen_ms: float | None = None
 
 
@@ -205,10 +205,13 @@ def timings_llama_server(event: dict[str, Any]) -> ServerTimings | None:
     t = event.get("timings")
     if not isinstance(t, dict):
         return None
+    # predicted_ms spans predicted_n - 1 decode steps: "the first token is free, it comes from
+    # the logits of the last prompt batch" (tools/server/server-common.h, n_gen_steps)
+    predicted = _count(t, "predicted_n")
     return ServerTimings(
         prompt_n=_count(t, "prompt_n"),
         prompt_ms=_number(t, "prompt_ms"),
-        gen_n=_count(t, "predicted_n"),
+        gen_n=predicted - 1 if predicted and predicted > 1 else None,
         gen_ms=_number(t, "predicted_ms"),
     )
 

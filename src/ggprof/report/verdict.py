@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, TextIO
 
+from ggprof.bench.context import RunContext
 from ggprof.bench.llamabench import context_dict, markdown, row_dict
 from ggprof.model.spec import ModelSpec
 from ggprof.pipelines.judged import Judged
@@ -325,7 +326,7 @@ def profile_text(r: ProfileReport) -> str:
     if r.bench is not None:
         c = r.bench.context
         lines += _wrap(
-            f"run: {clean(r.engine)}, {','.join(c.backends_used)},"
+            f"run: {clean(r.engine)}{_build(c)}, {','.join(c.backends_used)},"
             f" {c.n_threads} threads of {c.physical_cores} cores, {r.bench.params.reps} repetitions, "
             f"{r.bench.elapsed_s:.0f} s",
             "",
@@ -342,6 +343,11 @@ def profile_text(r: ProfileReport) -> str:
         lines += concurrency_lines(r.concurrency)
     lines.append(f"verdict: {TAG[r.severity]} (exit status {int(EXIT[r.severity])})")
     return "\n".join(lines)
+
+
+def _build(c: RunContext) -> str:
+    """llama.cpp's build, when the engine reported it (llama-bench does)."""
+    return f", llama.cpp build {c.build_number} ({clean(c.build_commit)})" if c.build_commit else ""
 
 
 def check_lines(
