@@ -122,27 +122,19 @@ def test_concurrency_sweep_on_four_slots(llama_server: str) -> None:
     assert all(p["predicted_aggregate_ceiling_tok_s"] > 0 for p in sweep["points"])
 
 
+def profile_replayed(routes: dict[tuple[str, str], Route], *args: str, env: dict[str, str] | None = None) -> dict:
+    """`ggprof profile --server` against a replayed server (short runs; later flags win)."""
+    with ReplayServer(routes) as url:
+        short = ("-p", "16", "-n", "16", "-r", "1", "--json", "--no-save")
+        r = as_process("profile", "--server", url, *short, *args, env=env)
+    assert r.exit_code in (0, 3, 4), r.stderr
+    return {**json.loads(r.stdout), "url": url}
+
+
 def test_ollama_from_its_documented_answers(tmp_path: Path) -> None:
     model = write_model(tmp_path / "m.gguf", Shape())[0]
-    with ReplayServer(ollama_routes()) as url:
-        r = as_process(
-            "profile",
-            str(model),
-            "--server",
-            url,
-            "--device",
-            "rtx-4090",
-            "-p",
-            "16",
-            "-n",
-            "64",
-            "-r",
-            "2",
-            "--json",
-            "--no-save",
-        )
-    assert r.exit_code in (0, 3, 4), r.stderr
-    d = json.loads(r.stdout)
+    d = profile_replayed(ollama_routes(), str(model), "--device", "rtx-4090", "-n", "64", "-r", "2")
+    url = d["url"]
     assert d["engine"] == f"Ollama at {url} serving mistral:latest, build Ollama 0.12.6"
     tg = d["bench"][1]
     # the server's own figure: eval_count 259 in eval_duration 4.23271 s
@@ -172,48 +164,14 @@ def test_ollama_model_found_in_its_store(tmp_path: Path) -> None:
     manifest.parent.mkdir(parents=True)
     layer = {"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:" + "b" * 64}
     manifest.write_text(json.dumps({"layers": [layer]}))
-    with ReplayServer(ollama_routes()) as url:
-        r = as_process(
-            "profile",
-            "--server",
-            url,
-            "--device",
-            "rtx-4090",
-            "-p",
-            "16",
-            "-n",
-            "16",
-            "-r",
-            "1",
-            "--json",
-            "--no-save",
-            env={"OLLAMA_MODELS": str(store)},
-        )
-    assert r.exit_code in (0, 3, 4), r.stderr
-    assert json.loads(r.stdout)["model"]["path"] == str(blob)
+    d = profile_replayed(ollama_routes(), "--device", "rtx-4090", env={"OLLAMA_MODELS": str(store)})
+    assert d["model"]["path"] == str(blob)
 
 
 def test_lm_studio_from_its_documented_answers(tmp_path: Path) -> None:
     model = write_model(tmp_path / "m.gguf", Shape())[0]
-    with ReplayServer(lm_studio_routes()) as url:
-        r = as_process(
-            "profile",
-            str(model),
-            "--server",
-            url,
-            "--device",
-            "apple-m2-max",
-            "-p",
-            "16",
-            "-n",
-            "9",
-            "-r",
-            "2",
-            "--json",
-            "--no-save",
-        )
-    assert r.exit_code in (0, 3, 4), r.stderr
-    d = json.loads(r.stdout)
+    d = profile_replayed(lm_studio_routes(), str(model), "--device", "apple-m2-max", "-n", "9", "-r", "2")
+    url = d["url"]
     assert (
         d["engine"]
         == f"LM Studio at {url} serving meta-llama-3.1-8b-instruct, runtime llama.cpp-mac-arm64-apple-metal-advsimd"
@@ -319,25 +277,7 @@ def test_a_remote_ollama_model_described_by_api_show(tmp_path: Path) -> None:
     routes[("POST", "/api/show")] = json_route({"model_info": info, "tensors": tensors, "details": {"format": "gguf"}})
     empty = tmp_path / "no-store"
     empty.mkdir()
-    with ReplayServer(routes) as url:
-        r = as_process(
-            "profile",
-            "--server",
-            url,
-            "--device",
-            "rtx-4090",
-            "-p",
-            "16",
-            "-n",
-            "16",
-            "-r",
-            "1",
-            "--json",
-            "--no-save",
-            env={"OLLAMA_MODELS": str(empty)},
-        )
-    assert r.exit_code in (0, 3, 4), r.stderr
-    d = json.loads(r.stdout)
+    d = profile_replayed(routes, "--device", "rtx-4090", env={"OLLAMA_MODELS": str(empty)})
     direct = load_model(model)
     assert d["model"]["path"] == "ollama:mistral:latest"
     assert d["model"]["decode_bytes_per_token"] == direct.decode_bytes_per_token

@@ -10,6 +10,7 @@ from __future__ import annotations
 N_PROMPT = 512  # -p: prompt tokens of a pp test
 N_GEN = 128  # -n: generated tokens of a tg test
 REPETITIONS = 5  # -r
+STOP_TARGET = 0.03  # ggprof profile without -r: repeat until the 95% CI of tok/s is within 3% of the mean
 N_BATCH = 2048  # -b: the logical batch (logits once per batch)
 N_UBATCH = 512  # -ub: the physical batch
 GGML_MAX_N_THREADS = 512
@@ -41,3 +42,29 @@ def rebuild_command(backend: str) -> str | None:
     if flag is None:
         return None
     return f'CMAKE_ARGS="{flag}" pip install --force-reinstall --no-cache-dir llama-cpp-python'
+
+
+# llama-bench's `backends` field and device names (CUDA0, MTL0, ...) -> ggprof's backend names
+BACKEND_NAMES = {
+    "cpu": "cpu",
+    "blas": "cpu",
+    "cuda": "cuda",
+    "metal": "metal",
+    "mtl": "metal",
+    "vulkan": "vulkan",
+    "rocm": "rocm",
+    "hip": "rocm",
+    "sycl": "sycl",
+    "rpc": "rpc",
+}
+
+
+def backend_names(field: str) -> tuple[str, ...]:
+    """ggprof's names for a llama-bench `backends` field ("CUDA", "Metal,BLAS", "CPU"), in order,
+    each once; names nobody knows are left out."""
+    out: list[str] = []
+    for part in str(field).replace(";", ",").split(","):
+        name = BACKEND_NAMES.get(part.strip().lower())
+        if name and name not in out:
+            out.append(name)
+    return tuple(out)

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ggprof.bench.results import FLASH_ATTN_TYPES
+from ggprof.bench.results import FLASH_ATTN_TYPES, StopRule
 from ggprof.llamacpp import GGML_MAX_N_THREADS
 from ggprof.model.ggml import kv_cache_type
 
@@ -157,7 +157,10 @@ class Child:
                 self.gen(1)
         samples, ttft, itl = [], [], []
         depth_state: Any = None
-        for rep in range(self.req["reps"]):
+        rule = StopRule(**self.req["stop"]) if self.req.get("stop") else None
+        reps = rule.max_reps if rule else self.req["reps"]
+        stop_reason = None
+        for rep in range(reps):
             ll.llama_memory_clear(self.mem, False)
             if n_depth:
                 depth_state = self.to_depth(n_depth, depth_state)
@@ -169,9 +172,11 @@ class Child:
             itl.extend(steps)
             if n_prompt and not n_gen:  # TTFT: the prompt, then the first generated token (timed apart)
                 ttft.append(samples[-1] + self.gen(1)[0])
-            self.emit("progress", test=test["name"], rep=rep + 1, reps=self.req["reps"])
-        probe = self.thread_probe(n_gen, n_depth, depth_state) if n_gen else None
-        self.emit("row", **test, samples_ns=samples, ttft_ns=ttft, itl_ns=itl, probe=probe)
+            self.emit("progress", test=test["name"], rep=rep + 1, reps=reps)
+            if rule and (stop_reason := rule.reason([(n_prompt + n_gen) / (ns / 1e9) for ns in samples])):
+                break
+        probe = self.thread_probe(n_gen, n_depth, depth_state, rule) if n_gen else None
+        self.emit("row", **test, samples_ns=samples, ttft_ns=ttft, itl_ns=itl, probe=probe, stop_reason=stop_reason)
         ll.llama_free(ctx)
 
     # -- a batch of B sequences decoded together (llama.cpp's batched-bench) ------------------
@@ -240,7 +245,7 @@ class Child:
             _lib.llama_attach_threadpool(ctx, self.threadpool, self.threadpool)
         self.ll.llama_set_n_threads(ctx, self.req["n_threads"], self.req["n_threads"])
 
-    def thread_probe(self, n_gen: int, n_depth: int, depth_state: Any) -> dict[str, Any] | None:
+    def thread_probe(self, n_gen: int, n_depth: int, depth_state: Any, rule: StopRule | None) -> dict[str, Any] | None:
         """Decode again with fewer threads (the depth prefill still uses all of them): how tok/s
         scales with threads tells compute-bound from bandwidth-bound."""
         threads = self.req.get("probe_threads")
@@ -249,14 +254,19 @@ class Child:
         ll = self.ll
         ll.llama_set_n_threads(self.ctx, threads, self.req["n_threads"])
         n = min(n_gen, self.req.get("probe_tokens", 16))
-        samples = []
-        for _ in range(self.req.get("probe_reps", 2)):
+        samples: list[int] = []
+        probe_reps = self.req.get("probe_reps", 2)
+        for _ in range(max(probe_reps, rule.max_reps // 2) if rule else probe_reps):
             ll.llama_memory_clear(self.mem, False)
             if n_depth:
                 depth_state = self.to_depth(n_depth, depth_state)
             t0 = time.perf_counter_ns()
             self.gen(n)
             samples.append(time.perf_counter_ns() - t0)
+            if rule is None and len(samples) >= probe_reps:
+                break
+            if rule and rule.reason([n / (ns / 1e9) for ns in samples]):
+                break
         ll.llama_set_n_threads(self.ctx, self.req["n_threads"], self.req["n_threads"])
         return {"n_threads": threads, "n_gen": n, "samples_ns": samples}
 

@@ -18,7 +18,7 @@ from typing import Any
 from ggprof.bench.results import FLASH_ATTN_TYPES, BenchResult, BenchRow
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
-from ggprof.llamacpp import test_name
+from ggprof.llamacpp import backend_names, test_name
 from ggprof.units import MAX_TOKENS, clean_name
 
 
@@ -64,6 +64,7 @@ def row_dict(result: BenchResult, row: BenchRow) -> dict[str, Any]:
         "ttft_p50_ms": row.ttft_percentile_ms(50),
         "ttft_p95_ms": row.ttft_percentile_ms(95),
         "client_avg_ts": row.client_avg_ts,  # a server's row: the client's view of the same tokens
+        "stop_reason": row.stop_reason,  # with adaptive repetitions: how many it took and why
     }
 
 
@@ -148,25 +149,10 @@ PRINTERS: dict[str, Callable[[Results], str]] = {
 
 
 # -- reading llama-bench's JSON ----------------------------------------------------------------
-# llama-bench's "backends" field -> ggprof backend names
-BACKEND_NAMES = {
-    "cpu": "cpu",
-    "cuda": "cuda",
-    "metal": "metal",
-    "mtl": "metal",
-    "vulkan": "vulkan",
-    "rocm": "rocm",
-    "hip": "rocm",
-}
-
-
 def backend_of_row(field: str) -> str:
     """The first compute backend of a llama-bench row ("CUDA", "Metal,BLAS", "CPU")."""
-    for part in str(field).replace(";", ",").split(","):
-        name = BACKEND_NAMES.get(part.strip().lower())
-        if name:
-            return name
-    return str(field).split(",")[0].strip().lower() or "cpu"
+    names = backend_names(field)
+    return names[0] if names else str(field).split(",")[0].strip().lower() or "cpu"
 
 
 MAX_RESULTS_BYTES = 64 << 20  # llama-bench JSON of ~100,000 rows; a larger file is not results

@@ -8,10 +8,38 @@ from pathlib import Path
 
 from ggprof.bench.context import RunContext
 from ggprof.llamacpp import N_BATCH, N_GEN, N_PROMPT, N_UBATCH, REPETITIONS, test_name
-from ggprof.stats import percentile
+from ggprof.stats import mean_ci95, percentile
+from ggprof.units import sig3
 
 # llama.cpp's llama_flash_attn_type (and llama-bench's -fa values): the one map of the names.
 FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopRule:
+    """Repeat a test until the 95% confidence interval of its mean tok/s is within `target` of
+    the mean (at least `min_reps`, at most `max_reps` repetitions). None in BenchParams: a
+    fixed `reps`, as llama-bench's -r."""
+
+    min_reps: int = 2
+    max_reps: int = 10
+    target: float = 0.03
+
+    def reason(self, tok_s: list[float]) -> str | None:
+        """Why to stop after these repetitions (None: go on)."""
+        n = len(tok_s)
+        if n < self.min_reps:
+            return None
+        mean, half = mean_ci95(tok_s)
+        if mean > 0 and half / mean <= self.target:
+            return f"stopped after {n}: {sig3(mean)} +- {sig3(half)} tok/s (95% CI, {half / mean:.1%})"
+        if n >= self.max_reps:
+            width = f"{half / mean:.1%}" if mean > 0 else "unknown"
+            return f"the cap of {n} reached: {sig3(mean)} +- {sig3(half)} tok/s (95% CI, {width})"
+        return None
+
+    def request(self) -> dict[str, float]:
+        return {"min_reps": self.min_reps, "max_reps": self.max_reps, "target": self.target}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +63,12 @@ class BenchParams:
     rng_seed: int = 1
     probe_threads: int | None = None  # also decode with this many threads (thread-scaling evidence)
     n_parallel: tuple[int, ...] = ()  # a batch sweep: decode this many sequences together, each
+    stop: StopRule | None = None  # repeat until the answer is known (else `reps` exactly)
+
+    @property
+    def max_reps(self) -> int:
+        """The most repetitions a test may take (for progress bars)."""
+        return self.stop.max_reps if self.stop else self.reps
 
     def tests(self) -> list[dict[str, object]]:
         """llama-bench's order: for each depth, the prompt tests, then the generation tests.
@@ -67,6 +101,7 @@ class BenchParams:
             "tests": self.tests(),
             "probe_threads": self.probe_threads,
             "parallel": list(self.n_parallel),
+            "stop": self.stop.request() if self.stop else None,
         }
 
 
@@ -99,6 +134,7 @@ class BenchRow:
     n_threads: int | None = None  # when the run swept threads
     # a server's row: the same tokens timed by the client (first to last token, n_gen tokens)
     client_samples_ns: tuple[int, ...] = ()
+    stop_reason: str | None = None  # with a stop rule: how many repetitions it took and why
 
     @property
     def client_avg_ts(self) -> float | None:

@@ -179,6 +179,7 @@ def _handle(event: dict[str, Any], events: dict[str, Any], progress: ProgressFn 
             ttft_ns=tuple(event["ttft_ns"]),
             itl_ns=tuple(event["itl_ns"]),
             n_parallel=int(event.get("n_parallel", 1)),
+            stop_reason=event.get("stop_reason"),
             probe=ThreadProbe(n_threads=probe["n_threads"], n_gen=probe["n_gen"], samples_ns=tuple(probe["samples_ns"]))
             if probe
             else None,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ggprof import __version__
-from ggprof.llamacpp import GGML_MAX_N_THREADS, N_BATCH, N_GEN, N_PROMPT, N_UBATCH, REPETITIONS
+from ggprof.llamacpp import GGML_MAX_N_THREADS, N_BATCH, N_GEN, N_PROMPT, N_UBATCH, REPETITIONS, STOP_TARGET
 from ggprof.model.ggml import KV_CACHE_TYPES
 from ggprof.units import MAX_TOKENS, clean_name, warn
 
@@ -311,7 +311,12 @@ def bench_options(f: Any) -> Any:
             help="Threads, or a list to sweep (1,2,4) [default: physical cores, not efficiency cores].",
         ),
         click.option(
-            "-r", "--repetitions", "reps", type=click.IntRange(1, 10_000), default=REPETITIONS, show_default=True
+            "-r",
+            "--repetitions",
+            "reps",
+            type=click.IntRange(1, 10_000),
+            help=f"Repetitions, fixed (llama-bench's -r). Default: bench {REPETITIONS}; profile repeats until the "
+            f"95% confidence interval of tok/s is within {STOP_TARGET:.0%} (at least 2, at most 10).",
         ),
         click.option("-d", "--n-depth", "depth", default="0", show_default=True, help="KV depth(s), e.g. 0,4096."),
         click.option("-n", "--n-gen", "gen", default=str(N_GEN), show_default=True, help="Generated tokens (tg test)."),
@@ -346,16 +351,20 @@ def resolve_engine(text: str | None) -> Engine:
 
 
 def make_bench_params(
-    spec: ModelSpec, path: Path, facts: HostFacts, prompt: str, gen: str, depth: str, **kw: Any
+    spec: ModelSpec, path: Path, facts: HostFacts, prompt: str, gen: str, depth: str, adaptive: bool = False, **kw: Any
 ) -> BenchParams:
-    """The run's parameters (with the first of -t's counts; `thread_counts` gives all of them)."""
-    from ggprof.bench.results import BenchParams
+    """The run's parameters (with the first of -t's counts; `thread_counts` gives all of them).
+    `adaptive`: without -r, repeat each test until its tok/s is known (`profile`)."""
+    from ggprof.bench.results import BenchParams, StopRule
 
     p, n, d = int_list(prompt, "-p"), int_list(gen, "-n"), int_list(depth, "-d")
     if not any(p) and not any(n):
         raise click.UsageError("nothing to run: -p and -n are both 0")
     check_model_context(spec, max(d) + max(p) + max(n) + 1, "depth + prompt + gen + 1")
     kw.pop("engine", None)
+    if kw.get("reps") is None:  # no -r: the main job stops when the answer is known; bench runs llama-bench's 5
+        kw["reps"] = REPETITIONS
+        kw["stop"] = StopRule(target=STOP_TARGET) if adaptive else None
     kw["n_threads"] = thread_counts(kw.pop("threads"), facts)[0]
     kw["type_k"], kw["type_v"] = kw.pop("cache_type_k").lower(), kw.pop("cache_type_v").lower()
     return BenchParams(model=path, n_prompt=p, n_gen=n, n_depth=d, **kw)

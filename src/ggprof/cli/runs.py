@@ -228,7 +228,7 @@ def profile(
     host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True)
     for w in host.warnings:
         warn(w)
-    params = make_bench_params(spec, path, host.facts, prompt, gen, depth, **kw)
+    params = make_bench_params(spec, path, host.facts, prompt, gen, depth, adaptive=True, **kw)
     if engine.name == "server":
         from ggprof.engines.server import ServerEngine
 
@@ -242,7 +242,7 @@ def profile(
         warn(left_out)
     sweep_runs = len(sweep_counts(host.facts)) * (len(params.tests()) // max(len(params.n_depth), 1))
     tests = 1 + len([n for n in params.n_parallel if n > 1]) if engine.name == "server" else len(params.tests())
-    bar = ProgressBar((tests + (sweep_runs if threads_sweep else 0)) * params.reps)
+    bar = ProgressBar((tests + (sweep_runs if threads_sweep else 0)) * params.max_reps)
     try:
         report = run_profile(spec, params, choice, ext, engine, host=host, progress=bar, threads_sweep=threads_sweep)
     finally:

@@ -34,7 +34,7 @@ from ggprof.bench.context import RunContext
 from ggprof.bench.results import BenchResult, BenchRow, ModelInfo, ThreadProbe
 from ggprof.engines import Engine, ProgressFn
 from ggprof.errors import BadInputError, RunError
-from ggprof.llamacpp import N_BATCH, N_UBATCH, test_name
+from ggprof.llamacpp import BACKEND_NAMES, N_BATCH, N_UBATCH, backend_names, test_name
 from ggprof.units import MAX_TOKENS, clean, clean_name
 
 if TYPE_CHECKING:
@@ -51,29 +51,6 @@ LIST_DEVICES_TIMEOUT_S = 20.0
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _PROGRESS = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (prompt|generation) run (\d+)/(\d+)")
 _DEVICE = re.compile(r"^\s*([A-Za-z]+)\d*\s*:")  # `  CUDA0: NVIDIA GeForce RTX 4090 (24080 MiB, ...)`
-# llama-bench's "backends" field (and its device names) -> ggprof's backend names
-BACKEND_NAMES = {
-    "cpu": "cpu",
-    "blas": "cpu",
-    "cuda": "cuda",
-    "metal": "metal",
-    "mtl": "metal",
-    "vulkan": "vulkan",
-    "rocm": "rocm",
-    "hip": "rocm",
-    "sycl": "sycl",
-    "rpc": "rpc",
-}
-
-
-def backend_names(field: str) -> tuple[str, ...]:
-    """ggprof's names for a llama-bench `backends` field ("CUDA", "Metal,BLAS", "CPU"), in order."""
-    out: list[str] = []
-    for part in re.split(r"[,;]", field):
-        name = BACKEND_NAMES.get(part.strip().lower())
-        if name and name not in out:
-            out.append(name)
-    return tuple(out)
 
 
 class LlamaBenchEngine(Engine):

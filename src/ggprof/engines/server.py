@@ -181,19 +181,28 @@ class ServerEngine(Engine):
         rows: list[BenchRow] = []
         samples: list[Sample] = []
         try:
-            for rep in range(params.reps):
+            stop = None
+            for rep in range(params.max_reps):
                 samples.append(requester.one(n_prompt, n_gen))
                 if progress:
-                    progress(test_name(n_prompt, n_gen), rep + 1, params.reps)
+                    progress(test_name(n_prompt, n_gen), rep + 1, params.max_reps)
+                rates = [r for x in samples if (r := _decode_tok_s(x)) is not None]
+                if params.stop and (stop := params.stop.reason(rates)):
+                    break
             n_prompt = _prompt_tokens(samples) or n_prompt  # the prompt as the server counted it
-            rows += _single_rows(samples, n_prompt, n_gen)
+            rows += [
+                replace(r, stop_reason=stop) if r.kind == "tg" else r for r in _single_rows(samples, n_prompt, n_gen)
+            ]
             for level in (n for n in params.n_parallel if n > 1):  # one user: the requests above
-                rounds = []
-                for rep in range(params.reps):
+                rounds: list[list[Sample]] = []
+                for rep in range(params.max_reps):
                     rounds.append(requester.together(level, n_prompt, n_gen))
                     if progress:
-                        progress(test_name(0, n_gen, 0, level), rep + 1, params.reps)
-                rows.append(_concurrent_row(rounds, level, n_gen))
+                        progress(test_name(0, n_gen, 0, level), rep + 1, params.max_reps)
+                    row = _concurrent_row(rounds, level, n_gen)
+                    if params.stop and (stop := params.stop.reason(row.samples_ts)):
+                        break
+                rows.append(replace(_concurrent_row(rounds, level, n_gen), stop_reason=stop))
         except (ServerError, RunError) as e:
             if samples and not rows:
                 with contextlib.suppress(ServerError):

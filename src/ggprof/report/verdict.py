@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from ggprof.bench.context import RunContext
 from ggprof.bench.llamabench import context_dict, markdown, row_dict
+from ggprof.bench.results import BenchResult
 from ggprof.model.spec import ModelSpec
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.profile import ProfileReport
@@ -327,13 +328,16 @@ def profile_text(r: ProfileReport) -> str:
         c = r.bench.context
         lines += _wrap(
             f"run: {clean(r.engine)}{_build(c)}, {','.join(c.backends_used)},"
-            f" {c.n_threads} threads of {c.physical_cores} cores, {r.bench.params.reps} repetitions, "
+            f" {c.n_threads} threads of {c.physical_cores} cores, {_repetitions(r.bench)}, "
             f"{r.bench.elapsed_s:.0f} s",
             "",
             "  ",
         )
         if c.engine != "python":  # what only the engine knows: where it found the server, the placement
             lines += [ln for note in c.notes for ln in _wrap(f"  {clean(note)}", "", "    ")]
+        for row in r.bench.rows:
+            if row.stop_reason:
+                lines += _wrap(f"  {row.name}: {clean(row.stop_reason)}", "", "    ")
         lines += ["", markdown(r.bench), ""]
     for j in r.judged:
         lines += judged_lines(j)
@@ -343,6 +347,13 @@ def profile_text(r: ProfileReport) -> str:
         lines += concurrency_lines(r.concurrency)
     lines.append(f"verdict: {TAG[r.severity]} (exit status {int(EXIT[r.severity])})")
     return "\n".join(lines)
+
+
+def _repetitions(b: BenchResult) -> str:
+    stop = b.params.stop
+    if stop is None:
+        return f"{b.params.reps} repetitions"
+    return f"repetitions until tok/s is known within {stop.target:.0%} (95% CI; {stop.min_reps}-{stop.max_reps})"
 
 
 def _build(c: RunContext) -> str:

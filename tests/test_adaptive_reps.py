@@ -1,0 +1,56 @@
+"""`ggprof profile` without -r repeats each test until its tok/s is known (the 95% confidence
+interval of the mean within 3%, 2 to 10 repetitions) and says how many it took and why;
+`-r N` keeps llama-bench's fixed count."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from ggprof.bench.results import StopRule
+from ggprof.stats import mean_ci95
+
+
+def test_the_confidence_interval_by_hand() -> None:
+    # 1..5: mean 3, sample sd sqrt(2.5) = 1.5811, t(0.975, 4) = 2.776: half-width 2.776 x 1.5811 / sqrt(5) = 1.963
+    mean, half = mean_ci95([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert mean == pytest.approx(3.0) and half == pytest.approx(1.963, abs=1e-3)
+    assert mean_ci95([7.0])[1] == math.inf
+
+
+def test_the_stop_rule() -> None:
+    rule = StopRule(min_reps=2, max_reps=4, target=0.03)
+    assert rule.reason([100.0]) is None  # one repetition says nothing about the spread
+    # 100, 100.5: sd 0.354, t(1) = 12.706: half 3.18 = 3.2% of 100.25 -> not yet
+    assert rule.reason([100.0, 100.5]) is None
+    # 100, 100.2, 100.1: sd 0.1, t(2) = 4.303: half 0.248 = 0.25% -> known
+    assert rule.reason([100.0, 100.2, 100.1]) == "stopped after 3: 100 +- 0.248 tok/s (95% CI, 0.2%)"
+    noisy = rule.reason([100.0, 60.0, 130.0, 90.0])
+    assert noisy is not None and noisy.startswith("the cap of 4 reached: 95.0 +- ")
+
+
+@pytest.mark.slow
+def test_profile_repeats_until_the_answer_is_known(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    model = gemma_path
+    r = run_cli("profile", str(model), "-p", "32", "-n", "16", "-t", "1", "--json", "--no-save")
+    d = json.loads(r.stdout)
+    for row in d["bench"]:
+        assert 2 <= len(row["samples_ns"]) <= 10
+        reason = row["stop_reason"]
+        n = len(row["samples_ns"])
+        assert reason.startswith(f"stopped after {n}: ") or reason.startswith(f"the cap of {n} reached: ")
+    text = run_cli("profile", str(model), "-p", "32", "-n", "16", "-t", "1", "--no-save").stdout
+    assert "repetitions until tok/s is known within 3% (95% CI; 2-10)" in text
+
+
+@pytest.mark.slow
+def test_a_fixed_count_is_kept(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    model = gemma_path
+    d = json.loads(
+        run_cli("profile", str(model), "-p", "32", "-n", "16", "-t", "1", "-r", "3", "--json", "--no-save").stdout
+    )
+    assert [len(row["samples_ns"]) for row in d["bench"]] == [3, 3]
+    assert [row["stop_reason"] for row in d["bench"]] == [None, None]
