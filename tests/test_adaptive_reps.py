@@ -30,6 +30,14 @@ def test_the_stop_rule() -> None:
     assert rule.reason([100.0, 100.2, 100.1]) == "stopped after 3: 100 +- 0.248 tok/s (95% CI, 0.2%)"
     noisy = rule.reason([100.0, 60.0, 130.0, 90.0])
     assert noisy is not None and noisy.startswith("the cap of 4 reached: 95.0 +- ")
+    # a spread the cap of 10 cannot pin down to 3%: stop after 4 and say so
+    wide = StopRule(min_reps=2, max_reps=10, target=0.03)
+    spread = [90.0, 110.0, 100.0, 100.0]  # sd 8.16, mean 100: CV 8.2%
+    reason = wide.reason(spread)
+    assert reason is not None and reason.startswith("too noisy to pin down: 100 +- ")
+    assert reason.endswith("3% would take about 29 repetitions")  # (1.96 x 0.0816 / 0.03)^2 = 28.4 -> 29
+    # CV 1.6% after 4: (1.96 x 0.0163 / 0.03)^2 = 1.1: the target is within reach, keep going
+    assert wide.needed([98.0, 102.0, 100.0, 100.0]) == 2
 
 
 @pytest.mark.slow
@@ -41,7 +49,8 @@ def test_profile_repeats_until_the_answer_is_known(gemma_path: Path, run_cli) ->
         assert 2 <= len(row["samples_ns"]) <= 10
         reason = row["stop_reason"]
         n = len(row["samples_ns"])
-        assert reason.startswith(f"stopped after {n}: ") or reason.startswith(f"the cap of {n} reached: ")
+        assert reason.startswith((f"stopped after {n}: ", f"the cap of {n} reached: ", "too noisy to pin down: "))
+        assert reason.startswith("too noisy") == reason.endswith("repetitions")
     text = run_cli("profile", str(model), "-p", "32", "-n", "16", "-t", "1", "--no-save").stdout
     assert "repetitions until tok/s is known within 3% (95% CI; 2-10)" in text
 

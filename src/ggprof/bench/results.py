@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,10 @@ from ggprof.units import sig3
 
 # llama.cpp's llama_flash_attn_type (and llama-bench's -fa values): the one map of the names.
 FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}
+
+
+# repetitions after which a test's spread is known well enough to tell it will not converge
+NOISE_PROBE_REPS = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,10 +38,22 @@ class StopRule:
         mean, half = mean_ci95(tok_s)
         if mean > 0 and half / mean <= self.target:
             return f"stopped after {n}: {sig3(mean)} +- {sig3(half)} tok/s (95% CI, {half / mean:.1%})"
+        width = f"{half / mean:.1%}" if mean > 0 else "unknown"
         if n >= self.max_reps:
-            width = f"{half / mean:.1%}" if mean > 0 else "unknown"
             return f"the cap of {n} reached: {sig3(mean)} +- {sig3(half)} tok/s (95% CI, {width})"
+        needed = self.needed(tok_s)
+        if n >= NOISE_PROBE_REPS and needed > self.max_reps:  # the cap would not get there either
+            return (
+                f"too noisy to pin down: {sig3(mean)} +- {sig3(half)} tok/s (95% CI, {width}) after {n}; "
+                f"{self.target:.0%} would take about {needed} repetitions"
+            )
         return None
+
+    def needed(self, tok_s: list[float]) -> int:
+        """Repetitions the target would take at this spread: n = (1.96 x CV / target)^2."""
+        mean = statistics.fmean(tok_s)
+        cv = statistics.stdev(tok_s) / mean if len(tok_s) > 1 and mean > 0 else 0.0
+        return max(math.ceil((1.96 * cv / self.target) ** 2), 1)
 
     def request(self) -> dict[str, float]:
         return {"min_reps": self.min_reps, "max_reps": self.max_reps, "target": self.target}
