@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from support import as_process
+from support import CliResult, as_process
 
 H200 = Path(__file__).parent / "data" / "h200"
 REBUILD = 'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python'
@@ -28,27 +28,20 @@ def with_h200(tmp_path: Path) -> dict[str, str]:
     return {"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}
 
 
+def short_profile(model: Path, *args: str, env: dict[str, str]) -> CliResult:
+    """A short `ggprof profile --json` of the real model (2 repetitions of pp16 and tg8)."""
+    return as_process(
+        "profile", str(model), "-p", "16", "-n", "8", "-r", "2", "--json", "--no-save", *args, env=env, timeout_s=300
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("ask", [(), ("--device", "rtx-4090")], ids=["host-gpu", "device-profile"])
 def test_a_cpu_build_asked_for_a_gpu(ask: tuple[str, ...], tmp_path: Path, gemma_path: Path) -> None:
     env = with_h200(tmp_path)
     host = json.loads(as_process("host", "--no-measure", "--json", env=env).stdout)
     assert any(d["backend"] == "cuda" for d in host["devices"])  # the plugin sees the (recorded) GPU
-    r = as_process(
-        "profile",
-        str(gemma_path),
-        "-p",
-        "16",
-        "-n",
-        "8",
-        "-r",
-        "2",
-        "--json",
-        "--no-save",
-        *ask,
-        env=env,
-        timeout_s=300,
-    )
+    r = short_profile(gemma_path, *ask, env=env)
     warning = [line for line in r.stderr.splitlines() if line.startswith("warning:") and "CUDA backend" in line]
     assert len(warning) == 1 and REBUILD in warning[0] and "--engine llama-bench=PATH" in warning[0]
     assert "the python engine's build has only CPU: this run will use the CPU" in warning[0]
@@ -65,22 +58,7 @@ def test_a_cpu_build_asked_for_a_gpu(ask: tuple[str, ...], tmp_path: Path, gemma
 
 @pytest.mark.slow
 def test_a_cpu_run_asked_for_the_cpu_is_not_flagged(tmp_path: Path, gemma_path: Path) -> None:
-    r = as_process(
-        "profile",
-        str(gemma_path),
-        "-p",
-        "16",
-        "-n",
-        "8",
-        "-r",
-        "2",
-        "-ngl",
-        "0",
-        "--json",
-        "--no-save",
-        env=with_h200(tmp_path),
-        timeout_s=300,
-    )
+    r = short_profile(gemma_path, "-ngl", "0", env=with_h200(tmp_path))
     d = json.loads(r.stdout)
     assert "GPU_NOT_USED" not in {f["code"] for f in d["findings"]}
     assert not [line for line in r.stderr.splitlines() if "CUDA backend" in line]

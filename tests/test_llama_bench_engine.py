@@ -67,6 +67,16 @@ def test_profile_through_llama_bench_judges_keeps_and_reports(
     assert listed.exit_code == 0 and json.loads(listed.stdout)[0]["kind"] == "profile"
     report = as_process("report", "--db", str(db))
     assert report.exit_code == 0 and "llama-bench engine" in report.stdout
+    # compared with the same tests through the python engine: the engine is named as a difference
+    r = as_process("profile", str(gemma_path), *SMALL, "--db", str(db), "--json", timeout_s=300)
+    assert r.exit_code in (0, 3), r.stderr
+    compared = as_process("compare", "1", "2", "--db", str(db))
+    assert compared.exit_code == 0 and "| pp32 |" in compared.stdout and "| tg8 |" in compared.stdout
+    assert "engine: llama-bench vs python" in compared.stdout
+    # and drawn as any kept profile is
+    pytest.importorskip("matplotlib")
+    drawn = as_process("plot", "1", "--db", str(db), "-o", str(tmp_path / "roofline.svg"))
+    assert drawn.exit_code == 0 and (tmp_path / "roofline.svg").read_text().lstrip().startswith("<?xml")
 
 
 @pytest.mark.slow

@@ -17,12 +17,21 @@ def percentile(values: Sequence[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-# Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (beyond: the normal 1.96).
-T95 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
+# Two-sided 5% critical values of Student's t (97.5th percentile) by degrees of freedom.
+T_975 = {
+    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+    11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+    20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980,
+}  # fmt: skip
+T_975_INF = 1.960
+
+
+def t_critical(df: float) -> float:
+    """The 97.5th percentile of t with `df` degrees of freedom (the table's next lower df)."""
+    if df >= 1000:
+        return T_975_INF
+    usable = [d for d in T_975 if d <= max(df, 1)]
+    return T_975[max(usable)]
 
 
 def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
@@ -35,5 +44,4 @@ def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
     if n < 2:
         return mean, math.inf
     sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-    t = T95[n - 2] if n - 1 <= len(T95) else 1.96
-    return mean, t * sd / math.sqrt(n)
+    return mean, t_critical(n - 1) * sd / math.sqrt(n)

@@ -16,19 +16,14 @@ from typing import Any
 
 from ggprof.errors import BadInputError
 from ggprof.llamacpp import test_name
+from ggprof.stats import t_critical
 
-# Two-sided 5% critical values of Student's t (97.5th percentile) by degrees of freedom.
-T_975 = {
-    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-    11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
-    20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980,
-}  # fmt: skip
-T_975_INF = 1.960
 # Fields of a row that change what was measured; a difference there is named beside the table.
 SETTINGS = (
     ("cpu_info", "CPU"),
     ("gpu_info", "GPU"),
     ("backends", "backend"),
+    ("engine", "engine"),
     ("build_commit", "llama.cpp build"),
     ("llama_cpp_python_version", "llama-cpp-python"),
     ("n_threads", "threads"),
@@ -39,14 +34,6 @@ SETTINGS = (
     ("type_v", "KV type V"),
     ("flash_attn", "flash attention"),
 )
-
-
-def t_critical(df: float) -> float:
-    """The 97.5th percentile of t with `df` degrees of freedom (the table's next lower df)."""
-    if df >= 1000:
-        return T_975_INF
-    usable = [d for d in T_975 if d <= max(df, 1)]
-    return T_975[max(usable)]
 
 
 @dataclass(frozen=True, kw_only=True)
