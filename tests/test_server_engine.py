@@ -292,3 +292,26 @@ def test_an_old_ollama_without_tensors_asks_for_the_file(tmp_path: Path) -> None
     with ReplayServer(routes) as url:
         r = as_process("profile", "--server", url, "--no-save", env={"OLLAMA_MODELS": str(empty)})
     assert r.exit_code == 2 and "lists no tensors (an older Ollama): give the model file" in r.stderr
+
+
+@pytest.mark.slow
+def test_other_users_on_the_server_are_named(llama_server: str) -> None:
+    """A request already decoding when the run starts takes one of the 4 slots: the run context
+    says so, and a slow decode names it first (the slots share the device)."""
+    import threading
+    import urllib.request
+
+    body = json.dumps({"prompt": "hello", "n_predict": 400, "ignore_eos": True}).encode()
+    other = urllib.request.Request(
+        f"{llama_server}/completion", data=body, headers={"Content-Type": "application/json"}
+    )
+    busy = threading.Thread(target=lambda: urllib.request.urlopen(other, timeout=300).read(), daemon=True)
+    busy.start()
+    time.sleep(1.0)
+    r = as_process("profile", "--server", llama_server, "-p", "32", "-n", "16", "-r", "2", "--json", "--no-save")
+    d = json.loads(r.stdout)
+    assert (d["context"]["other_requests"], d["context"]["server_slots"]) == (1, 4)
+    for f in d["findings"]:
+        if f["code"] == "DECODE_BELOW_BAND":
+            assert f["causes"][0].startswith("the server was serving 1 other request(s)")
+    busy.join(timeout=300)

@@ -18,6 +18,8 @@ class RunContext:
     gpu_info: str = ""  # the GPU(s) the engine reports (llama-bench's gpu_info)
     gpu_requested: str | None = None  # the GPU the user asked for (-ngl, --device), whether or not it ran
     gpu_requested_backend: str | None = None  # its llama.cpp backend
+    server_slots: int | None = None  # a server's parallel slots
+    other_requests: int | None = None  # a server's slots busy with others' requests when the run started
     cpu_model: str | None = None
     n_threads: int | None = None
     physical_cores: int | None = None

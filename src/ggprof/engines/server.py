@@ -177,6 +177,7 @@ class ServerEngine(Engine):
         requester = _Requester(server, client, spec, params.timeout_s or DEFAULT_REQUEST_TIMEOUT_S)
         t_start, wall0 = time.time(), time.monotonic()
         requester.one(8, WARMUP_TOKENS)  # loads the model (Ollama loads on first use); untimed
+        busy = _busy_slots(server, client)  # others' requests in flight share the device
         n_prompt, n_gen = params.n_prompt[0], params.n_gen[0]
         rows: list[BenchRow] = []
         samples: list[Sample] = []
@@ -243,6 +244,8 @@ class ServerEngine(Engine):
                 n_gpu_layers_offloaded=_layers(placement, spec) if placement.gpu_fraction is not None else None,
                 n_layers=spec.n_layers,
                 backends_compiled=placement.backends_used,
+                server_slots=placement.slots,
+                other_requests=busy,
                 notes=tuple(n for n in notes if n),
             ),
             test_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
@@ -263,6 +266,19 @@ class ServerEngine(Engine):
             used = tuple(self.gpu_backend if b == "gpu" else b for b in p.backends_used)
             return replace(p, backends_used=used)
         return p
+
+
+def _busy_slots(server: Server, client: Client) -> int | None:
+    """llama-server's slots processing a request now (`/slots`); None where the server cannot say."""
+    if server.kind != "llama-server":
+        return None
+    try:
+        slots = client.get_json("/slots", timeout_s=5.0)
+    except ServerError:  # started with --no-slots, or an older build
+        return None
+    if not isinstance(slots, list):
+        return None
+    return sum(1 for x in slots if isinstance(x, dict) and x.get("is_processing") is True)
 
 
 def _layers(p: Placement, spec: ModelSpec) -> int:
@@ -481,7 +497,7 @@ def find_server(url: str | None, read_timeout_s: float, model_name: str | None =
         endpoint = Endpoint.parse(url)
         if not reachable(endpoint):
             raise BadInputError(f"--server {endpoint}: nothing accepts connections there")
-        return identify(endpoint, Client(endpoint, read_timeout_s), model_name, found=f"at {endpoint}")
+        return identify(endpoint, Client(endpoint, read_timeout_s), model_name, found="the URL given")
     tried = []
     for port, kind in DEFAULT_PORTS:
         endpoint = Endpoint("http", "127.0.0.1", port, "")

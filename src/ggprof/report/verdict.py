@@ -327,9 +327,18 @@ def profile_text(r: ProfileReport) -> str:
     if r.bench is not None:
         c = r.bench.context
         lines += _wrap(
-            f"run: {clean(r.engine)}{_build(c)}, {','.join(c.backends_used)},"
-            f" {c.n_threads} threads of {c.physical_cores} cores, {_repetitions(r.bench)}, "
-            f"{r.bench.elapsed_s:.0f} s",
+            "run: "
+            + ", ".join(
+                x
+                for x in (
+                    f"{clean(r.engine)}{_build(c)}",
+                    ",".join(c.backends_used),
+                    _threads(c),
+                    _repetitions(r.bench),
+                    f"{r.bench.elapsed_s:.0f} s",
+                )
+                if x
+            ),
             "",
             "  ",
         )
@@ -347,6 +356,13 @@ def profile_text(r: ProfileReport) -> str:
         lines += concurrency_lines(r.concurrency)
     lines.append(f"verdict: {TAG[r.severity]} (exit status {int(EXIT[r.severity])})")
     return "\n".join(lines)
+
+
+def _threads(c: RunContext) -> str:
+    """`2 threads of 2 cores`, or what is known of it (a server on another machine: nothing)."""
+    if c.n_threads is None:
+        return ""
+    return f"{c.n_threads} threads of {c.physical_cores} cores" if c.physical_cores else f"{c.n_threads} threads"
 
 
 def _repetitions(b: BenchResult) -> str:

@@ -146,6 +146,7 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
     share = f"{tg / ceiling:.0%} of the {tps(ceiling)} ceiling"
     if expected is not None and tg < expected.low_tok_s * (1 - case.tolerance):
         diagnosis = b.diagnose(case)
+        shared, shared_checks = _server_load(case)
         return [
             Finding(
                 severity="suspicious",
@@ -153,8 +154,8 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
                 title=f"decode at {tps(tg)} is {share}, below the expected band",
                 expected=_band_text(expected),
                 observed=tps(tg),
-                evidence=(*evidence, *diagnosis.checks),
-                causes=diagnosis.causes or b.causes.slow,
+                evidence=(*evidence, *shared_checks, *diagnosis.checks),
+                causes=(*shared, *(diagnosis.causes or b.causes.slow)),
                 next_step=b.causes.slow_next_step,
                 plugin=b.name,
             )
@@ -170,6 +171,22 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
             plugin=b.name,
         )
     ]
+
+
+def _server_load(case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A server busy with other users' requests shares the device between them (causes, checks)."""
+    ctx = case.context
+    if ctx is None or ctx.other_requests is None:
+        return (), ()
+    slots = f" of {ctx.server_slots}" if ctx.server_slots else ""
+    check = f"server slots busy with other requests when the run started: {ctx.other_requests}{slots}"
+    if not ctx.other_requests:
+        return (), (check,)
+    cause = (
+        f"the server was serving {ctx.other_requests} other request(s): its parallel slots share the "
+        "device's bandwidth and compute"
+    )
+    return (cause,), (check,)
 
 
 def _band_text(e: ExpectedSpeed) -> str:
