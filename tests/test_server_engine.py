@@ -315,3 +315,29 @@ def test_other_users_on_the_server_are_named(llama_server: str) -> None:
         if f["code"] == "DECODE_BELOW_BAND":
             assert f["causes"][0].startswith("the server was serving 1 other request(s)")
     busy.join(timeout=300)
+
+
+def test_an_openai_compatible_server_is_timed_by_the_client(tmp_path: Path) -> None:
+    """Neither llama-server, Ollama nor LM Studio: /v1/models answers, completions stream as
+    server-sent events in OpenAI's documented shape, and the client's clock is all there is."""
+    model = write_model(tmp_path / "m.gguf", Shape())[0]
+    chunk = {
+        "id": "cmpl-1",
+        "object": "text_completion",
+        "model": "served",
+        "choices": [{"index": 0, "text": " a", "finish_reason": None}],
+    }
+    last = {**chunk, "choices": [{"index": 0, "text": "", "finish_reason": "length"}]}
+    events = [f"data: {json.dumps(chunk)}\n\n".encode()] * 16 + [
+        f"data: {json.dumps(last)}\n\n".encode(),
+        b"data: [DONE]\n\n",
+    ]
+    routes = {
+        ("GET", "/v1/models"): json_route({"object": "list", "data": [{"id": "served", "object": "model"}]}),
+        ("POST", "/v1/completions"): Route(lines=events, line_delay_s=0.01),
+    }
+    d = profile_replayed(routes, str(model), "--device", "rtx-4090")
+    assert d["engine"] == f"an OpenAI-compatible server at {d['url']} serving served"
+    tg = d["bench"][1]
+    # 16 tokens 10 ms apart: about 100 tok/s by the client's clock (the server says nothing)
+    assert 30 < tg["avg_ts"] < 110 and tg["client_avg_ts"] == pytest.approx(tg["avg_ts"])
