@@ -162,3 +162,13 @@ def database(path: Path, n: int = 3) -> Path:
     for i in range(n):
         save(path, history_record(f"m{i}", tg=50.0 + i))
     return path
+
+
+def judged(r: CliResult) -> dict[str, Any]:
+    """A `--json` verdict whose exit status is the one its verdict names (0 plausible or unknown,
+    3 suspicious, 4 impossible): which verdict a real run on this machine gets is the machine's;
+    that the status follows it is ggprof's."""
+    assert r.stdout, r.stderr
+    d = json.loads(r.stdout)
+    assert r.exit_code == {"plausible": 0, "unknown": 0, "suspicious": 3, "impossible": 4}[d["verdict"]], r.stderr
+    return d

@@ -414,7 +414,7 @@ class _Requester:
             body = {"prompt": prompt, "n_predict": n_gen, "stream": True, "cache_prompt": False}
             return "/completion", {**body, "ignore_eos": True, "temperature": 0, "n_probs": 0}
         if kind == "ollama":
-            options = {"num_predict": n_gen, "temperature": 0, "seed": 1}
+            options = {"num_predict": n_gen, "temperature": 0}
             return "/api/generate", {"model": model, "prompt": prompt, "raw": True, "stream": True, "options": options}
         if kind == "lm-studio":  # not streamed: its stats come whole with the answer
             return "/api/v0/completions", {"model": model, "prompt": prompt, "max_tokens": n_gen, "stream": False}
