@@ -72,6 +72,9 @@ def test_profile_a_real_llama_server(llama_server: str, tmp_path: Path) -> None:
     assert (pp["n_prompt"], tg["n_gen"]) == (64, 32)  # token-id prompts: exactly 64 tokens, never cached
     assert len(tg["samples_ns"]) == 3 and tg["itl_p50_ms"] > 0 and pp["ttft_ms"] > 0
     assert any(n.startswith("as the client saw it: decode") for n in d["context"]["notes"])
+    # a CPU server's compute roof: ggprof's own llama.cpp on the same file at half its 2 threads
+    assert any(n.startswith("compute roof: ggprof's own llama.cpp") for n in d["context"]["notes"])
+    assert d["depths"][0]["probe_threads"] == 1 and d["depths"][0]["probe_tg_tok_s"] > 0
     assert {f["code"] for f in d["findings"]} & {"DECODE_PLAUSIBLE", "DECODE_BELOW_BAND", "RUN_TOO_NOISY"}
 
 

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from ggprof.bench.context import UNKNOWN_PLACEMENT, RunContext
-from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo
+from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo, ThreadProbe
+from ggprof.bench.runner import default_threads
 from ggprof.engines import Engine, ProgressFn
 from ggprof.engines.server_api import (
     Client,
@@ -47,7 +48,7 @@ from ggprof.engines.server_api import (
 )
 from ggprof.errors import BadInputError, RunError
 from ggprof.llamacpp import test_name
-from ggprof.units import clean_name
+from ggprof.units import clean_name, sig3
 
 if TYPE_CHECKING:
     from ggprof.machine.facts import HostFacts
@@ -214,15 +215,26 @@ class ServerEngine(Engine):
         placement = self._placement(server, requester.runtime)
         if requester.runtime:
             self._server = server = replace(server, runtime=requester.runtime)
+        notes = [f"found {server.found}" if server.found else "", f"placement: {placement.evidence}"]
+        notes += [_client_note(samples)] if samples else []
+        threads = placement.n_threads
+        if placement.backends_used == ("cpu",) and server.endpoint.is_local and spec.path.is_file():
+            # a CPU server cannot be thread-probed: its compute roof comes from ggprof's own llama.cpp
+            # decoding the same file at half the server's threads, with the server idle
+            if threads is None:
+                threads = default_threads(facts)
+                notes.append(f"threads: not on the server's command line; llama.cpp's default ({threads}) assumed")
+            probe, said = _own_probe(spec, params, facts, threads)
+            notes.append(said)
+            if probe is not None:
+                rows = [replace(r, probe=probe) if r.kind == "tg" and r.n_parallel == 1 else r for r in rows]
         run_params = replace(
             params,
             n_prompt=(n_prompt,),
             n_gpu_layers=_layers(placement, spec),
-            n_threads=placement.n_threads or params.n_threads,
+            n_threads=threads or params.n_threads,
             probe_threads=None,
         )
-        notes = [f"found {server.found}" if server.found else "", f"placement: {placement.evidence}"]
-        notes += [_client_note(samples)] if samples else []
         return BenchResult(
             params=run_params,
             model=ModelInfo(
@@ -238,7 +250,7 @@ class ServerEngine(Engine):
                 backends_used=placement.backends_used or (UNKNOWN_PLACEMENT,),
                 engine=self.name,
                 cpu_model=facts.cpu_model if server.endpoint.is_local else None,
-                n_threads=placement.n_threads,
+                n_threads=threads,
                 physical_cores=facts.physical_cores if server.endpoint.is_local else None,
                 n_gpu_layers_requested=placement.n_gpu_layers,
                 n_gpu_layers_offloaded=_layers(placement, spec) if placement.gpu_fraction is not None else None,
@@ -266,6 +278,30 @@ class ServerEngine(Engine):
             used = tuple(self.gpu_backend if b == "gpu" else b for b in p.backends_used)
             return replace(p, backends_used=used)
         return p
+
+
+def _own_probe(spec: ModelSpec, params: BenchParams, facts: HostFacts, threads: int) -> tuple[ThreadProbe | None, str]:
+    """Decode the server's model with ggprof's own llama.cpp at half the server's threads (the
+    python engine, tg16, 2 repetitions): the CPU's compute roof for this model, and what was done."""
+    from ggprof.bench.runner import run_bench
+
+    if threads < 2:
+        return None, "compute roof: the server runs 1 thread; no thread probe"
+    half = max(threads // 2, 1)
+    probe_params = BenchParams(
+        model=spec.path, n_prompt=(0,), n_gen=(16,), reps=2, n_threads=half, timeout_s=params.timeout_s
+    )
+    try:
+        row = run_bench(probe_params, facts).row("tg")
+    except (RunError, BadInputError) as e:
+        return None, f"compute roof: ggprof's own llama.cpp could not decode the file ({clean_name(e, 120)})"
+    if row is None:
+        return None, "compute roof: ggprof's own llama.cpp produced no decode row"
+    probe = ThreadProbe(n_threads=half, n_gen=row.n_gen, samples_ns=row.samples_ns)
+    return probe, (
+        f"compute roof: ggprof's own llama.cpp (llama-cpp-python) decoded the same file at {sig3(probe.tok_s)} tok/s "
+        f"on {half} thread(s), with the server idle"
+    )
 
 
 def _busy_slots(server: Server, client: Client) -> int | None:
