@@ -19,12 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,20 +87,13 @@ def llama_bench(tools: Path, model: Path, rounds: int) -> None:
 
 
 def server(tools: Path, model: Path, rounds: int) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    cmd = [str(tools / "llama-server"), "-m", str(model), "--port", str(port), "-np", "1", "-c", "2048"]
-    proc = subprocess.Popen([*cmd, "--no-repack"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import tempfile
+
+    from llamacpp_tools import start_llama_server
+
+    log = Path(tempfile.mkdtemp(prefix="ggprof-bench-")) / "llama-server.log"
+    proc, url = start_llama_server(tools, model, log, "-np", "1", "-c", "2048")
     try:
-        for _ in range(240):
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-                    if json.load(r).get("status") == "ok":
-                        break
-            except OSError:
-                time.sleep(0.5)
         ratios = []
         for i in range(rounds):
             profile = [sys.executable, "-m", "ggprof", "profile", "--server", url, *TESTS, "--json", "--no-save"]

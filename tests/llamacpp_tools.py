@@ -122,3 +122,37 @@ def _build(version: str, out: Path) -> None:
             shutil.copy2(build / "bin" / target, staging / name)
         shutil.rmtree(out, ignore_errors=True)
         staging.rename(out)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_llama_server(tools: Path, model: Path, log: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
+    """llama-server on `model` at a free local port, its log in `log` (a file, not a pipe: a pipe
+    nobody reads fills and stalls the server), returned once /health says ok. `--no-repack`:
+    llama.cpp's AMX repacking segfaults on some AMX CPUs (ggml-org/llama.cpp#20824), as
+    ggprof's engines avoid it too."""
+    import json
+    import time
+    import urllib.request
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [str(tools / "llama-server"), "-m", str(model), "--port", str(port), "--host", "127.0.0.1"]
+    with log.open("w") as out:
+        proc = subprocess.Popen([*command, *args, "--no-repack"], stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+                if json.load(r).get("status") == "ok":
+                    return proc, url
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError(f"llama-server did not start: {log.read_text()[-2000:]}")

@@ -5,50 +5,23 @@ answers (tests/data/servers); and servers that misbehave."""
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from ggufs import Shape, write_model
+from llamacpp_tools import free_port, start_llama_server
 from replay_server import ReplayServer, Route, json_route, lm_studio_routes, ollama_routes
 from support import KEEP, as_process, judged
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def llama_server(llama_tools: Path, gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """llama-server on the Gemma model, 4 slots of 1,024 tokens, 2 threads, on a free port."""
-    port = free_port()
     log = tmp_path_factory.mktemp("llama-server") / "log.txt"
-    # --no-repack: llama.cpp's AMX repacking segfaults on some AMX CPUs (ggml-org/llama.cpp#20824),
-    # as ggprof's engines avoid it too
-    command = [str(llama_tools / "llama-server"), "-m", str(gemma_path), "--port", str(port), "--host", "127.0.0.1"]
-    command += ["-np", "4", "-c", "4096", "-t", "2", "--no-warmup", "--no-repack"]
-    with log.open("w") as out:  # a file, not a pipe: a pipe nobody reads fills and stalls the server
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    proc, url = start_llama_server(llama_tools, gemma_path, log, "-np", "4", "-c", "4096", "-t", "2", "--no-warmup")
     KEEP.add(proc.pid)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    import urllib.request
-
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-                if json.load(r).get("status") == "ok":
-                    break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        raise AssertionError(f"llama-server did not start: {log.read_text()[-2000:]}")
     try:
         yield url
     finally:
