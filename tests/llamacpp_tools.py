@@ -68,60 +68,100 @@ def _tool(name: str) -> str:
     return found
 
 
+def _source(version: str, work: Path) -> Path:
+    """llama.cpp as vendored in the llama-cpp-python sdist of `version`, extracted under `work`."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--no-binary",
+            "llama-cpp-python",
+            f"llama-cpp-python=={version}",
+            "-d",
+            str(work),
+        ],
+        check=True,
+    )
+    sdist = next(work.glob("llama_cpp_python-*.tar.gz"))
+    with tarfile.open(sdist) as tar:
+        members = [m for m in tar.getmembers() if "/vendor/llama.cpp/" in m.name + "/"]
+        tar.extractall(work, members=members, filter="data")
+    return next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
+
+
+def _cmake_build(source: Path, build: Path, options: tuple[str, ...], targets: list[str]) -> None:
+    cmake = _tool("cmake")
+    subprocess.run(
+        [cmake, "-S", str(source), "-B", str(build), "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}", *options],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    jobs = str(os.cpu_count() or 2)
+    subprocess.run(
+        [cmake, "--build", str(build), "-j", jobs, "--target", *targets], check=True, stdout=subprocess.DEVNULL
+    )
+
+
+def _install(files: dict[str, Path], out: Path) -> None:
+    """Copy `files` (name -> built file) into `out` all at once (a half-built cache never shows)."""
+    staging = out.with_name(out.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for name, built in files.items():
+        shutil.copy2(built, staging / name)
+    shutil.rmtree(out, ignore_errors=True)
+    staging.rename(out)
+
+
 def _build(version: str, out: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="ggprof-llamacpp-") as tmp:
-        work = Path(tmp)
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                f"llama-cpp-python=={version}",
-                "-d",
-                str(work),
-            ],
-            check=True,
-        )
-        sdist = next(work.glob("llama_cpp_python-*.tar.gz"))
-        with tarfile.open(sdist) as tar:
-            members = [m for m in tar.getmembers() if "/vendor/llama.cpp/" in m.name + "/"]
-            tar.extractall(work, members=members, filter="data")
-        source = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
-        build = work / "build"
-        cmake = _tool("cmake")
-        subprocess.run(
-            [
-                cmake,
-                "-S",
-                str(source),
-                "-B",
-                str(build),
-                "-G",
-                "Ninja",
-                f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}",
-                *list(CMAKE_OPTIONS),
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        jobs = str(os.cpu_count() or 2)
-        subprocess.run(
-            [cmake, "--build", str(build), "-j", jobs, "--target", *PROGRAMS.values()],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        staging = out.with_name(out.name + ".partial")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        for name, target in PROGRAMS.items():
-            shutil.copy2(build / "bin" / target, staging / name)
-        shutil.rmtree(out, ignore_errors=True)
-        staging.rename(out)
+        source = _source(version, Path(tmp))
+        build = Path(tmp) / "build"
+        _cmake_build(source, build, CMAKE_OPTIONS, list(PROGRAMS.values()))
+        _install({name: build / "bin" / target for name, target in PROGRAMS.items()}, out)
+
+
+# llama.cpp's RPC client as a shared library (libggml-rpc + libggml-base, no CPU backend: ~30 s),
+# what `ggprof host --rpc` loads; a llama-cpp-python built with -DGGML_RPC=on ships the same.
+RPC_LIBRARY_OPTIONS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=ON",
+    "-DGGML_RPC=ON",
+    "-DGGML_CPU=OFF",
+    "-DGGML_NATIVE=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_TOOLS=OFF",
+    "-DLLAMA_BUILD_SERVER=OFF",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+)
+RPC_LIBRARIES = ("libggml-rpc.so", "libggml-base.so", "libggml-base.so.0")
+
+
+def rpc_library() -> Path:
+    """libggml-rpc.so of the installed llama-cpp-python's llama.cpp (built now when not cached)."""
+    version = metadata.version("llama-cpp-python")
+    key = hashlib.sha256(" ".join(RPC_LIBRARY_OPTIONS).encode()).hexdigest()[:10]
+    out = cache_root() / f"ggml-rpc-{version}-{key}"
+    if not all((out / name).is_file() for name in RPC_LIBRARIES):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out.parent / f".{out.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not all((out / name).is_file() for name in RPC_LIBRARIES):
+                with tempfile.TemporaryDirectory(prefix="ggprof-ggml-rpc-") as tmp:
+                    source = _source(version, Path(tmp))
+                    build = Path(tmp) / "build"
+                    _cmake_build(source, build, RPC_LIBRARY_OPTIONS, ["ggml-rpc"])
+                    bin_dir = build / "bin"
+                    _install({name: (bin_dir / name).resolve() for name in RPC_LIBRARIES}, out)
+    return out / "libggml-rpc.so"
 
 
 def free_port() -> int:

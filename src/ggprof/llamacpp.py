@@ -32,8 +32,26 @@ BUILD_FLAGS = {
     "rocm": "-DGGML_HIP=on",
     "metal": "-DGGML_METAL=on",
     "sycl": "-DGGML_SYCL=on",
+    "rpc": "-DGGML_RPC=on",
 }
-BACKEND_TITLES = {"cpu": "CPU", "cuda": "CUDA", "vulkan": "Vulkan", "rocm": "ROCm", "metal": "Metal", "sycl": "SYCL"}
+BACKEND_TITLES = {
+    "cpu": "CPU",
+    "cuda": "CUDA",
+    "vulkan": "Vulkan",
+    "rocm": "ROCm",
+    "metal": "Metal",
+    "sycl": "SYCL",
+    "rpc": "RPC",
+}
+
+# llama.cpp's RPC backend (ggml/include/ggml-rpc.h, ggml/src/ggml-rpc/ggml-rpc.cpp): the protocol
+# version this ggprof speaks, the HELLO command (fixed at 14 across versions) and its 24 bytes
+# of connection capabilities, and the most servers one client registers.
+RPC_PROTO_VERSION = (7, 0, 0)
+RPC_CMD_HELLO = 14
+RPC_CONN_CAPS_BYTES = 24
+RPC_MAX_SERVERS = 16
+RPC_DEFAULT_PORT = 50052  # rpc-server's default port
 
 
 def rebuild_command(backend: str) -> str | None:

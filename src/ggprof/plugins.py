@@ -51,6 +51,7 @@ BUILTIN = {
     "metal": "ggprof_backends.metal",
     "vulkan": "ggprof_backends.vulkan",
     "rocm": "ggprof_backends.rocm",
+    "rpc": "ggprof_backends.rpc",
 }
 ESSENTIAL = frozenset({"cpu"})
 IMPL_MARKER = "ggprof_impl"  # the attribute hookimpl sets on a hook function

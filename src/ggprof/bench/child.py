@@ -76,6 +76,8 @@ class Child:
             llama_cpp_python=ll.__version__,
             repack=self.repack,
         )
+        if self.req.get("rpc"):
+            self.register_rpc(self.req["rpc"])
         model = self.load_model()
         self.threadpool = self.make_threadpool(self.req["n_threads"])
         for test in self.req["tests"]:
@@ -95,12 +97,45 @@ class Child:
             return "AMX_INT8 = 1" not in system_info
         return bool(mode == "on")
 
+    def register_rpc(self, endpoints: list[str]) -> None:
+        """Register rpc-servers as llama.cpp's tools do (llama-bench's register_rpc_server_list):
+        the RPC registry's `ggml_backend_rpc_add_server`, then `ggml_backend_register`.
+        llama-cpp-python's own `rpc_servers` no longer reaches llama.cpp (its issue #1914)."""
+        from pathlib import Path
+
+        lib_dir = Path(self.ll.__file__).parent / "lib"
+        found = [p for p in lib_dir.glob("*ggml.*") if p.name.split(".")[0] in ("libggml", "ggml")]
+        if not found:
+            self.fail("load", f"no ggml library in {lib_dir}", EXIT_LOAD_FAILED)
+        ggml = ctypes.CDLL(str(found[0]))
+        ggml.ggml_backend_reg_by_name.argtypes, ggml.ggml_backend_reg_by_name.restype = (
+            [ctypes.c_char_p],
+            ctypes.c_void_p,
+        )
+        get = ggml.ggml_backend_reg_get_proc_address
+        get.argtypes, get.restype = [ctypes.c_void_p, ctypes.c_char_p], ctypes.c_void_p
+        ggml.ggml_backend_register.argtypes, ggml.ggml_backend_register.restype = [ctypes.c_void_p], None
+        reg = ggml.ggml_backend_reg_by_name(b"RPC")
+        address = get(reg, b"ggml_backend_rpc_add_server") if reg else None
+        if not address:
+            self.fail("load", "this llama.cpp was built without its RPC backend (-DGGML_RPC=on)", EXIT_LOAD_FAILED)
+        add_server = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)(int(address or 0))
+        for endpoint in endpoints:
+            server = add_server(endpoint.encode())
+            if not server:
+                self.fail("load", f"{endpoint}: the rpc-server has no devices", EXIT_LOAD_FAILED)
+            ggml.ggml_backend_register(server)
+
     def load_model(self) -> Any:
         ll = self.ll
         mp = ll.llama_model_default_params()
         mp.n_gpu_layers = self.req["n_gpu_layers"]
         mp.use_mmap = True
         mp.use_extra_bufts = self.repack
+        if self.req.get("tensor_split"):
+            shares = self.req["tensor_split"][: ll.llama_max_devices()]
+            self.tensor_split = (ctypes.c_float * ll.llama_max_devices())(*shares)  # kept alive with the model
+            mp.tensor_split = self.tensor_split
         model = ll.llama_model_load_from_file(self.req["model"].encode(), mp)
         if not model:
             self.fail("load", "llama.cpp could not load the model", EXIT_LOAD_FAILED)

@@ -81,6 +81,8 @@ class BenchParams:
     probe_threads: int | None = None  # also decode with this many threads (thread-scaling evidence)
     n_parallel: tuple[int, ...] = ()  # a batch sweep: decode this many sequences together, each
     stop: StopRule | None = None  # repeat until the answer is known (else `reps` exactly)
+    rpc: tuple[str, ...] = ()  # llama.cpp rpc-servers (host:port) holding part of the model
+    tensor_split: tuple[float, ...] = ()  # share of layers per device (-ts), in llama.cpp's device order
 
     @property
     def max_reps(self) -> int:
@@ -119,6 +121,8 @@ class BenchParams:
             "probe_threads": self.probe_threads,
             "parallel": list(self.n_parallel),
             "stop": self.stop.request() if self.stop else None,
+            "rpc": list(self.rpc),
+            "tensor_split": list(self.tensor_split),
         }
 
 

@@ -227,6 +227,54 @@ def device_options(f: Any) -> Any:
     )(wrapper)
 
 
+def rpc_options(f: Any) -> Any:
+    """--rpc / --rpc-device / --tensor-split, parsed into one RpcChoice passed as `rpc`."""
+    import functools
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from ggprof.machine.rpc import parse_endpoints
+        from ggprof.pipelines.rpc import RpcChoice
+
+        endpoints, devices, split = kwargs.pop("rpc_endpoints"), kwargs.pop("rpc_devices"), kwargs.pop("tensor_split")
+        kwargs["rpc"] = RpcChoice(
+            endpoints=parse_endpoints(endpoints) if endpoints else (),
+            devices=tuple(devices),
+            tensor_split=_tensor_split(split) if split else (),
+        )
+        return f(*args, **kwargs)
+
+    options = [
+        click.option(
+            "--rpc",
+            "rpc_endpoints",
+            metavar="HOST:PORT,...",
+            help="llama.cpp rpc-servers holding part of the model (their links are measured).",
+        ),
+        click.option(
+            "--rpc-device",
+            "rpc_devices",
+            metavar="PROFILE[@LINK]",
+            multiple=True,
+            help="What a remote device is and its link: rtx-3060@2.5GbE, this-host@localhost (repeat, in order).",
+        ),
+        click.option("--tensor-split", "tensor_split", metavar="A,B,...", help="Share of layers per device, in order."),
+    ]
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def _tensor_split(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.replace("/", ",").split(","))
+    except ValueError:
+        values = ()
+    if not values or len(values) > 16 or any(not (0 <= v < 1e6) for v in values) or sum(values) <= 0:
+        raise click.UsageError(f"--tensor-split takes up to 16 shares such as 3,1 (got {clean_name(text, 60)!r})")
+    return values
+
+
 def context_tokens(spec: ModelSpec, ctx: int | None, depth: int, prompt: int, gen: int) -> int:
     needed = depth + prompt + gen
     if ctx is None:

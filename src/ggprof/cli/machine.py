@@ -13,13 +13,31 @@ from ggprof.units import warn
 @click.option("--quick", is_flag=True, help="A ~2 s measurement (smaller arrays, fewer repetitions).")
 @click.option("--refresh", is_flag=True, help="Measure again even if a cached measurement exists.")
 @click.option("--no-measure", is_flag=True, help="Measure nothing; show a cached measurement if any.")
-def host(as_json: bool, quick: bool, refresh: bool, no_measure: bool) -> None:
-    """Detect this machine's devices and measure its memory bandwidth and FLOP/s."""
+@click.option(
+    "--rpc",
+    "rpc",
+    metavar="HOST:PORT,...",
+    help="Instead: reach these llama.cpp rpc-servers and measure each link (round trip, throughput).",
+)
+def host(as_json: bool, quick: bool, refresh: bool, no_measure: bool, rpc: str | None) -> None:
+    """Detect this machine's devices and measure its memory bandwidth and FLOP/s (or, with
+    --rpc, the rpc-servers' devices and the links to them)."""
     from ggprof.machine.host import describe_host
     from ggprof.report.host import host_dict, host_text
 
     if refresh and no_measure:
         raise click.UsageError("--refresh and --no-measure contradict each other")
+    if rpc is not None:
+        from ggprof.machine.rpc import parse_endpoints
+        from ggprof.pipelines.rpc import probe_servers
+        from ggprof.report.rpc import servers_dict, servers_text
+
+        endpoints = parse_endpoints(rpc)
+        if not as_json:
+            click.echo("measuring the links through llama.cpp's RPC client...", err=True)
+        servers = list(probe_servers(endpoints, measure=not no_measure))
+        show(as_json, servers_dict, servers_text, servers)
+        return
     if not no_measure and not as_json:
         click.echo("measuring memory bandwidth...", err=True)
     ext = extensions()

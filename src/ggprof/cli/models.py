@@ -20,6 +20,7 @@ from ggprof.cli.base import (
     draw,
     emit_json,
     load_model_arg,
+    rpc_options,
     show,
 )
 from ggprof.llamacpp import N_GEN, N_PROMPT
@@ -27,6 +28,7 @@ from ggprof.units import warn
 
 if TYPE_CHECKING:
     from ggprof.machine.target import DeviceChoice
+    from ggprof.pipelines.rpc import RpcChoice
 
 
 @cli.command()
@@ -81,11 +83,13 @@ def plugins(as_json: bool) -> None:
 @click.option("--cache-type-k", type=CACHE_TYPES, default="f16", show_default=True)
 @click.option("--cache-type-v", type=CACHE_TYPES, default="f16", show_default=True)
 @click.option("--n-gpu-layers", "-ngl", type=LAYERS, help="Layers offloaded (-1 or more than the model has: all).")
+@rpc_options
 @click.option("--plot", type=click.Path(dir_okay=False), help="Draw the roofline (.png or .svg).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def predict(
     model: str,
     choice: DeviceChoice,
+    rpc: RpcChoice,
     depth: int,
     prompt: int,
     gen: int,
@@ -97,7 +101,8 @@ def predict(
     plot: str | None,
     as_json: bool,
 ) -> None:
-    """Predict decode and prefill ceilings, latency and memory fit for a model on a device."""
+    """Predict decode and prefill ceilings, latency and memory fit for a model on a device
+    (or split over machines with llama.cpp's RPC: --rpc-device, --rpc)."""
     from ggprof.cli.base import extensions
     from ggprof.physics.roofline import PredictInputs
     from ggprof.pipelines.predict import predict_on
@@ -115,7 +120,7 @@ def predict(
         n_gpu_layers=n_gpu_layers,
     )
     plot_path = check_plot(plot)
-    result, target = predict_on(spec, inputs, choice, extensions())
+    result, target = predict_on(spec, inputs, choice, extensions(), rpc)
     for w in result.warnings:
         warn(w)
     show(as_json, predict_dict, predict_text, spec, result, target.description)

@@ -23,6 +23,7 @@ from ggprof.cli.base import (
     make_bench_params,
     resolve_engine,
     resolve_model,
+    rpc_options,
     server_model,
     show,
     thread_counts,
@@ -36,7 +37,9 @@ if TYPE_CHECKING:
 
     from ggprof.bench.llamabench import LlamaBenchRow
     from ggprof.machine.target import DeviceChoice
+    from ggprof.physics.rpc import Member
     from ggprof.pipelines.judged import Judged
+    from ggprof.pipelines.rpc import RpcChoice
     from ggprof.verdict.finding import Severity
 
 
@@ -59,9 +62,11 @@ if TYPE_CHECKING:
     help="Decode B sequences together (a batch sweep: 1,2,4,8,16); generation only, -n tokens each.",
 )
 @click.option("--plot", type=click.Path(dir_okay=False), help="With --parallel: draw the curves (.png or .svg).")
+@rpc_options
 @db_options
 def bench(
     model: str | None,
+    rpc: RpcChoice,
     fmt: str,
     as_json: bool,
     parallel: str | None,
@@ -98,6 +103,11 @@ def bench(
     facts = host.facts
     counts = thread_counts(kw.get("threads"), facts)
     params = make_bench_params(spec, path, facts, prompt, gen, depth, **kw)
+    params = replace(params, rpc=rpc.endpoints, tensor_split=rpc.tensor_split)
+    if rpc.endpoints:
+        from ggprof.pipelines.rpc import probe_servers
+
+        probe_servers(rpc.endpoints, measure=False)  # a wrong endpoint fails now, in one line
     if (left_out := gpu_left_out(engine, host, DeviceChoice(), params, ext)) is not None:
         warn(left_out)
     if parallel is not None:
@@ -176,11 +186,13 @@ def _ridge_prediction(spec: Any, params: Any) -> Any:
     metavar="N[,N...]",
     help="With --server: also send N requests at once (1,2,4,8): aggregate and per-user tok/s per level.",
 )
+@rpc_options
 @db_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def profile(
     model: str | None,
     choice: DeviceChoice,
+    rpc: RpcChoice,
     threads_sweep: bool,
     server: str | None,
     concurrency: str | None,
@@ -220,6 +232,8 @@ def profile(
         raise click.UsageError("--concurrency measures a server: give --server [URL] too")
     if threads_sweep and engine.name == "server":
         raise click.UsageError("--threads-sweep runs llama.cpp itself: not with --server")
+    if rpc.active and engine.name == "server":
+        raise click.UsageError("--rpc runs llama.cpp split over rpc-servers: not with --server")
     if engine.name == "server":
         engine.describe()  # finds and identifies the server now: a bad URL fails before anything is measured
     spec, path = server_model(engine, model) if engine.name == "server" else resolve_model(model)
@@ -229,6 +243,17 @@ def profile(
     for w in host.warnings:
         warn(w)
     params = make_bench_params(spec, path, host.facts, prompt, gen, depth, adaptive=True, **kw)
+    split: tuple[Member, ...] = ()
+    if rpc.active:
+        from ggprof.pipelines.rpc import measure_local_devices, probe_servers, split_members
+
+        if rpc.devices and not rpc.endpoints:
+            raise click.UsageError("--rpc-device describes the servers of --rpc HOST:PORT,...: give --rpc too")
+        near = getattr(engine, "program", None)
+        servers = probe_servers(rpc.endpoints, near=near() if callable(near) else None)
+        split = split_members(rpc, servers, ext.profiles, host.cpu)
+        params = replace(params, rpc=rpc.endpoints, tensor_split=rpc.tensor_split)
+        split = measure_local_devices(spec, params, engine, host.facts, split)
     if engine.name == "server":
         from ggprof.engines.server import ServerEngine
 
@@ -244,7 +269,9 @@ def profile(
     tests = 1 + len([n for n in params.n_parallel if n > 1]) if engine.name == "server" else len(params.tests())
     bar = ProgressBar((tests + (sweep_runs if threads_sweep else 0)) * params.max_reps)
     try:
-        report = run_profile(spec, params, choice, ext, engine, host=host, progress=bar, threads_sweep=threads_sweep)
+        report = run_profile(
+            spec, params, choice, ext, engine, host=host, progress=bar, threads_sweep=threads_sweep, split=split
+        )
     finally:
         bar.close()
     result = profile_dict(report)
@@ -287,9 +314,11 @@ def profile(
     type=click.Path(dir_okay=False),
     help="Judge each row of llama-bench's JSON (-o json or jsonl) output.",
 )
+@rpc_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def check(
     model: str | None,
+    rpc: RpcChoice,
     tg: float | None,
     pp: float | None,
     depth: int,
@@ -324,6 +353,12 @@ def check(
             )
         ]
     checker = Checker(spec, choice, extensions())
+    if rpc.active:  # RPC rows are judged against this split (this host is the main host)
+        from ggprof.pipelines.rpc import probe_servers, split_members
+
+        servers = probe_servers(rpc.endpoints) if rpc.endpoints else ()
+        checker.split = split_members(rpc, servers, checker.ext.profiles, checker.host().cpu)
+        checker.tensor_split = rpc.tensor_split
     import sys
 
     out = sys.stdout

@@ -167,6 +167,10 @@ def _arguments(p: BenchParams, amx: bool) -> list[str]:
         args += ["-fa", "1" if p.flash_attn == "on" else "0"]
     if p.repack != "auto" or amx:
         args += ["--repack", "1" if p.repack == "on" else "0"]
+    if p.rpc:
+        args += ["--rpc", ",".join(p.rpc)]
+    if p.tensor_split:
+        args += ["-ts", "/".join(f"{v:g}" for v in p.tensor_split)]
     return [*args, "-o", "jsonl", "--progress", "-v"]
 
 

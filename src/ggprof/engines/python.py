@@ -22,6 +22,7 @@ BACKEND_LIBRARIES = {
     "rocm": "ggml-hip",
     "metal": "ggml-metal",
     "sycl": "ggml-sycl",
+    "rpc": "ggml-rpc",
 }
 
 
@@ -53,6 +54,15 @@ class PythonEngine(Engine):
     ) -> BenchResult:
         from ggprof.bench.runner import run_bench
 
+        if params.rpc and "rpc" not in (self.compiled_backends() or ()):
+            from ggprof.errors import BadInputError
+            from ggprof.llamacpp import rebuild_command
+
+            raise BadInputError(
+                f"--rpc needs llama.cpp's RPC backend, which this llama-cpp-python was built without: rebuild it "
+                f"with {rebuild_command('rpc')}, or run llama.cpp's own llama-bench (built with -DGGML_RPC=on) "
+                "with --engine llama-bench=PATH"
+            )
         return run_bench(params, facts, progress=progress)
 
 

@@ -10,11 +10,15 @@ peak / bandwidth. The formulas, their sources and worked figures: docs/physics.m
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ggprof.errors import BadInputError, NoBandwidthError
 from ggprof.llamacpp import N_BATCH, N_GEN, N_PROMPT, N_UBATCH
 from ggprof.machine.device import Device, EfficiencyBand, ExpectedSpeed
 from ggprof.model.spec import ROW_LOOKUP_TENSORS, ModelSpec
+
+if TYPE_CHECKING:
+    from ggprof.physics.rpc import Split
 
 DEPTH_TABLE = (0, 4096, 16384, 32768)
 DEFAULT_N_BATCH = N_BATCH  # the logical batch: logits once per batch
@@ -120,6 +124,7 @@ class Prediction:
     rules: tuple[str, ...] = field(default=())
     warnings: tuple[str, ...] = ()  # what the user should know: a plugin that failed computing a band
     prefill_band: EfficiencyBand | None = None  # fraction of the compute ceiling (None: ceiling only)
+    split: Split | None = None  # a model split over machines with llama.cpp's RPC backend
 
     @property
     def bandwidth_bytes_per_s(self) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ggprof.errors import NoBandwidthError
 from ggprof.machine.device import EfficiencyBand
@@ -12,11 +13,17 @@ from ggprof.model.spec import ModelSpec
 from ggprof.physics.roofline import PredictInputs, Prediction, is_partial_offload, predict
 from ggprof.pipelines.extensions import Extensions
 
+if TYPE_CHECKING:
+    from ggprof.pipelines.rpc import RpcChoice
+
 
 def predict_on(
-    spec: ModelSpec, inputs: PredictInputs, choice: DeviceChoice, ext: Extensions
+    spec: ModelSpec, inputs: PredictInputs, choice: DeviceChoice, ext: Extensions, rpc: RpcChoice | None = None
 ) -> tuple[Prediction, Target]:
-    """Resolve the device (this host's facts gathered once, only when needed) and predict."""
+    """Resolve the device (this host's facts gathered once, only when needed) and predict; with
+    `rpc`, over the split: the chosen device is the main host's, the rest are remote."""
+    if rpc is not None and rpc.active:
+        return _predict_split(spec, inputs, choice, ext, rpc)
     partial = is_partial_offload(inputs.n_gpu_layers, spec.n_layers)
     host = describe_host(ext.backends.values(), ext.profiles, measure=False) if choice.needs_host or partial else None
     target = resolve_target(choice, profiles=ext.profiles, host=host)
@@ -48,3 +55,24 @@ def predict_with(spec: ModelSpec, target: Target, inputs: PredictInputs, ext: Ex
     prefill_band = band_of("prefill_band", "prefill band")
     p = predict(spec, target.device, inputs, band, target.cpu, prefill_band)
     return replace(p, warnings=tuple(warnings)) if warnings else p
+
+
+def _predict_split(
+    spec: ModelSpec, inputs: PredictInputs, choice: DeviceChoice, ext: Extensions, rpc: RpcChoice
+) -> tuple[Prediction, Target]:
+    from ggprof.pipelines.rpc import predict_split, probe_servers, split_members
+
+    host = describe_host(ext.backends.values(), ext.profiles, measure=False)
+    target = resolve_target(choice, profiles=ext.profiles, host=host) if not choice.needs_host else None
+    host_cpu = host.cpu
+    if target is not None and not target.device.is_discrete_gpu:
+        host_cpu = target.device
+    if host_cpu is None:
+        raise NoBandwidthError("the main host's CPU is not known: pass --device ID")
+    servers = probe_servers(rpc.endpoints)
+    members = split_members(rpc, servers, ext.profiles, host.cpu)
+    local_gpu = target.device if target is not None and target.device.is_discrete_gpu else None
+    p = predict_split(spec, host_cpu, members, inputs, ext, local_gpu=local_gpu, tensor_split=rpc.tensor_split)
+    main = f"main host {target.description}" if target else "main host: this host"
+    remote = ", ".join(f"{m.device.name} at {m.label} over {m.link.name if m.link else '?'}" for m in members)
+    return p, Target(device=p.device, cpu=host_cpu, description=f"{main}; RPC: {remote}")

@@ -13,10 +13,13 @@ from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.roofline import PredictInputs, Prediction, is_partial_offload
+from ggprof.physics.rpc import Member
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.predict import predict_with
+from ggprof.pipelines.rpc import predict_split
 from ggprof.pipelines.sweep import ConcurrencySweep, ThreadSweep, concurrency_sweep, sweep_counts, thread_sweep
+from ggprof.units import fmt_rate
 from ggprof.verdict.finding import JudgeCase, worst
 from ggprof.verdict.judge import judge
 
@@ -52,12 +55,15 @@ def run_profile(
     host: HostReport | None = None,
     progress: ProgressFn | None = None,
     threads_sweep: bool = False,
+    split: tuple[Member, ...] = (),
 ) -> ProfileReport:
     """Measure the host (or reuse its cached measurement), run the benchmark, judge every depth.
-    `host`: this host, when the caller already described it (facts are gathered once)."""
+    `host`: this host, when the caller already described it (facts are gathered once). `split`:
+    the remote devices of an RPC run (params.rpc), with their links."""
     if host is None:
         host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True)
-    params = replace(params, probe_threads=probe_threads(params.n_threads))
+    # the thread probe measures this CPU's compute roof; in an RPC split the servers compute
+    params = replace(params, probe_threads=None if params.rpc else probe_threads(params.n_threads))
     result = engine.run(spec, params, host.facts, progress=progress)
     requested = gpu_requested(host, choice, params, ext)
     if requested is not None:
@@ -69,7 +75,9 @@ def run_profile(
     if requested is not None and backend == "cpu":
         choice = DeviceChoice()  # never judged against the GPU that did not run: this host's CPU
     target = _device_for(backend, host, choice, ext)
-    judged = [_judge_depth(spec, params, result, target, backend, depth, ext) for depth in params.n_depth]
+    if backend == "rpc" and split and host.cpu is not None:
+        target = Target(device=host.cpu, cpu=host.cpu, description=_split_note(split))
+    judged = [_judge_depth(spec, params, result, target, backend, depth, ext, split) for depth in params.n_depth]
     threads = sweep_threads(spec, params, host, engine, progress) if threads_sweep else None
     return ProfileReport(
         engine=engine.describe(),
@@ -121,9 +129,13 @@ def _judge_depth(
     backend: str,
     depth: int,
     ext: Extensions,
+    split: tuple[Member, ...] = (),
 ) -> Judged:
     tg_row, pp_row = result.row("tg", depth), result.row("pp", depth)
-    prediction = prediction_for(spec, target, inputs_of(params, depth), ext)
+    if backend == "rpc":
+        prediction = split_prediction(spec, target, split, params, depth, ext)
+    else:
+        prediction = prediction_for(spec, target, inputs_of(params, depth), ext)
     case = JudgeCase(
         model=spec,
         backend=backend,
@@ -148,6 +160,27 @@ def _judge_depth(
         tg_row=tg_row,
         pp_row=pp_row,
     )
+
+
+def split_prediction(
+    spec: ModelSpec, target: Target | None, split: tuple[Member, ...], params: BenchParams, depth: int, ext: Extensions
+) -> Prediction | None:
+    """The prediction over an RPC split (None when its devices are not known: judged unknown)."""
+    if not split or target is None:
+        return None
+    inputs = inputs_of(params, depth)
+    return predict_split(spec, target.device, split, inputs, ext, tensor_split=params.tensor_split)
+
+
+def _split_note(split: tuple[Member, ...]) -> str:
+    parts = []
+    for m in split:
+        link = "an unknown link"
+        if m.link:
+            rate, rtt_ms = fmt_rate(m.link.throughput_bytes_per_s), m.link.rtt_s * 1e3
+            link = f"the {m.link.name} link ({rate}, {rtt_ms:.2g} ms round trip)"
+        parts.append(f"{m.device.name} at {m.label} over {link}")
+    return "this host with RPC: " + ", ".join(parts)
 
 
 def backend_of(context: RunContext, ext: Extensions) -> str:

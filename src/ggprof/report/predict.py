@@ -7,6 +7,7 @@ from typing import Any
 
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.roofline import MemoryFit, Prediction
+from ggprof.physics.rpc import Hop, Split
 from ggprof.units import clean, fmt_bytes, fmt_flops, sig3
 
 
@@ -81,6 +82,54 @@ def predict_dict(spec: ModelSpec, p: Prediction, device_note: str) -> dict[str, 
             "cpu_weight_bytes": p.placement.cpu_weight_bytes,
         },
         "rules": list(p.rules),
+        "split": split_dict(p.split) if p.split else None,
+    }
+
+
+def split_dict(split: Split) -> dict[str, Any]:
+    """An RPC split: each device's layers and bytes, each hop's bytes and time, the pace."""
+    members = split.members
+
+    def hop(h: Hop) -> dict[str, Any]:
+        link = members[h.member].link
+        return {
+            "label": members[h.member].label,
+            "link": link.name if link else None,
+            "rtt_s": link.rtt_s if link else None,
+            "link_source": link.throughput.describe() if link else None,
+            "layers": list(h.layers),
+            "returns_logits": h.output,
+            "sent_bytes_per_token": h.sent_bytes,
+            "returned_bytes_per_token": h.returned_bytes,
+            "network_s_per_token": h.network_s,
+        }
+
+    def alone(i: int) -> float | None:
+        measured = members[i].measured
+        return measured.value if measured else None
+
+    return {
+        "devices": [
+            {
+                "label": members[d.member].label,
+                "device": members[d.member].device.name,
+                "backend": members[d.member].device.backend,
+                "remote": members[d.member].remote,
+                "layers": list(d.layers),
+                "output_layer": d.output,
+                "weight_bytes": d.weight_bytes,
+                "read_bytes_per_token": d.read_bytes,
+                "floor_s_per_token": d.seconds,
+                "measured_alone_bytes_per_s": alone(d.member),
+            }
+            for d in split.decode.devices
+        ],
+        "hops": [hop(h) for h in split.decode.hops],
+        "device_s_per_token": split.decode.device_s,
+        "network_s_per_token": split.decode.network_s,
+        "expected_tok_s": 1 / split.band.expected_s if split.band else None,
+        "prefill_expected_tok_s": split.prefill_expected_tok_s,
+        "pace": split.pace,
     }
 
 

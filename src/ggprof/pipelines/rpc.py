@@ -1,0 +1,327 @@
+"""A model split over machines with llama.cpp's RPC backend: the remote devices (declared as
+profiles with a link, or found and measured through llama.cpp's RPC client), and the
+prediction over the split that `predict --rpc-device`, `profile --rpc` and `check` judge by."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ggprof.errors import BadInputError
+from ggprof.figures import Figure
+from ggprof.machine.device import Device, EfficiencyBand
+from ggprof.machine.links import Link, named_link, parse_link
+from ggprof.machine.profiles import ProfileDB
+from ggprof.machine.rpc import RpcServer, find_library, probe_server
+from ggprof.machine.target import device_from_profile
+from ggprof.model.spec import ModelSpec
+from ggprof.physics.roofline import (
+    DepthRow,
+    MemoryFit,
+    Placement,
+    PredictInputs,
+    Prediction,
+    compute_buffer_bytes,
+    depth_points,
+    device_memory,
+    memory_fit,
+    predict,
+    prefill_flops,
+)
+from ggprof.physics.rpc import Member, Split, chain_time, plan_split
+from ggprof.pipelines.extensions import Extensions
+from ggprof.units import fmt_bytes, fmt_rate
+
+if TYPE_CHECKING:
+    from ggprof.bench.results import BenchParams
+    from ggprof.engines import Engine
+    from ggprof.machine.facts import HostFacts
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RpcChoice:
+    """`--rpc HOST:PORT,...`, `--rpc-device PROFILE[@LINK]` (repeatable), `--tensor-split A,B`."""
+
+    endpoints: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+    tensor_split: tuple[float, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.endpoints or self.devices)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemoteSpec:
+    """`--rpc-device PROFILE[@LINK]`: what one remote device is and how it is connected."""
+
+    profile_id: str | None  # None: this host's own device (an rpc-server on this machine)
+    link: Link | None  # None: measured (with --rpc) or unknown
+
+
+def parse_remote(text: str, profiles: ProfileDB) -> RemoteSpec:
+    """`rtx-3060@2.5GbE`, `this-host@localhost`, `mi50-32gb@1.2GB/s,0.1ms`, `rtx-3060` (link measured)."""
+    device, _, link = text.partition("@")
+    device = device.strip()
+    if not device:
+        raise BadInputError(f"--rpc-device {text[:80]!r}: give PROFILE[@LINK], e.g. rtx-3060@2.5GbE")
+    profile_id = None if device in {"this-host", "host"} else device
+    if profile_id is not None:
+        profiles.get(profile_id)  # a clear error for an unknown profile
+    return RemoteSpec(profile_id=profile_id, link=parse_link(link) if link else None)
+
+
+def remote_members(
+    specs: Sequence[RemoteSpec],
+    servers: Sequence[RpcServer],
+    profiles: ProfileDB,
+    host_cpu: Device | None,
+) -> tuple[Member, ...]:
+    """One member per remote device: servers found with --rpc (in order), or the declared
+    devices alone (planning). A declared link wins over a measured one: the run is judged
+    against what the user says the network is."""
+    count = len(servers) or len(specs)
+    if servers and specs and len(specs) not in (1, len(servers)):
+        raise BadInputError(f"--rpc-device: give one for each of the {len(servers)} --rpc servers, or one for all")
+    out = []
+    for i in range(count):
+        spec = specs[i] if len(specs) > 1 else (specs[0] if specs else None)
+        server = servers[i] if servers else None
+        label = server.endpoint if server else f"remote {i + 1}"
+        device = _device(spec, server, profiles, host_cpu)
+        link = (spec.link if spec else None) or (server.link if server else None)
+        if link is None and server is not None and server.endpoint.rpartition(":")[0] in LOCAL_HOSTS:
+            link = named_link("localhost")
+        free = server.devices[0].free_bytes if server and server.devices else None
+        if device is None or link is None:
+            what = "the device" if device is None else "the link"
+            raise BadInputError(
+                f"{label}: {what} behind this rpc-server is not known: pass --rpc-device PROFILE@LINK "
+                "(e.g. rtx-3060@2.5GbE; `this-host` for an rpc-server on this machine)"
+            )
+        out.append(Member(label=label, device=device, link=link, free_bytes=free))
+    return tuple(out)
+
+
+def _device(
+    spec: RemoteSpec | None, server: RpcServer | None, profiles: ProfileDB, host_cpu: Device | None
+) -> Device | None:
+    if spec is not None and spec.profile_id is not None:
+        return device_from_profile(profiles.get(spec.profile_id))
+    local = server is not None and server.endpoint.rpartition(":")[0] in LOCAL_HOSTS
+    if (spec is not None or local) and host_cpu is not None:
+        return host_cpu  # an rpc-server on this machine runs ggml's CPU backend on this host
+    return None
+
+
+def _band(ext: Extensions, device: Device, spec: ModelSpec, warnings: list[str]) -> EfficiencyBand | None:
+    backend = ext.backends.get(device.backend)
+    if backend is None:
+        return None
+    try:
+        band: EfficiencyBand = backend.efficiency_band(spec, device)
+        return band
+    except Exception as e:  # a backend plugin's bug: the split has no band, the ceilings stand
+        warnings.append(f"the {backend.name} backend plugin failed computing its band: {type(e).__name__}: {e}")
+        return None
+
+
+def predict_split(
+    spec: ModelSpec,
+    host_cpu: Device,
+    remote: Sequence[Member],
+    inputs: PredictInputs,
+    ext: Extensions,
+    *,
+    local_gpu: Device | None = None,
+    tensor_split: Sequence[float] = (),
+) -> Prediction:
+    """The prediction for `spec` over the main host (its CPU, and a local GPU after the RPC
+    devices, as llama.cpp orders them) and the remote members."""
+    members = [Member(label="this host", device=host_cpu), *remote]
+    if local_gpu is not None:
+        members.append(Member(label="this host", device=local_gpu))
+    if tensor_split and len(tensor_split) != len(members) - 1:
+        raise BadInputError(f"--tensor-split: {len(members) - 1} shares, one per device of the split")
+    warnings: list[str] = []
+    bands = [_band(ext, m.device, spec, warnings) for m in members]
+    flops = prefill_flops(spec, inputs.prompt, inputs.depth, n_batch=inputs.n_batch)
+
+    def plan(depth: int) -> Split:
+        return plan_split(
+            spec,
+            members,
+            bands,
+            n_gpu_layers=inputs.n_gpu_layers,
+            tensor_split=tensor_split,
+            depth=depth,
+            prompt=inputs.prompt,
+            n_ubatch=inputs.n_ubatch,
+            prefill_flops=flops,
+            cache_type_k=inputs.cache_type_k,
+            cache_type_v=inputs.cache_type_v,
+        )
+
+    split = plan(inputs.depth)
+    floor = split.decode.floor_s
+    if floor == float("inf"):
+        raise BadInputError("layers stay on the main host's CPU, whose bandwidth is unknown: run `ggprof host` first")
+    # the fields a split shares with one device (FLOPs, KV per token); its own replace the rest
+    base = predict(spec, replace(host_cpu, bandwidth=host_cpu.bandwidth or Figure(1.0, "derived")), inputs, band=None)
+    read = sum(d.read_bytes for d in split.decode.devices)
+    names = " + ".join(dict.fromkeys(f"{m.device.name} ({m.label})" for m in members[1:]))
+    device = Device(
+        id="rpc-split",
+        name=f"RPC split: {names}",
+        backend="rpc",
+        bandwidth=Figure(read / floor, "derived", f"the split's step: {split.pace}"),
+        peak_flops=Figure(flops / split.prefill_floor_s, "derived", "the split's prompt floor")
+        if split.prefill_floor_s
+        else None,
+        memory_bytes=sum(m.free_bytes or m.device.memory_bytes or 0 for m in members[1:]) or None,
+    )
+    holding = {d.member for d in split.decode.devices if d.layers or d.output}
+    band = split.band.as_band(_band_source(members, bands, holding)) if split.band else None
+    remote_layers = tuple(il for il, m in enumerate(split.per_layer) if m != 0)
+    held = {d.member: d.weight_bytes for d in split.decode.devices}
+    placement = Placement(
+        gpu_layers=remote_layers,
+        output_on_gpu=split.output != 0,
+        gpu_weight_bytes=sum(b for m, b in held.items() if m != 0),
+        cpu_weight_bytes=held.get(0, 0),
+        gpu_decode_bytes=sum(d.read_bytes for d in split.decode.devices if d.member != 0),
+        cpu_decode_bytes=sum(d.read_bytes for d in split.decode.devices if d.member == 0),
+    )
+    table = tuple(_depth_row(spec, members, split, d, inputs) for d in depth_points(spec))
+    return replace(
+        base,
+        device=device,
+        cpu=host_cpu,
+        band=band,
+        placement=placement,
+        decode_seconds_per_token=floor,
+        prefill_seconds=split.prefill_floor_s,
+        peak_flops=device.peak_flops.value if device.peak_flops else None,
+        depth_table=table,
+        memory=_memory(spec, members, split, inputs),
+        max_ctx_fits=None,
+        batch_max=None,
+        rules=(*base.rules, *split_rules(split)),
+        warnings=tuple(warnings),
+        split=split,
+    )
+
+
+def _band_source(members: Sequence[Member], bands: Sequence[EfficiencyBand | None], holding: set[int]) -> str:
+    """In words: what each device holding layers is taken at."""
+    measured = [m for i, m in enumerate(members) if m.measured is not None and i in holding]
+    used = {
+        m.device.backend: b
+        for i, (m, b) in enumerate(zip(members, bands, strict=True))
+        if b is not None and m.measured is None and i in holding
+    }
+    parts = [f"{name} {b.low:.0%}-{b.high:.0%}" for name, b in used.items()]
+    parts += [f"{m.label} measured alone at {fmt_rate(m.measured.value)}" for m in measured if m.measured]
+    return f"each device at {', '.join(parts)}, plus every hop's round trip and fixed cost"
+
+
+def _depth_row(spec: ModelSpec, members: Sequence[Member], split: Split, depth: int, inputs: PredictInputs) -> DepthRow:
+    t = chain_time(
+        spec,
+        members,
+        split.per_layer,
+        split.output,
+        depth=depth,
+        cache_type_k=inputs.cache_type_k,
+        cache_type_v=inputs.cache_type_v,
+    )
+    kv = sum(spec.kv_layer_bytes_at(depth, inputs.cache_type_k, inputs.cache_type_v))
+    return DepthRow(depth=depth, kv_bytes=kv, decode_ceiling_tok_s=1 / t.floor_s, tpot_floor_ms=t.floor_s * 1e3)
+
+
+def _memory(spec: ModelSpec, members: Sequence[Member], split: Split, inputs: PredictInputs) -> tuple[MemoryFit, ...]:
+    per_layer_kv = spec.kv_layer_bytes_at(inputs.ctx, inputs.cache_type_k, inputs.cache_type_v)
+    out = []
+    for d in split.decode.devices:
+        m = members[d.member]
+        kv = sum(b for il, b in enumerate(per_layer_kv) if split.per_layer[il] == d.member)
+        compute = compute_buffer_bytes(spec, inputs.ctx, inputs.n_ubatch, inputs.flash_attn) if d.layers else 0
+        avail, total = (m.free_bytes, m.free_bytes) if m.free_bytes else device_memory(m.device)
+        out.append(memory_fit(f"{m.device.name} ({m.label})", d.weight_bytes, kv, compute, avail, total))
+    return tuple(out)
+
+
+def split_rules(split: Split) -> tuple[str, ...]:
+    """The split in words: who holds which layers, what each hop moves, what sets the pace."""
+    lines = []
+    for d in split.decode.devices:
+        m = split.members[d.member]
+        if not d.layers and not d.output:
+            continue
+        layers = f"layers {d.layers[0]}-{d.layers[-1]}" if d.layers else "no layers"
+        out = " + output" if d.output else ""
+        lines.append(
+            f"rpc: {m.device.name} ({m.label}) holds {layers}{out}: {fmt_bytes(d.weight_bytes, binary=False)}, "
+            f"reads {fmt_bytes(d.read_bytes, binary=False)} a token"
+        )
+    for h in split.decode.hops:
+        m = split.members[h.member]
+        assert m.link is not None
+        lines.append(
+            f"rpc: hop to {m.label} over {m.link.name} ({fmt_rate(m.link.throughput_bytes_per_s)}, "
+            f"{m.link.rtt_s * 1e3:.2g} ms round trip): sends {fmt_bytes(h.sent_bytes, binary=False)}, "
+            f"gets back {fmt_bytes(h.returned_bytes, binary=False)}{' of logits' if h.output else ''} a token"
+        )
+    lines.append(f"rpc: the pace is set by {split.pace}")
+    return tuple(lines)
+
+
+def probe_servers(endpoints: Sequence[str], near: Path | None = None, measure: bool = True) -> tuple[RpcServer, ...]:
+    """Each rpc-server greeted and (with `measure`) its link measured by llama.cpp's client,
+    when its library is here."""
+    library = find_library(near) if measure else None
+    return tuple(probe_server(e, library) for e in endpoints)
+
+
+def split_members(
+    choice: RpcChoice, servers: Sequence[RpcServer], profiles: ProfileDB, host_cpu: Device | None
+) -> tuple[Member, ...]:
+    specs = [parse_remote(d, profiles) for d in choice.devices]
+    return remote_members(specs, servers, profiles, host_cpu)
+
+
+def is_local(member: Member) -> bool:
+    return member.label.rpartition(":")[0] in LOCAL_HOSTS
+
+
+def measure_local_devices(
+    spec: ModelSpec, params: BenchParams, engine: Engine, facts: HostFacts, members: Sequence[Member]
+) -> tuple[Member, ...]:
+    """An rpc-server on this host runs ggml's CPU backend here: decode the same model here without
+    RPC (same engine, same threads) and give those members that measured speed."""
+    local = [i for i, m in enumerate(members) if is_local(m) and m.device.backend == "cpu"]
+    if not local:
+        return tuple(members)
+    alone = replace(params, rpc=(), tensor_split=(), n_depth=(0,), probe_threads=None, n_gpu_layers=0)
+    result = engine.run(spec, alone, facts)
+    row, pp = result.row("tg", 0), result.row("pp", 0)
+    if row is None or not row.avg_ts:
+        return tuple(members)
+    speed = Figure(
+        row.avg_ts * spec.decode_bytes_per_token,
+        "measured",
+        f"this host decoding the model alone without RPC at {params.n_threads} threads: tg{row.n_gen} "
+        f"{row.avg_ts:.3g} tok/s (an rpc-server with other -t runs at another speed)",
+    )
+    prompt = (
+        Figure(pp.avg_ts, "measured", f"this host's pp{pp.n_prompt} without RPC: {pp.avg_ts:.3g} tok/s")
+        if pp is not None and pp.avg_ts
+        else None
+    )
+    return tuple(
+        replace(m, measured=speed, measured_prefill=prompt) if i in local else m for i, m in enumerate(members)
+    )

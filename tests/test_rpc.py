@@ -1,0 +1,308 @@
+"""A model split over machines with llama.cpp's RPC backend: the split llama.cpp chooses, what a
+token moves over each link, `predict --rpc-device`, `host --rpc` through llama.cpp's own RPC
+client, and real runs of Gemma over real rpc-servers, direct and through a relay that makes
+the link slow for real (tests/rpc_relay.py)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from llamacpp_tools import rpc_library
+from rpc_relay import start_relay, start_rpc_server
+from support import KEEP, as_process, judged
+
+from ggprof.errors import BadInputError
+from ggprof.machine.links import parse_link
+from ggprof.machine.rpc import parse_endpoints
+from ggprof.physics.rpc import layer_devices
+
+GBE_BYTES_PER_S = 1e9 * 1448 / 1538 / 8  # IEEE 802.3 line rate x the TCP payload share of a frame
+
+
+# -- the split llama.cpp chooses (src/llama-model.cpp, load_tensors) -------------------------------
+def test_layers_split_by_free_memory_as_llama_cpp_does() -> None:
+    # 18 layers + the output layer = 19 slots; equal shares -> cumulative [0.5, 1.0]; layer il goes
+    # to the first device whose split point is above il/19: il <= 9 -> device 0, the rest -> 1
+    per_layer, output = layer_devices(18, [8e9, 8e9], None)
+    assert per_layer == (0,) * 10 + (1,) * 8
+    assert output == 1
+
+
+def test_tensor_split_and_partial_offload() -> None:
+    # 3:1 -> split points [0.75, 1.0]: il/19 < 0.75 for il <= 14
+    per_layer, output = layer_devices(18, [3, 1], None)
+    assert per_layer == (0,) * 15 + (1,) * 3 and output == 1
+    # -ngl 10 of 18: the first 9 layers stay on the main host's CPU (None), 10 slots offloaded
+    per_layer, output = layer_devices(18, [1], 10)
+    assert per_layer == (None,) * 9 + (0,) * 9 and output == 0
+    # -ngl 0: nothing offloaded, the output layer stays on the CPU too
+    assert layer_devices(18, [1], 0) == ((None,) * 18, None)
+
+
+def test_links_named_and_given() -> None:
+    gbe = parse_link("1GbE")
+    assert gbe.throughput_bytes_per_s == pytest.approx(GBE_BYTES_PER_S)
+    assert gbe.throughput.source == "theoretical"
+    custom = parse_link("300Mb/s,2ms")
+    assert custom.throughput_bytes_per_s == pytest.approx(300e6 / 8)
+    assert custom.rtt_s == pytest.approx(2e-3)
+    assert custom.throughput.source == custom.rtt.source == "user"
+    assert parse_link("1.2GB/s").throughput_bytes_per_s == pytest.approx(1.2e9)
+    assert parse_link("2.5gbe,0.1ms").rtt_s == pytest.approx(1e-4)
+    for bad in ("fast", "1GbE,soon", "0Mb/s", "9TB/s", "x" * 100, "1GbE,20s"):
+        with pytest.raises(BadInputError):
+            parse_link(bad)
+
+
+def test_endpoints_are_checked() -> None:
+    assert parse_endpoints("10.0.0.2:50052, box:50053") == ("10.0.0.2:50052", "box:50053")
+    for bad in ("10.0.0.2", "host:0", "host:99999", "a b:1", "h:1,h:1", ",".join(f"h:{p}" for p in range(1, 18))):
+        with pytest.raises(BadInputError):
+            parse_endpoints(bad)
+
+
+# -- predict --rpc-device: planning a split ---------------------------------------------------
+def test_predict_a_split_over_a_declared_link(gemma_path: Path) -> None:
+    r = as_process("predict", str(gemma_path), "--rpc-device", "rtx-3060@1GbE,0.5ms", "--json")
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    split = d["split"]
+    inspect = json.loads(as_process("inspect", str(gemma_path), "--json").stdout)
+    # every layer and the output layer on the remote GPU: one hop, and the logits come back
+    remote = [x for x in split["devices"] if x["remote"]]
+    assert len(remote) == 1 and len(remote[0]["layers"]) == inspect["n_layers"] and remote[0]["output_layer"]
+    (hop,) = split["hops"]
+    assert hop["returns_logits"] and hop["returned_bytes_per_token"] == 4 * inspect["vocab_size"]
+    # the hop: a 0.5 ms round trip, the bytes each way at 1GbE's TCP payload rate
+    moved = hop["sent_bytes_per_token"] + hop["returned_bytes_per_token"]
+    assert hop["network_s_per_token"] == pytest.approx(0.5e-3 + moved / GBE_BYTES_PER_S, rel=1e-6)
+    # the GPU's term: the bytes it reads at the RTX 3060's 360 GB/s (its profile)
+    assert remote[0]["floor_s_per_token"] == pytest.approx(remote[0]["read_bytes_per_token"] / 360e9, rel=1e-6)
+    # the ceiling is one over the sum of the terms; a 1 MB logits hop over 1GbE sets the pace
+    total = sum(x["floor_s_per_token"] for x in split["devices"]) + hop["network_s_per_token"]
+    assert d["decode_ceiling_tok_s"] == pytest.approx(1 / total, rel=1e-6)
+    assert "the 1GbE,0.5ms link" in split["pace"] and "logits" in split["pace"]
+    assert d["backend"] == "rpc" and d["expected_tok_s_high"] < d["decode_ceiling_tok_s"]
+
+
+def test_predict_split_text_names_the_pace(gemma_path: Path) -> None:
+    r = as_process("predict", str(gemma_path), "--rpc-device", "rtx-3060@100Mb", "--rpc-device", "rtx-3060@100Mb")
+    assert r.exit_code == 0, r.stderr
+    assert "rpc: hop to remote 2 over 100Mb" in r.stdout.replace("\n            ", " ")
+    assert "gets back 1.05 MB of logits a token" in r.stdout.replace("\n            ", " ")
+
+
+def test_predict_split_bad_input(gemma_path: Path) -> None:
+    for args, words in (
+        (["--rpc-device", "no-such-gpu@1GbE"], "no-such-gpu"),
+        (["--rpc-device", "rtx-3060@carrier-pigeon"], "not one of localhost, 100Mb, 1GbE"),
+        (["--rpc-device", "rtx-3060@1GbE", "--tensor-split", "1,2,3"], "--tensor-split"),
+        (["--rpc-device", "rtx-3060", "--tensor-split", "a,b"], "--tensor-split"),
+    ):
+        r = as_process("predict", str(gemma_path), *args)
+        assert r.exit_code == 2, (args, r.stderr)
+        assert r.stderr.count("Error:") == 1 and words in r.stderr and "Traceback" not in r.stderr
+
+
+# -- real rpc-servers ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def rpc_lib() -> str:
+    """llama.cpp's RPC client library, built once from the same vendored llama.cpp (~45 s)."""
+    return str(rpc_library())
+
+
+@pytest.fixture(scope="module")
+def rpc_server(llama_tools: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    proc, endpoint = start_rpc_server(llama_tools, tmp_path_factory.mktemp("rpc") / "log.txt", threads=2)
+    KEEP.add(proc.pid)
+    try:
+        yield endpoint
+    finally:
+        KEEP.discard(proc.pid)
+        proc.kill()
+        proc.wait()
+
+
+def test_host_rpc_measures_the_link_through_llama_cpp(rpc_server: str, rpc_lib: str) -> None:
+    r = as_process("host", "--rpc", rpc_server, "--json", env={"GGPROF_RPC_LIB": rpc_lib})
+    assert r.exit_code == 0, r.stderr
+    (s,) = json.loads(r.stdout)["rpc_servers"]
+    assert s["endpoint"] == rpc_server and s["protocol"] == "7.0.0"
+    (device,) = s["devices"]
+    assert device["name"] == "RPC0" and 0 < device["free_bytes"] <= device["total_bytes"]
+    assert 0 < s["rtt_s"] < 0.1 and s["upload_bytes_per_s"] > 1e6 and s["download_bytes_per_s"] > 1e6
+    assert s["rtt_source"].startswith("measured: llama.cpp's RPC client")
+    assert s["upload_source"].startswith("measured: llama.cpp's RPC client")
+
+
+def test_host_rpc_through_a_slow_relay(rpc_server: str, rpc_lib: str) -> None:
+    """The relay adds 20 ms a round trip and caps the link at 4 MB/s: the probe sees both."""
+    proc, front = start_relay(rpc_server, 4e6, 20e-3)
+    try:
+        r = as_process("host", "--rpc", front, "--json", env={"GGPROF_RPC_LIB": rpc_lib})
+    finally:
+        proc.kill()
+        proc.wait()
+    assert r.exit_code == 0, r.stderr
+    (s,) = json.loads(r.stdout)["rpc_servers"]
+    assert 20e-3 <= s["rtt_s"] < 40e-3
+    assert 2.5e6 < s["upload_bytes_per_s"] < 4.4e6 and 2.5e6 < s["download_bytes_per_s"] < 4.4e6
+
+
+def test_host_rpc_without_the_client_library_says_how_to_get_it(rpc_server: str, tmp_path: Path) -> None:
+    r = as_process("host", "--rpc", rpc_server, "--json", env={"GGPROF_RPC_LIB": str(tmp_path / "missing.so")})
+    assert r.exit_code == 2 and "GGPROF_RPC_LIB" in r.stderr and r.stderr.count("Error:") == 1
+
+
+def _fake_server(reply: bytes | None) -> tuple[socket.socket, str]:
+    """A TCP server that answers each connection with `reply` (None: says nothing, keeps it open)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.recv(64)
+            if reply is None:
+                time.sleep(8)
+            else:
+                conn.sendall(reply)
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, f"127.0.0.1:{listener.getsockname()[1]}"
+
+
+@pytest.mark.parametrize(
+    ("reply", "words"),
+    [
+        (struct.pack("<Q", 28) + bytes([3, 0, 0, 0]) + bytes(24), "speaks RPC protocol 3.0.0"),
+        (b"HTTP/1.1 400 Bad Request\r\n\r\n", "not an rpc-server"),
+        (b"", "closed the connection"),
+        (None, "no answer to the RPC HELLO"),
+    ],
+)
+def test_not_an_rpc_server_is_one_line_exit_2(reply: bytes | None, words: str, rpc_lib: str) -> None:
+    listener, endpoint = _fake_server(reply)
+    try:
+        r = as_process("host", "--rpc", endpoint, env={"GGPROF_RPC_LIB": rpc_lib}, timeout_s=30)
+    finally:
+        listener.close()
+    assert r.exit_code == 2, r.stderr
+    assert r.stderr.count("Error:") == 1 and words in r.stderr and "Traceback" not in r.stderr
+
+
+def test_unreachable_rpc_server(llama_tools: Path, gemma_path: Path) -> None:
+    from llamacpp_tools import free_port
+
+    port = free_port()
+    r = as_process(
+        "profile",
+        str(gemma_path),
+        "--engine",
+        f"llama-bench={llama_tools / 'llama-bench'}",
+        "--rpc",
+        f"127.0.0.1:{port}",
+    )
+    assert r.exit_code == 2 and "connection refused" in r.stderr and r.stderr.count("Error:") == 1
+
+
+def test_python_engine_without_rpc_says_how_to_rebuild(rpc_server: str, gemma_path: Path) -> None:
+    r = as_process("profile", str(gemma_path), "--rpc", rpc_server, "-r", "1", "-n", "4", "-p", "8")
+    assert r.exit_code == 2, r.stderr
+    assert "-DGGML_RPC=on" in r.stderr and "--engine llama-bench" in r.stderr
+
+
+def _profile_rpc(llama_tools: Path, gemma_path: Path, endpoint: str, rpc_lib: str, *extra: str) -> dict:
+    r = as_process(
+        "profile",
+        str(gemma_path),
+        "--engine",
+        f"llama-bench={llama_tools / 'llama-bench'}",
+        "--rpc",
+        endpoint,
+        "-t",
+        "2",
+        "-r",
+        "3",
+        "-p",
+        "128",
+        "-n",
+        "32",
+        "--json",
+        "--no-save",
+        *extra,
+        env={"GGPROF_RPC_LIB": rpc_lib},
+        timeout_s=300,
+    )
+    return judged(r)
+
+
+@pytest.mark.slow
+def test_profile_a_real_split_over_a_local_rpc_server(
+    llama_tools: Path, gemma_path: Path, rpc_server: str, rpc_lib: str
+) -> None:
+    d = _profile_rpc(llama_tools, gemma_path, rpc_server, rpc_lib)
+    assert d["context"]["backends_used"] == ["rpc"]
+    depth = d["depths"][0]
+    split = depth["prediction"]["split"]
+    (hop,) = split["hops"]
+    assert hop["label"] == rpc_server and hop["link_source"].startswith("measured")
+    assert split["devices"][-1]["measured_alone_bytes_per_s"] > 0  # this host's CPU decoding alone
+    assert d["verdict"] == "plausible", d["findings"]
+
+
+@pytest.mark.slow
+def test_a_link_10x_slower_than_declared_is_suspicious(
+    llama_tools: Path, gemma_path: Path, rpc_server: str, rpc_lib: str
+) -> None:
+    """Declared 1 GbE with a 0.5 ms round trip; the relay gives a tenth of that and 5 ms: the
+    logits (1 MB a token) take ten times longer than the split was promised."""
+    proc, front = start_relay(rpc_server, GBE_BYTES_PER_S / 10, 5e-3)
+    try:
+        d = _profile_rpc(llama_tools, gemma_path, front, rpc_lib, "--rpc-device", "this-host@1GbE,0.5ms")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert d["verdict"] == "suspicious"
+    below = next(f for f in d["findings"] if f["code"] == "DECODE_BELOW_BAND")
+    assert any("logits" in c for c in below["causes"])
+    assert any("link to" in e and "1GbE,0.5ms" in e for e in below["evidence"])
+
+
+@pytest.mark.slow
+def test_a_server_that_dies_mid_run_ends_in_one_line(
+    llama_tools: Path, gemma_path: Path, tmp_path: Path, rpc_lib: str
+) -> None:
+    proc, endpoint = start_rpc_server(llama_tools, tmp_path / "log.txt", threads=1)
+    threading.Timer(12, proc.kill).start()  # after the reference run, while llama-bench decodes over RPC
+    start = time.monotonic()
+    r = as_process(
+        "profile",
+        str(gemma_path),
+        "--engine",
+        f"llama-bench={llama_tools / 'llama-bench'}",
+        "--rpc",
+        endpoint,
+        "-r",
+        "10",
+        "-n",
+        "256",
+        env={"GGPROF_RPC_LIB": rpc_lib},
+        timeout_s=300,
+    )
+    proc.wait()
+    assert r.exit_code == 1, r.stderr
+    assert r.stderr.count("Error:") == 1 and "llama-bench" in r.stderr and "Traceback" not in r.stderr
+    assert time.monotonic() - start < 200
