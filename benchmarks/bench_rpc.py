@@ -6,7 +6,7 @@ Prints, per setting: measured decode and prefill beside the prediction (the midd
 expected band) and its error, and the verdict; then the median error and whether every honest
 run was plausible and the run whose link is 10x slower than declared was suspicious.
 
-    python benchmarks/bench_rpc.py [--reps 3] [--out benchmarks/results/rpc.json]
+    python benchmarks/bench_rpc.py [--reps N] [--out benchmarks/data/rpc-runs.json]
 
 Needs the test tools (built once and cached): llama-bench, rpc-server and libggml-rpc.
 """
@@ -28,10 +28,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 import llamacpp_tools  # noqa: E402
 from rpc_relay import start_relay, start_rpc_server  # noqa: E402
 
-# threads of each rpc-server (and of this host's reference run, the same -t): one server gets
-# both cores; two servers on this 2-core machine one core each, as two machines would have
-# their own (with two threads each, an idle server's spinning ggml threads slow the busy one)
-THREADS = {1: 2, 2: 1}
+# threads of each rpc-server (and of this host's reference run, the same -t): one core each,
+# as separate machines would have; the other core runs the main llama-bench and the relays.
+# (Two threads per server on this 2-core machine made the runs erratic: an idle server's and
+# the main host's spinning ggml threads take the busy server's cores.)
+THREADS = {1: 1, 2: 1}
 GBE = 1e9 * 1448 / 1538 / 8  # the named link "1GbE": line rate x TCP payload share, bytes/s
 SETTINGS = [
     # name, servers, relay (bytes/s, rtt s) or None, declared link (None: measured), honest
@@ -51,7 +52,7 @@ def model_path() -> Path:
     return Path(assemble())
 
 
-def run_setting(endpoints: list[str], declared: str | None, reps: int, gen: int, threads: int) -> dict:
+def run_setting(endpoints: list[str], declared: str | None, reps: int | None, gen: int, threads: int) -> dict:
     tools = llamacpp_tools.tools_dir()
     command = [
         sys.executable,
@@ -65,8 +66,7 @@ def run_setting(endpoints: list[str], declared: str | None, reps: int, gen: int,
         ",".join(endpoints),
         "-t",
         str(threads),
-        "-r",
-        str(reps),
+        *(["-r", str(reps)] if reps else []),  # default: profile's adaptive repetitions
         "-p",
         "256",
         "-n",
@@ -87,8 +87,8 @@ def run_setting(endpoints: list[str], declared: str | None, reps: int, gen: int,
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--gen", type=int, default=32)
+    ap.add_argument("--reps", type=int, help="a fixed count (default: repeat until tok/s is known)")
+    ap.add_argument("--gen", type=int, default=64)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     tools = llamacpp_tools.tools_dir()
@@ -134,12 +134,13 @@ def main() -> int:
                     "pp_predicted": pp_pred,
                     "pp_error": abs(d["measured_pp_tok_s"] - pp_pred) / pp_pred if pp_pred else None,
                     "pace": next((r for r in pred.get("rules", []) if "pace" in r), ""),
+                    "findings": [f["code"] for f in out["findings"] if f["severity"] != "plausible"],
                 }
                 rows.append(row)
                 print(
                     f"{name:<44} tg {row['tg_measured']:6.1f} vs {predicted or 0:6.1f} tok/s "
                     f"({(row['tg_error'] or 0):.0%})  pp {row['pp_measured']:6.0f} vs {pp_pred or 0:6.0f} "
-                    f"({(row['pp_error'] or 0):.0%})  {row['verdict']}",
+                    f"({(row['pp_error'] or 0):.0%})  {row['verdict']} {' '.join(row['findings'])}",
                     flush=True,
                 )
         finally:

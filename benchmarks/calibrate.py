@@ -140,7 +140,10 @@ def main() -> int:
                     band = f"{v.low_tok_s:.1f}-{v.high_tok_s:.1f}" if v.low_tok_s and v.high_tok_s else "-"
                     slow = v.row.tok_s / v.slowdown
                     print(f"  missed {title:11s} {v.row.label}: {slow:.1f} tok/s ({v.slowdown:g}x slower), band {band}")
-    return 0
+    print("\npublished RPC results (benchmarks/data/rpc-public.jsonl), judged as splits over their machines:")
+    import bench_rpc_public
+
+    return bench_rpc_public.main()
 
 
 def judge_all(

@@ -306,3 +306,18 @@ def test_a_server_that_dies_mid_run_ends_in_one_line(
     assert r.exit_code == 1, r.stderr
     assert r.stderr.count("Error:") == 1 and "llama-bench" in r.stderr and "Traceback" not in r.stderr
     assert time.monotonic() - start < 200
+
+
+def test_fit_splits_a_model_one_machine_cannot_hold(tmp_path: Path) -> None:
+    """Llama 3 70B Q4_K_M (42 GB) and one RTX 3090 (24 GB): with a second RTX 3090 behind
+    2.5 GbE it fits in the two GPUs, every layer offloaded, and is the pick."""
+    from ggprof.model.reference import reference_path
+
+    model = reference_path("llama3-70b-q4_k_m", tmp_path)
+    r = as_process("fit", str(model), "--device", "rtx-3090", "--rpc-device", "rtx-3090@2.5GbE", "--json")
+    assert r.exit_code == 0, r.stderr
+    (m,) = json.loads(r.stdout)["models"]
+    assert m["split_over_rpc"] and m["pick"] and m["fits"] and m["n_gpu_layers"] == 81
+    assert m["expected_tok_s_low"] >= 10
+    text = as_process("fit", str(model), "--device", "rtx-3090", "--rpc-device", "rtx-3090@2.5GbE").stdout
+    assert " RPC  all " in text and "split over RPC: the pace is set by" in text

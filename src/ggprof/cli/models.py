@@ -28,6 +28,7 @@ from ggprof.units import warn
 
 if TYPE_CHECKING:
     from ggprof.machine.target import DeviceChoice
+    from ggprof.physics.rpc import Member
     from ggprof.pipelines.rpc import RpcChoice
 
 
@@ -139,11 +140,13 @@ def predict(
 @click.option(
     "--min-tok-s", type=float, callback=TOK_S, default=10.0, show_default=True, help="Decode speed the pick must reach."
 )
+@rpc_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def fit(
     paths: tuple[str, ...],
     ctx: int,
     choice: DeviceChoice,
+    rpc: RpcChoice,
     memory_gb: float | None,
     gpu_memory_gb: float | None,
     min_tok_s: float,
@@ -177,7 +180,13 @@ def fit(
         target = replace(target, device=device, cpu=cpu)
     locations = [] if paths else default_locations()
     found = scan([Path(p) for p in paths], locations)
-    report = choose_models(found, target, ChooseOptions(ctx=ctx, min_tok_s=min_tok_s), ext, scanned=locations)
+    remote: tuple[Member, ...] = ()
+    if rpc.active:  # a model that does not fit the device alone is considered split over these
+        from ggprof.pipelines.rpc import probe_servers, split_members
+
+        remote = split_members(rpc, probe_servers(rpc.endpoints), ext.profiles, host.cpu)
+    options = ChooseOptions(ctx=ctx, min_tok_s=min_tok_s, remote=remote)
+    report = choose_models(found, target, options, ext, scanned=locations)
     for w in dict.fromkeys(w for m in report.models for w in m.prediction.warnings):
         warn(w)
     if not report.models:

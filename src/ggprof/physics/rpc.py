@@ -35,9 +35,11 @@ HOP_COMMAND_BYTES = 64  # the command, sizes and tensor descriptors of one set/r
 # data/rpc-runs.jsonl, benchmarks/calibrate.py prints the fit). Its low and high ends bound the
 # expected band; a slow hop beyond that is a finding.
 HOP_OVERHEAD_S = (0.15e-3, 0.6e-3)
-# A device measured alone: its term in the split within -15% / +30% of that (the run-to-run
-# spread of two separate measurements on a shared machine; benchmarks/bench_rpc.py)
-MEASURED_SLACK = (0.15, 0.30)
+# A device measured alone: its term in the split within -15% / +40% of that. Fitted on the
+# runs of benchmarks/bench_rpc.py (benchmarks/data/rpc-runs.json): two separate measurements
+# on a shared 2-core machine, where the split's device term came out up to 33% slower than
+# the device alone (relays and servers sharing the cores) and up to 13% faster.
+MEASURED_SLACK = (0.15, 0.40)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,7 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ggprof.errors import BadInputError, GGProfError
+from ggprof.errors import BadInputError, GGProfError, NoBandwidthError
 from ggprof.llamacpp import N_PROMPT
 from ggprof.machine.target import Target
 from ggprof.model.ggml import GGML_TYPES_BY_NAME
@@ -23,8 +23,10 @@ from ggprof.model.gguf import GGUFHeader, read_model_files
 from ggprof.model.spec import ModelSpec, model_from_headers
 from ggprof.model.stores import Candidate, Location, Scan, Skipped
 from ggprof.physics.roofline import PredictInputs, Prediction
+from ggprof.physics.rpc import Member
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.predict import predict_with
+from ggprof.pipelines.rpc import predict_split
 from ggprof.units import clean_name, fmt_bytes
 
 TTFT_PROMPT = N_PROMPT  # llama-bench's prompt: the TTFT a fit row shows
@@ -34,6 +36,7 @@ TTFT_PROMPT = N_PROMPT  # llama-bench's prompt: the TTFT a fit row shows
 class ChooseOptions:
     ctx: int = 4096
     min_tok_s: float = 10.0
+    remote: tuple[Member, ...] = ()  # machines a model that does not fit may be split over (RPC)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +55,7 @@ class Assessed:
     ttft_ms: float | None  # a 512-token prompt on an empty context (None: no peak FLOP/s known)
     why_not: str | None = None  # None for the pick
     pick: bool = False
+    split: bool = False  # placed over the main device and the remote machines (llama.cpp's RPC)
 
     @property
     def expected_low_tok_s(self) -> float | None:
@@ -140,6 +144,25 @@ def _reason(e: Exception, path: Path) -> str:
 
 
 def assess(c: Candidate, spec: ModelSpec, target: Target, options: ChooseOptions, ext: Extensions) -> Assessed:
+    try:
+        alone = _assess_alone(c, spec, target, options, ext)
+    except NoBandwidthError:  # layers left in RAM of unknown bandwidth: the split may not need it
+        split = _assess_split(c, spec, target, options, ext) if options.remote else None
+        if split is None or not split.fits:
+            raise
+        return split
+    partial = target.device.is_discrete_gpu and alone.n_gpu_layers <= spec.n_layers
+    if options.remote and (not alone.fits or partial or why_not(alone, options) is not None):
+        # one machine does not suffice (too small, layers left in RAM, or too slow): the split
+        # over the remote machines when it fits and is faster
+        split = _assess_split(c, spec, target, options, ext)
+        faster = split is not None and (split.expected_low_tok_s or 0) > (alone.expected_low_tok_s or 0)
+        if split is not None and split.fits and (not alone.fits or faster):
+            return split
+    return alone
+
+
+def _assess_alone(c: Candidate, spec: ModelSpec, target: Target, options: ChooseOptions, ext: Extensions) -> Assessed:
     ctx = options.ctx
     all_layers = spec.n_layers + 1
 
@@ -153,6 +176,19 @@ def assess(c: Candidate, spec: ModelSpec, target: Target, options: ChooseOptions
         ngl = _largest_split(at, spec.n_layers)
         p = at(ngl)
     fits = all(_pool_fits(p, i) for i in range(len(p.memory)))
+    return _assessed(c, spec, p, fits, ngl, target, ctx, at)
+
+
+def _assessed(
+    c: Candidate,
+    spec: ModelSpec,
+    p: Prediction,
+    fits: bool,
+    ngl: int,
+    target: Target,
+    ctx: int,
+    at: Callable[..., Prediction],
+) -> Assessed:
     ttft = at(ngl if target.device.is_discrete_gpu else None, depth=0).ttft_floor_ms
     needed = sum(m.required_bytes for m in p.memory)
     avail = [m.total_bytes for m in p.memory]
@@ -167,6 +203,35 @@ def assess(c: Candidate, spec: ModelSpec, target: Target, options: ChooseOptions
         needed_bytes=needed,
         available_bytes=sum(a for a in avail if a) if all(avail) else None,
         ttft_ms=ttft,
+    )
+
+
+def _assess_split(
+    c: Candidate, spec: ModelSpec, target: Target, options: ChooseOptions, ext: Extensions
+) -> Assessed | None:
+    """The model over the main device and the remote machines, as llama.cpp's RPC would place
+    it (every layer offloaded); None when the main host's CPU is not known."""
+    local_gpu = target.device if target.device.is_discrete_gpu else None
+    host_cpu = target.cpu if local_gpu is not None else target.device
+    if host_cpu is None:
+        return None
+    inputs = PredictInputs(depth=options.ctx, prompt=TTFT_PROMPT, gen=1, ctx=options.ctx, n_gpu_layers=None)
+    p = predict_split(spec, host_cpu, options.remote, inputs, ext, local_gpu=local_gpu)
+    first = predict_split(spec, host_cpu, options.remote, replace(inputs, depth=0), ext, local_gpu=local_gpu)
+    needed = sum(m.required_bytes for m in p.memory)
+    totals = [m.total_bytes for m in p.memory]
+    return Assessed(
+        candidate=c,
+        spec=spec,
+        prediction=p,
+        fits=all(_pool_fits(p, i) for i in range(len(p.memory))),
+        n_gpu_layers=spec.n_layers + 1,
+        bits_per_weight=bits_per_weight(spec),
+        label_note=label_note(spec),
+        needed_bytes=needed,
+        available_bytes=sum(a for a in totals if a) if all(totals) else None,
+        ttft_ms=first.ttft_floor_ms,
+        split=True,
     )
 
 

@@ -36,6 +36,7 @@ def assessed_dict(f: Assessed) -> dict[str, Any]:
         "file_size_bytes": s.file_size_bytes,
         "fits": f.fits,
         "n_gpu_layers": f.n_gpu_layers,
+        "split_over_rpc": f.split,
         "needed_bytes": f.needed_bytes,
         "available_bytes": f.available_bytes,
         "decode_ceiling_tok_s": p.decode_ceiling_tok_s,
@@ -71,6 +72,8 @@ def _tok_s(f: Assessed) -> str:
 def _where(f: Assessed) -> str:
     if not f.fits:
         return "no"
+    if f.split:
+        return "RPC"
     if not f.prediction.device.is_discrete_gpu:
         return "yes"
     return "VRAM" if f.n_gpu_layers > f.spec.n_layers else ("RAM" if f.n_gpu_layers == 0 else "split")
@@ -100,6 +103,8 @@ def choose_text(r: ChoiceReport) -> str:
             f"{ngl:>4} {_tok_s(f):>11} {ttft:>7} {(f'{max_ctx:,}' if max_ctx is not None else '?'):>8}"
         )
         notes = [f.label_note] if f.label_note else []
+        if f.split and f.prediction.split is not None:
+            notes.append(f"split over RPC: the pace is set by {f.prediction.split.pace}")
         notes += (
             [f"why not: {f.why_not}"] if f.why_not else ["the pick: the largest model that fits and is fast enough"]
         )

@@ -1,0 +1,56 @@
+"""Published llama.cpp RPC results (benchmarks/data/rpc-public.jsonl, each with its source)
+judged by `ggprof check --backend rpc --rpc-device ...` on the model's reference header:
+the verdict of each, the reported speed over the split's predicted speed (the middle of its
+band), and the median error over the results their authors called normal. None may be
+judged impossible; a result its author reported as a slowdown should be suspicious.
+
+    python benchmarks/bench_rpc_public.py
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "benchmarks" / "data" / "rpc-public.jsonl"
+
+
+def main() -> int:
+    from ggprof.model.reference import reference_path
+
+    rows = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+    errors, ok = [], True
+    with tempfile.TemporaryDirectory() as tmp:
+        for row in rows:
+            model = reference_path(row["model"], Path(tmp))
+            args = ["check", str(model), "--tg", str(row["tg_tok_s"]), "--backend", "rpc", "--json"]
+            for device in row["rpc_devices"]:
+                args += ["--rpc-device", device]
+            done = subprocess.run([sys.executable, "-m", "ggprof", *args], capture_output=True, text=True, check=False)
+            d = json.loads(done.stdout)
+            prediction = d["rows"][0]["prediction"]
+            split = prediction["split"] if prediction else None
+            predicted = split["expected_tok_s"] if split else None
+            error = abs(row["tg_tok_s"] - predicted) / predicted if predicted else None
+            if row["reported_as"] == "normal" and error is not None:
+                errors.append(error)
+            expected = "suspicious" if row["reported_as"] == "slow" else "plausible"
+            ok = ok and d["verdict"] != "impossible" and d["verdict"] == expected
+            print(
+                f"{row['model']:<22} {' + '.join(row['rpc_devices']):<28} reported {row['tg_tok_s']:6.1f} tok/s, "
+                f"predicted {predicted or 0:6.1f} ({(error or 0):.0%}): {d['verdict']} "
+                f"(reported as {row['reported_as']})"
+            )
+    if errors:
+        print(f"median error over {len(errors)} results reported as normal: {statistics.median(errors):.0%}")
+    print(f"none impossible, every verdict as reported: {ok}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
