@@ -340,7 +340,10 @@ def check(
     if llama_bench is not None:
         rows = read_rows(llama_bench)
         spec = load_model_arg(model or _row_model(rows))
-        reports = [reported_from_row(row, backend) for row in rows]
+        # with --rpc-device/--rpc, a row whose backends name RPC ran on that split; without them a
+        # row of an older llama-bench, which printed RPC beside its local backend whenever RPC was
+        # compiled in (before llama.cpp PR #14917), is judged by its local backend
+        reports = [reported_from_row(row, backend or _rpc_backend(row.backends, rpc)) for row in rows]
     else:
         if model is None:
             raise click.UsageError("Missing argument 'MODEL.gguf'.")
@@ -386,6 +389,12 @@ def _text_chunk(index: int, judged: Iterator[Judged]) -> list[tuple[Severity, li
     from ggprof.report.verdict import judged_lines
 
     return [(j.verdict.severity, judged_lines(j)) for j in judged]
+
+
+def _rpc_backend(backends: str, rpc: RpcChoice) -> str | None:
+    from ggprof.llamacpp import backend_names
+
+    return "rpc" if rpc.active and "rpc" in backend_names(backends) else None
 
 
 def _row_model(rows: list[LlamaBenchRow]) -> str:

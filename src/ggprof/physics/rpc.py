@@ -134,7 +134,12 @@ def split_of(
     if tensor_split:
         shares = list(tensor_split)
     else:
-        shares = [float(m.free_bytes or m.device.memory_available_bytes or m.device.memory_bytes or 0) for m in gpus]
+        # a device whose memory is not known (a RAM profile without a size) takes the mean share
+        # of the known ones, or all an equal one (llama.cpp asks each device; ggprof cannot)
+        known = [m.free_bytes or m.device.memory_available_bytes or m.device.memory_bytes for m in gpus]
+        sizes = [float(k) for k in known if k]
+        mean = sum(sizes) / len(sizes) if sizes else 1.0
+        shares = [float(k) if k else mean for k in known]
     per_layer, output = layer_devices(spec.n_layers, shares, n_gpu_layers)
     return tuple(0 if i is None else i + 1 for i in per_layer), 0 if output is None else output + 1
 

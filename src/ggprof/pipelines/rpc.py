@@ -169,7 +169,12 @@ def predict_split(
     split = plan(inputs.depth)
     floor = split.decode.floor_s
     if floor == float("inf"):
-        raise BadInputError("layers stay on the main host's CPU, whose bandwidth is unknown: run `ggprof host` first")
+        unknown = [members[d.member] for d in split.decode.devices if d.seconds == float("inf")]
+        names = ", ".join(f"{m.device.name} ({m.label})" for m in unknown)
+        raise BadInputError(
+            f"the bandwidth of {names} is unknown: run `ggprof host` for this host's CPU, or give "
+            "--rpc-device PROFILE@LINK"
+        )
     # the fields a split shares with one device (FLOPs, KV per token); its own replace the rest
     base = predict(spec, replace(host_cpu, bandwidth=host_cpu.bandwidth or Figure(1.0, "derived")), inputs, band=None)
     read = sum(d.read_bytes for d in split.decode.devices)
