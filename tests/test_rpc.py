@@ -209,14 +209,7 @@ def test_unreachable_rpc_server(llama_tools: Path, gemma_path: Path) -> None:
     from llamacpp_tools import free_port
 
     port = free_port()
-    r = as_process(
-        "profile",
-        str(gemma_path),
-        "--engine",
-        f"llama-bench={llama_tools / 'llama-bench'}",
-        "--rpc",
-        f"127.0.0.1:{port}",
-    )
+    r = as_process(*_rpc_profile(llama_tools, gemma_path, f"127.0.0.1:{port}"))
     assert r.exit_code == 2 and "connection refused" in r.stderr and r.stderr.count("Error:") == 1
 
 
@@ -226,25 +219,16 @@ def test_python_engine_without_rpc_says_how_to_rebuild(rpc_server: str, gemma_pa
     assert "-DGGML_RPC=on" in r.stderr and "--engine llama-bench" in r.stderr
 
 
+def _rpc_profile(llama_tools: Path, gemma_path: Path, endpoint: str, *flags: str) -> tuple[str, ...]:
+    """`ggprof profile` of the Gemma model by the built llama-bench, split over `endpoint`."""
+    engine = f"llama-bench={llama_tools / 'llama-bench'}"
+    return ("profile", str(gemma_path), "--engine", engine, "--rpc", endpoint, *flags)
+
+
 def _profile_rpc(llama_tools: Path, gemma_path: Path, endpoint: str, rpc_lib: str, *extra: str) -> dict:
+    flags = ("-t", "1", "-p", "128", "-n", "32", "--json", "--no-save", *extra)
     r = as_process(
-        "profile",
-        str(gemma_path),
-        "--engine",
-        f"llama-bench={llama_tools / 'llama-bench'}",
-        "--rpc",
-        endpoint,
-        "-t",
-        "1",
-        "-p",
-        "128",
-        "-n",
-        "32",
-        "--json",
-        "--no-save",
-        *extra,
-        env={"GGPROF_RPC_LIB": rpc_lib},
-        timeout_s=300,
+        *_rpc_profile(llama_tools, gemma_path, endpoint, *flags), env={"GGPROF_RPC_LIB": rpc_lib}, timeout_s=300
     )
     return judged(r)
 
@@ -289,16 +273,7 @@ def test_a_server_that_dies_mid_run_ends_in_one_line(
     threading.Timer(12, proc.kill).start()  # after the reference run, while llama-bench decodes over RPC
     start = time.monotonic()
     r = as_process(
-        "profile",
-        str(gemma_path),
-        "--engine",
-        f"llama-bench={llama_tools / 'llama-bench'}",
-        "--rpc",
-        endpoint,
-        "-r",
-        "10",
-        "-n",
-        "256",
+        *_rpc_profile(llama_tools, gemma_path, endpoint, "-r", "10", "-n", "256"),
         env={"GGPROF_RPC_LIB": rpc_lib},
         timeout_s=300,
     )

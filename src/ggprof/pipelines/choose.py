@@ -190,6 +190,12 @@ def _assessed(
     at: Callable[..., Prediction],
 ) -> Assessed:
     ttft = at(ngl if target.device.is_discrete_gpu else None, depth=0).ttft_floor_ms
+    return _built(c, spec, p, fits, ngl, ttft)
+
+
+def _built(
+    c: Candidate, spec: ModelSpec, p: Prediction, fits: bool, ngl: int, ttft: float | None, split: bool = False
+) -> Assessed:
     needed = sum(m.required_bytes for m in p.memory)
     avail = [m.total_bytes for m in p.memory]
     return Assessed(
@@ -203,6 +209,7 @@ def _assessed(
         needed_bytes=needed,
         available_bytes=sum(a for a in avail if a) if all(avail) else None,
         ttft_ms=ttft,
+        split=split,
     )
 
 
@@ -218,21 +225,8 @@ def _assess_split(
     inputs = PredictInputs(depth=options.ctx, prompt=TTFT_PROMPT, gen=1, ctx=options.ctx, n_gpu_layers=None)
     p = predict_split(spec, host_cpu, options.remote, inputs, ext, local_gpu=local_gpu)
     first = predict_split(spec, host_cpu, options.remote, replace(inputs, depth=0), ext, local_gpu=local_gpu)
-    needed = sum(m.required_bytes for m in p.memory)
-    totals = [m.total_bytes for m in p.memory]
-    return Assessed(
-        candidate=c,
-        spec=spec,
-        prediction=p,
-        fits=all(_pool_fits(p, i) for i in range(len(p.memory))),
-        n_gpu_layers=spec.n_layers + 1,
-        bits_per_weight=bits_per_weight(spec),
-        label_note=label_note(spec),
-        needed_bytes=needed,
-        available_bytes=sum(a for a in totals if a) if all(totals) else None,
-        ttft_ms=first.ttft_floor_ms,
-        split=True,
-    )
+    fits = all(_pool_fits(p, i) for i in range(len(p.memory)))
+    return _built(c, spec, p, fits, spec.n_layers + 1, first.ttft_floor_ms, split=True)
 
 
 def _pool_fits(p: Prediction, i: int) -> bool:
