@@ -1,7 +1,8 @@
 """`ggprof check --llama-bench` at scale: wall time and peak memory for 1,000, 30,000 and
 100,000 rows, text and --json. Targets: 100,000 rows under 15 s and 200 MB (issue: hardening).
 
-Rows of the same backend, depth and prompt share one prediction, the host is described once,
+Rows of the same backend, depth and prompt share one prediction (made once, and in --json written
+once and named by index), the host is described once,
 and both formats stream (each row written as it is judged; --json spools rows and findings to
 temporary files until the verdict that heads them is known), so memory stays flat whatever
 the rows. Every row has its own tok/s (no two judgements alike). Each run is a fresh process;

@@ -118,6 +118,21 @@ def test_llama_bench_rows_detect_the_host_once(tmp_path: Path, gemma_path: Path)
     assert sorted(calls.read_text().split()) == ["amd-smi", "nvidia-smi", "rocm-smi", "vulkaninfo"]
 
 
+def test_check_json_lists_each_shared_prediction_once(tmp_path: Path, gemma_path: Path) -> None:
+    """2,500 rows at three depths (judged in worker processes): three predictions, each written
+    once, and every row points at the one made for its depth (the KV it reads there)."""
+    depths = (0, 256, 1024)
+    rows = bench_rows(tmp_path / "r.json", [row(avg_ts=50.0 + i % 7, n_depth=depths[i % 3]) for i in range(2500)])
+    r = as_process("check", str(gemma_path), "--llama-bench", str(rows), "--bandwidth", "90", "--json")
+    d = json.loads(r.stdout)
+    assert len(d["rows"]) == 2500 and len(d["predictions"]) == 3
+    for i, judged in enumerate(d["rows"]):
+        prediction = d["predictions"][judged["prediction_index"]]
+        assert judged["depth"] == prediction["depth"] == depths[i % 3]
+    kv = [d["predictions"][d["rows"][i]["prediction_index"]]["kv_bytes_at_depth"] for i in range(3)]
+    assert kv[0] == 0 < kv[1] < kv[2]
+
+
 def test_a_file_truncated_while_it_is_read_is_one_error_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another process truncates the file after its size was taken: a memory map would SIGBUS
     here. The size the reader takes is the one from before the truncation."""

@@ -319,8 +319,9 @@ def test_check_judges_real_rpc_rows_as_the_split(
     assert json.loads(rows.read_text().splitlines()[0])["backends"] == "RPC"
     d = judged(as_process("check", "--llama-bench", str(rows), "--rpc-device", "ddr5-4800-dual@localhost", "--json"))
     (row,) = d["rows"]
-    split = row["prediction"]["split"]
-    assert row["prediction"]["backend"] == "rpc" and split["hops"][0]["label"] == "remote 1"
+    prediction = d["predictions"][row["prediction_index"]]
+    split = prediction["split"]
+    assert prediction["backend"] == "rpc" and split["hops"][0]["label"] == "remote 1"
     assert split["devices"][-1]["device"] == "DDR5-4800 dual channel"
     plain = judged(as_process("check", "--llama-bench", str(rows), "--json"))
-    assert plain["verdict"] == "unknown" and plain["rows"][0]["prediction"] is None
+    assert plain["verdict"] == "unknown" and plain["rows"][0]["prediction_index"] is None

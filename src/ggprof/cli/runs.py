@@ -332,6 +332,7 @@ def check(
     """Judge a reported number (a bug report, a README, a forum post) without running anything."""
     from ggprof.bench.llamabench import read_rows
     from ggprof.pipelines.check import Checker, Reported, judge_chunks, reported_from_row
+    from ggprof.report.predict import predict_dict
     from ggprof.report.verdict import RowEncoder, check_lines, spool_json_chunk, write_check_json
     from ggprof.verdict.finding import EXIT, RANK
 
@@ -373,9 +374,10 @@ def check(
         from pathlib import Path
 
         with tempfile.TemporaryDirectory(prefix="ggprof-check-") as folder:
-            encoder = RowEncoder(spec, note)
+            encoder = RowEncoder(spec, checker.index_of)
             chunks = judge_chunks(checker, reports, lambda i, js: spool_json_chunk(Path(folder), i, encoder, js))
-            return int(EXIT[write_check_json(Path(folder), chunks, out)])
+            made = lambda: (predict_dict(spec, p, note) for p in checker.predictions())  # noqa: E731
+            return int(EXIT[write_check_json(Path(folder), chunks, out, made)])
     severities: list[Severity] = []
     blocks = (b for chunk in judge_chunks(checker, reports, _text_chunk) for b in chunk)
     for lines in check_lines(spec, blocks, note, severities):

@@ -53,6 +53,8 @@ class Checker:
         self.tensor_split: tuple[float, ...] = ()
         # Many rows share a backend, depth, prompt and offload: predict each combination once.
         self._predictions: dict[tuple[str | None, int, int, int | None], tuple[Target | None, Prediction | None]] = {}
+        self._index: dict[int, int] = {}  # id of each prediction made -> its place in predictions()
+        self._made: list[Prediction] = []
 
     def host(self) -> HostReport:
         if self._host is None:
@@ -92,7 +94,20 @@ class Checker:
                 self._predictions[key] = (target, split)
             else:
                 self._predictions[key] = target, prediction_for(self.spec, target, inputs, self.ext)
+            made = self._predictions[key][1]
+            if made is not None and id(made) not in self._index:
+                self._index[id(made)] = len(self._made)
+                self._made.append(made)
         return self._predictions[key]
+
+    def index_of(self, p: Prediction) -> int:
+        """A prediction's place in predictions(): the same in a forked worker, which inherits
+        every prediction made (judge_chunks makes them all before it forks)."""
+        return self._index[id(p)]
+
+    def predictions(self) -> list[Prediction]:
+        """Every prediction made so far, in the order they were first needed."""
+        return list(self._made)
 
     def check(self, r: Reported) -> Judged:
         target, prediction = self.predicted(r)

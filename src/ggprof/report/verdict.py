@@ -14,6 +14,7 @@ from ggprof.bench.llamabench import context_dict, markdown, row_dict
 from ggprof.bench.results import BenchResult
 from ggprof.model.spec import ModelSpec
 from ggprof.pipelines.judged import Judged
+from ggprof.physics.roofline import Prediction
 from ggprof.pipelines.profile import ProfileReport
 from ggprof.report.host import device_dict
 from ggprof.report.predict import predict_dict
@@ -33,9 +34,9 @@ def finding_dict(f: Finding) -> dict[str, Any]:
     return {**d, "evidence": list(f.evidence), "causes": list(f.causes)}
 
 
-def judged_dict(
-    j: Judged, model: ModelSpec, note: str = "", shared: dict[int, dict[str, Any]] | None = None
-) -> dict[str, Any]:
+def judged_dict(j: Judged, model: ModelSpec, note: str = "", with_prediction: bool = True) -> dict[str, Any]:
+    """A judged row as JSON; its prediction inline (`with_prediction`), or left for the caller to
+    name (`check --json` lists each prediction once and rows refer to it by index)."""
     p, v = j.prediction, j.verdict
     e = v.expected
     out: dict[str, Any] = {
@@ -70,14 +71,8 @@ def judged_dict(
             "ttft_ms": j.pp_row.ttft_ms,
             "ttft_p95_ms": j.pp_row.ttft_percentile_ms(95),
         }
-    if p is None:
-        out["prediction"] = None
-    elif shared is None:
-        out["prediction"] = predict_dict(model, p, note)
-    else:
-        if id(p) not in shared:
-            shared[id(p)] = predict_dict(model, p, note)
-        out["prediction"] = shared[id(p)]
+    if with_prediction:
+        out["prediction"] = predict_dict(model, p, note) if p is not None else None
     return out
 
 
@@ -142,35 +137,24 @@ class EncodedRow:
 
 
 class RowEncoder:
-    """Judged rows to EncodedRow, a prediction shared by many rows encoded once."""
+    """Judged rows to EncodedRow. A prediction is shared by many rows (one per backend, depth and
+    prompt): a row names it by its index in the top-level `predictions` (`index_of`), which are
+    written once, after the rows; at 100,000 rows inlining each would write half a gigabyte."""
 
-    def __init__(self, model: ModelSpec, note: str) -> None:
-        self.model, self.note = model, note
-        self.shared: dict[int, dict[str, Any]] = {}
-        self.encoded: dict[int, str] = {}
+    def __init__(self, model: ModelSpec, index_of: Callable[[Prediction], int]) -> None:
+        self.model, self.index_of = model, index_of
 
     def __call__(self, j: Judged) -> EncodedRow:
-        """judged_dict's JSON, key for key, with the findings and the (shared) prediction each
-        encoded once and spliced in at their places."""
+        """judged_dict's JSON with `prediction_index` for the prediction, the findings last and
+        each finding encoded once (the top-level `findings` take the same text)."""
         import json
 
-        d = judged_dict(j, self.model, self.note, self.shared)
-        findings = tuple(json.dumps(f, allow_nan=False) for f in d["findings"])
-        prediction = d["prediction"]
-        if prediction is not None and id(prediction) not in self.encoded:
-            self.encoded[id(prediction)] = json.dumps(prediction, allow_nan=False)
-        parts = []
-        for key, value in d.items():  # the keys in judged_dict's order
-            if key == "findings":
-                text = "[" + ", ".join(findings) + "]"
-            elif key == "prediction" and prediction is not None:
-                text = self.encoded[id(prediction)]
-            else:
-                text = json.dumps(value, allow_nan=False)
-            parts.append(f"{json.dumps(key)}: {text}")
-        return EncodedRow(
-            j.verdict.severity, "{" + ", ".join(parts) + "}", findings, {k: d.get(k) for k in SUMMARY_KEYS}
-        )
+        d = judged_dict(j, self.model, with_prediction=False)
+        findings = tuple(json.dumps(f, allow_nan=False) for f in d.pop("findings"))
+        d["prediction_index"] = self.index_of(j.prediction) if j.prediction is not None else None
+        text = json.dumps(d, allow_nan=False)
+        row = f'{text[:-1]}, "findings": [{", ".join(findings)}]}}'
+        return EncodedRow(j.verdict.severity, row, findings, {k: d.get(k) for k in SUMMARY_KEYS})
 
 
 @dataclass(frozen=True)
@@ -205,11 +189,14 @@ def spool_json_chunk(folder: Path, index: int, encoder: RowEncoder, judged: Iter
     return Spooled(severity, n_rows, n_findings, summary)
 
 
-def write_check_json(folder: Path, chunks: Iterable[Spooled], out: TextIO) -> Severity:
+def write_check_json(
+    folder: Path, chunks: Iterable[Spooled], out: TextIO, predictions: Callable[[], Iterable[dict[str, Any]]]
+) -> Severity:
     """`check --json` from its spooled chunks: verdict, exit_status, findings (every row's), the
-    first row's SUMMARY_KEYS, then rows, in that order (the verdict first,
-    known only once every row is judged), each row and finding one line; nothing is held in
-    memory but a chunk's figures. The worst severity."""
+    first row's SUMMARY_KEYS, rows, then predictions (each once; a row's `prediction_index`
+    points into them), in that order (the verdict first, known only once every row is judged),
+    each row and finding one line; nothing is held in memory but a chunk's figures and the
+    predictions. The worst severity."""
     import json
     import shutil
 
@@ -237,7 +224,9 @@ def write_check_json(folder: Path, chunks: Iterable[Spooled], out: TextIO) -> Se
         out.write(f",\n  {json.dumps(k)}: {json.dumps((first or {}).get(k), allow_nan=False)}")
     out.write(',\n  "rows": [')
     copy("rows", lambda c: c.rows)
-    out.write("\n}\n")
+    out.write(',\n  "predictions": [')
+    out.write(",".join("\n    " + json.dumps(p, allow_nan=False) for p in predictions()))
+    out.write("\n  ]\n}\n")
     return severity
 
 
