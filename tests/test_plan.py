@@ -82,3 +82,64 @@ def test_a_device_without_a_memory_size(llama8b: Path, run_cli) -> None:  # type
         "plan", str(llama8b), "--qps", "1", "--prompt", "100", "--gen", "100", "--tpot-slo", "50", "--bandwidth", "3000"
     )
     assert r.exit_code == 2 and "user-given device has no memory size" in r.stderr
+
+
+# -- more than one device: llama.cpp's layer split, and a split over RPC ----------------------------
+SMALL_LOAD = ("--qps", "0.2", "--prompt", "100", "--gen", "100", "--tpot-slo", "200")
+RTX_3060_BYTES_PER_S = 360e9  # profiles/rtx-3060.toml: 360 GB/s, 12 GB
+LINK = "100MB/s,2ms"  # 1e8 bytes/s each way, a 2 ms round trip
+LINK_BYTES_PER_S, LINK_RTT_S = 1e8, 2e-3
+N_EMBD, N_VOCAB = 4096, 128256  # LLAMA_3_1_8B_F16
+DEPTH = 100 + 100 // 2  # a sequence's average depth: the prompt and half the generated tokens
+
+
+def _plan(llama8b: Path, run_cli, *args: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    r = run_cli("plan", str(llama8b), *SMALL_LOAD, *args, "--json")
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)  # type: ignore[no-any-return]
+
+
+def test_a_model_split_over_two_devices_gains_memory_not_speed(llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """16 GB of f16 weights on 12 GB cards: two of them hold one copy, and a step visits each in
+    turn, so batch 1 takes the whole model's bytes over one card's bandwidth."""
+    d = _plan(llama8b, run_cli, "--device", "rtx-3060")
+    assert d["group_size"] == 2 and not d["split_over_rpc"] and d["devices_needed"] % 2 == 0
+    kv_read = 2 * 32 * 8 * 128 * 2 * DEPTH  # K and V, 32 layers, 8 KV heads of 128, f16
+    read = d["weights_bytes"] - N_VOCAB * N_EMBD * 2  # every weight but the embedding table (a lookup)
+    assert d["tpot_floor_ms"] == pytest.approx((read + kv_read) / RTX_3060_BYTES_PER_S * 1e3, rel=0.01)
+
+
+def test_one_device_short_of_memory_is_planned_over_the_rpc_machines(llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """The local 12 GB card and a remote one behind a 100 MB/s link: a step reads half the
+    model on each card, and crosses the link once each way with one activation per sequence."""
+    d = _plan(llama8b, run_cli, "--device", "rtx-3060", "--rpc-device", f"rtx-3060@{LINK}")
+    assert d["split_over_rpc"] and "2 x NVIDIA GeForce RTX 3060" in d["why_split"]
+    assert [s["label"] for s in d["shards"]] == ["remote 1", "this host"]
+    assert d["links"] == [{"label": "remote 1", "link": "100MB/s,2ms", "returns_logits": False}]
+    kv_read = 2 * 32 * 8 * 128 * 2 * DEPTH
+    read = d["weights_bytes"] - N_VOCAB * N_EMBD * 2
+    sent = 4 * N_EMBD + 4 + 2 * DEPTH + 64  # activation, position, mask row, the command
+    network = LINK_RTT_S + (sent + 4 * N_EMBD) / LINK_BYTES_PER_S
+    expected_ms = ((read + kv_read) / RTX_3060_BYTES_PER_S + network) * 1e3
+    assert d["tpot_floor_ms"] == pytest.approx(expected_ms, rel=0.01)
+    assert d["group_size"] == 2 and d["devices_needed"] % 2 == 0  # whole copies of the split
+
+
+def test_all_layers_remote_bring_every_sequences_logits_over_the_link(llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """Both cards behind links, the output layer on the last: each sequence's logits (4 bytes x
+    128,256) cross back every step, and a step at batch B moves B times as much."""
+    remote = ("--rpc-device", f"rtx-3060@{LINK}")
+    d = _plan(llama8b, run_cli, "--device", "ddr5-4800-dual", *remote, *remote)
+    assert d["split_over_rpc"] and [w["returns_logits"] for w in d["links"]] == [False, True]
+    sent = 4 * N_EMBD + 4 + 2 * DEPTH
+    b = d["batch_per_device"]
+    fixed = 2 * (LINK_RTT_S + 64 / LINK_BYTES_PER_S)
+    per_sequence = (2 * sent + 4 * N_EMBD + 4 * N_VOCAB) / LINK_BYTES_PER_S
+    assert d["network_ms"] == pytest.approx((fixed + b * per_sequence) * 1e3, rel=1e-6)
+
+
+def test_a_model_one_device_holds_is_not_split(llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    alone = _plan(llama8b, run_cli, "--device", "h100-sxm")
+    d = _plan(llama8b, run_cli, "--device", "h100-sxm", "--rpc-device", f"rtx-3060@{LINK}")
+    assert not d["split_over_rpc"] and d["why_split"] is None and d["links"] == []
+    assert (d["devices_needed"], d["tpot_floor_ms"]) == (alone["devices_needed"], alone["tpot_floor_ms"])

@@ -15,11 +15,13 @@ from ggprof.cli.base import (
     extensions,
     finite_in,
     load_model_arg,
+    rpc_options,
     show,
 )
 
 if TYPE_CHECKING:
     from ggprof.machine.target import DeviceChoice
+    from ggprof.pipelines.rpc import RpcChoice
 
 
 @cli.command()
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
 @click.option("--ctx", type=POSITIVE_TOKENS, help="Context each sequence holds [default: prompt + gen].")
 @device_options
 @click.option("--memory", "memory_gb", type=float, callback=GB, help="The device's memory, GB (overrides its own).")
+@rpc_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def plan(
     model: str,
@@ -55,27 +58,21 @@ def plan(
     ctx: int | None,
     choice: DeviceChoice,
     memory_gb: float | None,
+    rpc: RpcChoice,
     as_json: bool,
 ) -> None:
     """How many devices serve QPS requests/s within the TPOT SLO? Little's law, memory,
-    bandwidth, each step with its figures."""
-    from dataclasses import replace
-
-    from ggprof.machine.device import with_memory
-    from ggprof.machine.host import describe_host
-    from ggprof.machine.target import resolve_target
+    bandwidth, each step with its figures; with --rpc-device, a model one device cannot
+    hold is split over the listed machines."""
     from ggprof.physics.serving import PlanInputs
-    from ggprof.physics.serving import plan as make_plan
+    from ggprof.pipelines.plan import plan_on
     from ggprof.report.plan import plan_dict, plan_text
 
     ext = extensions()
     spec = load_model_arg(model)
     if ctx is not None:
         context_tokens(spec, ctx, 0, prompt, gen)  # a context that holds a request, as predict asks
-    host = describe_host(ext.backends.values(), ext.profiles, measure=False) if choice.needs_host else None
-    target = resolve_target(choice, profiles=ext.profiles, host=host)
-    if memory_gb is not None:
-        target = replace(target, device=with_memory(target.device, int(memory_gb * 1e9), "--memory"))
     inputs = PlanInputs(qps=qps, prompt=prompt, gen=gen, tpot_slo_ms=tpot_slo_ms, ttft_slo_ms=ttft_slo_ms, ctx=ctx)
-    result = make_plan(spec, target.device, inputs)
-    show(as_json, plan_dict, plan_text, spec, result, target.description)
+    memory = int(memory_gb * 1e9) if memory_gb is not None else None
+    result = plan_on(spec, inputs, choice, ext, rpc, memory)
+    show(as_json, plan_dict, plan_text, spec, result.plan, result.description, result.alone)

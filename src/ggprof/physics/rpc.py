@@ -144,7 +144,7 @@ def split_of(
     return tuple(0 if i is None else i + 1 for i in per_layer), 0 if output is None else output + 1
 
 
-def _member_bytes(
+def member_bytes(
     spec: ModelSpec, per_layer: tuple[int, ...], output: int, n_members: int
 ) -> tuple[list[int], list[int]]:
     """Weight bytes held and bytes a decoded token reads, per member."""
@@ -170,7 +170,7 @@ def _member_bytes(
     return held, read
 
 
-def _stretches(per_layer: tuple[int, ...], output: int) -> list[tuple[int, tuple[int, ...], bool]]:
+def stretches(per_layer: tuple[int, ...], output: int) -> list[tuple[int, tuple[int, ...], bool]]:
     """The devices a token visits in order: (member, its layers, ends with the output layer)."""
     out: list[tuple[int, list[int], bool]] = []
     for il, m in enumerate(per_layer):
@@ -198,7 +198,7 @@ def chain_time(
     cache_type_v: str = "f16",
 ) -> ChainTime:
     """The floor of one step of `tokens` tokens at `depth` (decode: 1 token, 1 output)."""
-    held, read = _member_bytes(spec, per_layer, output, len(members))
+    held, read = member_bytes(spec, per_layer, output, len(members))
     kv = spec.kv_layer_bytes_at(depth + tokens, cache_type_k, cache_type_v)
     for il, m in enumerate(per_layer):
         read[m] += kv[il] if il < len(kv) else 0
@@ -221,7 +221,7 @@ def chain_time(
     activation = 4 * spec.n_embd * tokens
     mask = 2 * (depth + tokens) * tokens  # f16 KQ mask of the step
     hops = []
-    for m, layers, last in _stretches(per_layer, output):
+    for m, layers, last in stretches(per_layer, output):
         link = members[m].link
         if link is None:
             continue
@@ -328,7 +328,7 @@ class Split:
         return sum(1 for m in self.per_layer if m == member)
 
 
-def _params_share(spec: ModelSpec, per_layer: tuple[int, ...], output: int, n: int) -> list[float]:
+def params_shares(spec: ModelSpec, per_layer: tuple[int, ...], output: int, n: int) -> list[float]:
     params = [0] * n
     for t in spec.tensors:
         if t.layer is not None:
@@ -354,7 +354,7 @@ def prefill_floor(
     its peak and reading its weights once, plus every hop (activations of the whole micro-batch)."""
     if not prompt:
         return None
-    shares = _params_share(spec, per_layer, output, len(members))
+    shares = params_shares(spec, per_layer, output, len(members))
     n_ub = -(-prompt // n_ubatch)
     step = chain_time(spec, members, per_layer, output, depth=depth, tokens=min(prompt, n_ubatch), outputs=1)
     total = step.network_s * n_ub
@@ -377,7 +377,7 @@ def prefill_expected(
     was measured."""
     if not prompt:
         return None
-    shares = _params_share(spec, per_layer, output, len(members))
+    shares = params_shares(spec, per_layer, output, len(members))
     total = 0.0
     for i, m in enumerate(members):
         if shares[i] <= 1e-3:

@@ -60,19 +60,10 @@ def predict_with(spec: ModelSpec, target: Target, inputs: PredictInputs, ext: Ex
 def _predict_split(
     spec: ModelSpec, inputs: PredictInputs, choice: DeviceChoice, ext: Extensions, rpc: RpcChoice
 ) -> tuple[Prediction, Target]:
-    from ggprof.pipelines.rpc import predict_split, probe_servers, split_members
+    from ggprof.pipelines.rpc import predict_split, split_setup
 
-    host = describe_host(ext.backends.values(), ext.profiles, measure=False)
-    target = resolve_target(choice, profiles=ext.profiles, host=host) if not choice.needs_host else None
-    host_cpu = host.cpu
-    if target is not None and not target.device.is_discrete_gpu:
-        host_cpu = target.device
-    if host_cpu is None:
-        raise NoBandwidthError("the main host's CPU is not known: pass --device ID")
-    servers = probe_servers(rpc.endpoints)
-    members = split_members(rpc, servers, ext.profiles, host.cpu)
-    local_gpu = target.device if target is not None and target.device.is_discrete_gpu else None
-    p = predict_split(spec, host_cpu, members, inputs, ext, local_gpu=local_gpu, tensor_split=rpc.tensor_split)
-    main = f"main host {target.description}" if target else "main host: this host"
-    remote = ", ".join(f"{m.device.name} at {m.label} over {m.link.name if m.link else '?'}" for m in members)
-    return p, Target(device=p.device, cpu=host_cpu, description=f"{main}; RPC: {remote}")
+    setup = split_setup(choice, ext, rpc)
+    p = predict_split(
+        spec, setup.host_cpu, setup.remote, inputs, ext, local_gpu=setup.local_gpu, tensor_split=rpc.tensor_split
+    )
+    return p, Target(device=p.device, cpu=setup.host_cpu, description=setup.description)

@@ -9,13 +9,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ggprof.errors import BadInputError
+from ggprof.errors import BadInputError, NoBandwidthError
 from ggprof.figures import Figure
 from ggprof.machine.device import Device, EfficiencyBand
+from ggprof.machine.host import describe_host
 from ggprof.machine.links import Link, named_link, parse_link
 from ggprof.machine.profiles import ProfileDB
 from ggprof.machine.rpc import RpcServer, find_library, probe_server
-from ggprof.machine.target import device_from_profile
+from ggprof.machine.target import DeviceChoice, device_from_profile, resolve_target
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.roofline import (
     DepthRow,
@@ -290,6 +291,40 @@ def probe_servers(endpoints: Sequence[str], near: Path | None = None, measure: b
     when its library is here."""
     library = find_library(near) if measure else None
     return tuple(probe_server(e, library) for e in endpoints)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SplitSetup:
+    """The machines of a split: the main host (its CPU; a GPU --device is a local device after
+    the RPC devices, as llama.cpp orders them) and the remote members."""
+
+    host_cpu: Device
+    remote: tuple[Member, ...]
+    local_gpu: Device | None
+    description: str
+
+    def chain(self) -> list[Member]:
+        """The members in llama.cpp's device order, the main host's CPU first."""
+        chain = [Member(label="this host", device=self.host_cpu), *self.remote]
+        if self.local_gpu is not None:
+            chain.append(Member(label="this host", device=self.local_gpu))
+        return chain
+
+
+def split_setup(choice: DeviceChoice, ext: Extensions, rpc: RpcChoice) -> SplitSetup:
+    """The split `--rpc`/`--rpc-device` describe, with this host (or `choice`) as the main host."""
+    host = describe_host(ext.backends.values(), ext.profiles, measure=False)
+    target = resolve_target(choice, profiles=ext.profiles, host=host) if not choice.needs_host else None
+    host_cpu = host.cpu
+    if target is not None and not target.device.is_discrete_gpu:
+        host_cpu = target.device
+    if host_cpu is None:
+        raise NoBandwidthError("the main host's CPU is not known: pass --device ID")
+    remote = split_members(rpc, probe_servers(rpc.endpoints), ext.profiles, host.cpu)
+    local_gpu = target.device if target is not None and target.device.is_discrete_gpu else None
+    main = f"main host {target.description}" if target else "main host: this host"
+    links = ", ".join(f"{m.device.name} at {m.label} over {m.link.name if m.link else '?'}" for m in remote)
+    return SplitSetup(host_cpu=host_cpu, remote=remote, local_gpu=local_gpu, description=f"{main}; RPC: {links}")
 
 
 def split_members(

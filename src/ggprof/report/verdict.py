@@ -13,8 +13,8 @@ from ggprof.bench.context import RunContext
 from ggprof.bench.llamabench import context_dict, markdown, row_dict
 from ggprof.bench.results import BenchResult
 from ggprof.model.spec import ModelSpec
-from ggprof.pipelines.judged import Judged
 from ggprof.physics.roofline import Prediction
+from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.profile import ProfileReport
 from ggprof.report.host import device_dict
 from ggprof.report.predict import predict_dict
