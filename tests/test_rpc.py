@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ggufs import Shape, write_model
 from llamacpp_tools import rpc_library
 from rpc_relay import start_relay, start_rpc_server
 from support import KEEP, as_process, judged
@@ -112,6 +113,48 @@ def test_predict_split_bad_input(gemma_path: Path) -> None:
 
 
 # -- real rpc-servers ---------------------------------------------------------------------------
+# -- causes a slow split can carry: the graph re-sent, MoE experts on the main host ----------------
+LOCAL_AND_REMOTE = ("--device", "rtx-3060", "--rpc-device", "rtx-3060@10MB/s,0.2ms")  # 1e7 bytes/s, 0.2 ms
+GRAPH_BYTES_PER_LAYER = 30 * 8 + 40 * 296  # ggml-rpc.cpp serialize_graph: 8 bytes a node, 296 an rpc_tensor
+
+
+def _slow_end(model: Path) -> float:
+    """The slow end of the split's expected band, s a token: the run is made slower than it."""
+    p = json.loads(as_process("predict", str(model), *LOCAL_AND_REMOTE, "--json").stdout)
+    return 1 / float(p["expected_tok_s_low"])
+
+
+def _causes(model: Path, tg: float) -> list[str]:
+    d = judged(as_process("check", str(model), "--tg", f"{tg:.6g}", "--backend", "rpc", *LOCAL_AND_REMOTE, "--json"))
+    (finding,) = [f for f in d["findings"] if f["code"] == "DECODE_BELOW_BAND"]
+    return list(finding["causes"])
+
+
+def test_a_run_slower_by_the_graph_sent_every_token_names_the_old_build(gemma_path: Path) -> None:
+    """Gemma's 18 layers over two 12 GB cards: the remote one holds layers 0-9 (llama.cpp's split),
+    whose graph is 10 x 12,080 bytes = 121 kB: 12.1 ms a token at 10 MB/s. A run that lost
+    that much is named as one without graph reuse; one that lost eight times more is not."""
+    lost_s = (12 + 10 * GRAPH_BYTES_PER_LAYER) / 1e7
+    causes = _causes(gemma_path, 1 / (_slow_end(gemma_path) + lost_s))
+    assert causes[0].startswith("the compute graph crosses the link every token (121 kB, 12.1 ms")
+    assert "PR #15405" in causes[0]
+    assert not any("compute graph" in c for c in _causes(gemma_path, 1 / (_slow_end(gemma_path) + 8 * lost_s)))
+
+
+def test_a_moe_run_slower_by_experts_on_the_main_host_names_them(tmp_path: Path) -> None:
+    """8 MoE layers over two equal cards: llama.cpp puts layers 0-4 remote (9 slots, half each).
+    Experts left on the main host send each of those layers' activation (4 x 1024 bytes) there
+    and back: 10 round trips of 0.2 ms + 8,192 bytes at 10 MB/s = 10.2 ms a token. The graph
+    re-sent (5 x 12,080 bytes, 6.0 ms) fits such a gap less well, so the experts come first."""
+    model = write_model(
+        tmp_path / "moe.gguf", Shape(n_layers=8, n_embd=1024, n_ff=1024, n_experts=8, n_experts_used=2)
+    )[0]
+    lost_s = 10 * (0.2e-3 + 2 * 4 * 1024 / 1e7)
+    causes = _causes(model, 1 / (_slow_end(model) + lost_s))
+    assert causes[0].startswith("MoE experts kept on the main host") and "10 round trips a token (10.2 ms" in causes[0]
+    assert causes[1].startswith("the compute graph crosses the link every token (60.4 kB, 6.04 ms")
+
+
 @pytest.fixture(scope="module")
 def rpc_lib() -> str:
     """llama.cpp's RPC client library, built once from the same vendored llama.cpp (~45 s)."""

@@ -357,11 +357,10 @@ def check(
             )
         ]
     checker = Checker(spec, choice, extensions())
-    if rpc.active:  # RPC rows are judged against this split (this host is the main host)
-        from ggprof.pipelines.rpc import probe_servers, split_members
+    if rpc.active:  # RPC rows are judged against this split (this host, or --device, is the main host)
+        from ggprof.pipelines.rpc import split_setup
 
-        servers = probe_servers(rpc.endpoints) if rpc.endpoints else ()
-        checker.split = split_members(rpc, servers, checker.ext.profiles, checker.host().cpu)
+        checker.split = split_setup(choice, checker.ext, rpc)
         checker.tensor_split = rpc.tensor_split
     import sys
 

@@ -40,6 +40,16 @@ HOP_OVERHEAD_S = (0.15e-3, 0.6e-3)
 # on a shared 2-core machine, where the split's device term came out up to 33% slower than
 # the device alone (relays and servers sharing the cores) and up to 13% faster.
 MEASURED_SLACK = (0.15, 0.40)
+# What a token costs when the graph is not reused: the client serialises the whole graph of a
+# stretch (ggml-rpc.cpp `serialize_graph`: 8 bytes a node, one `rpc_tensor` of 296 bytes for
+# every node and source) and sends it with GRAPH_COMPUTE every token. Builds before graph
+# reuse (llama.cpp PR #15405, merged November 2025) always did; a current build still does
+# when a device's layers are cut into several graphs (tensors overridden to the main host
+# inside its range). A llama-style layer's decode graph holds about 30 nodes and 40 tensors
+# with its weights: ~12 kB a layer.
+RPC_TENSOR_BYTES = 296
+GRAPH_NODES_PER_LAYER = 30
+GRAPH_TENSORS_PER_LAYER = 40
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -284,6 +294,41 @@ def expected_time(
     return ChainBand(floor_s=t.floor_s, fast_s=fast, slow_s=slow)
 
 
+def graph_bytes(layers: int) -> int:
+    """The serialised decode graph of `layers` layers, as GRAPH_COMPUTE sends it."""
+    return 12 + layers * (GRAPH_NODES_PER_LAYER * 8 + GRAPH_TENSORS_PER_LAYER * RPC_TENSOR_BYTES)
+
+
+def graph_resend_s(t: ChainTime, members: Sequence[Member]) -> tuple[int, float]:
+    """Bytes and seconds a token would add if every remote stretch sent its graph again."""
+    moved, seconds = 0, 0.0
+    for h in t.hops:
+        link = members[h.member].link
+        if link is not None:
+            b = graph_bytes(len(h.layers))
+            moved += b
+            seconds += b / link.throughput_bytes_per_s
+    return moved, seconds
+
+
+def experts_on_host_s(spec: ModelSpec, t: ChainTime, members: Sequence[Member]) -> tuple[int, float]:
+    """Round trips and seconds a token would add if a MoE model's experts stayed on the main host
+    (`--n-cpu-moe`, `-ot exps=CPU`) inside the remote devices' layers: every such layer sends its
+    activation to the host for the experts and back, a round trip each way."""
+    if not spec.n_experts:
+        return 0, 0.0
+    trips, seconds = 0, 0.0
+    activation = 4 * spec.n_embd
+    for h in t.hops:
+        link = members[h.member].link
+        if link is not None and h.layers:
+            n = 2 * len(h.layers)
+            trips += n
+            moved = activation / link.throughput_bytes_per_s + activation / link.download_bytes_per_s
+            seconds += n * (link.rtt_s + moved)
+    return trips, seconds
+
+
 def dominant(t: ChainTime, members: Sequence[Member]) -> str:
     """Which term sets the pace, in words ("the 1GbE link to 10.0.0.2:50052: 1.05 MB of logits a token")."""
     from ggprof.units import fmt_bytes
@@ -323,6 +368,10 @@ class Split:
         return self.prompt / self.prefill_expected_s if self.prefill_expected_s and self.prompt else None
 
     pace: str  # which term sets the decode pace, in words
+    # what a token would add (bytes or round trips, seconds) if each remote stretch re-sent its
+    # graph (a build without graph reuse), or if a MoE model's experts stayed on the main host
+    graph_resend: tuple[int, float] = (0, 0.0)
+    experts_on_host: tuple[int, float] = (0, 0.0)
 
     def layers_of(self, member: int) -> int:
         return sum(1 for m in self.per_layer if m == member)
@@ -418,6 +467,8 @@ def plan_split(
             spec, members, per_layer, output, prefill_flops, prompt=prompt, n_ubatch=n_ubatch, depth=depth
         ),
         pace=dominant(decode, members),
+        graph_resend=graph_resend_s(decode, members),
+        experts_on_host=experts_on_host_s(spec, decode, members),
         prefill_expected_s=prefill_expected(spec, members, per_layer, output, prompt=prompt, n_ubatch=n_ubatch),
         prompt=prompt,
     )

@@ -18,11 +18,10 @@ from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.roofline import PredictInputs, Prediction, is_partial_offload
-from ggprof.physics.rpc import Member
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.profile import prediction_for
-from ggprof.pipelines.rpc import predict_split
+from ggprof.pipelines.rpc import SplitSetup, predict_split
 from ggprof.verdict.finding import JudgeCase
 from ggprof.verdict.judge import judge
 
@@ -49,7 +48,7 @@ class Checker:
     def __init__(self, spec: ModelSpec, choice: DeviceChoice, ext: Extensions) -> None:
         self.spec, self.choice, self.ext = spec, choice, ext
         self._host: HostReport | None = None
-        self.split: tuple[Member, ...] = ()  # the remote devices RPC rows ran on (--rpc-device)
+        self.split: SplitSetup | None = None  # the machines RPC rows ran on (--rpc, --rpc-device)
         self.tensor_split: tuple[float, ...] = ()
         # Many rows share a backend, depth, prompt and offload: predict each combination once.
         self._predictions: dict[tuple[str | None, int, int, int | None], tuple[Target | None, Prediction | None]] = {}
@@ -85,10 +84,18 @@ class Checker:
                 n_gpu_layers=r.n_gpu_layers,
             )
             if r.backend == "rpc":
-                cpu = self.host().cpu if self.split else None
+                s = self.split
                 split = (
-                    predict_split(self.spec, cpu, self.split, inputs, self.ext, tensor_split=self.tensor_split)
-                    if cpu is not None
+                    predict_split(
+                        self.spec,
+                        s.host_cpu,
+                        s.remote,
+                        inputs,
+                        self.ext,
+                        local_gpu=s.local_gpu,
+                        tensor_split=self.tensor_split,
+                    )
+                    if s is not None
                     else None
                 )
                 self._predictions[key] = (target, split)
