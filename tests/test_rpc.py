@@ -368,3 +368,18 @@ def test_check_judges_real_rpc_rows_as_the_split(
     assert split["devices"][-1]["device"] == "DDR5-4800 dual channel"
     plain = judged(as_process("check", "--llama-bench", str(rows), "--json"))
     assert plain["verdict"] == "unknown" and plain["rows"][0]["prediction_index"] is None
+
+
+def test_the_gemma3_4b_reference_is_the_published_file(tmp_path: Path) -> None:
+    """llama-bench printed `gemma3 4B Q4_0 | 2.93 GiB | 3.88 B` for gemma-3-4b-it-q4_0 (llama.cpp
+    PR #16276): the rebuilt header holds the same bytes and parameters, and a token reads the
+    F16 embedding as the tied output head: 671M x 2 bytes on top of the Q4_0 layers."""
+    from ggprof.model.reference import reference_path
+    from ggprof.model.spec import load_model
+
+    spec = load_model(reference_path("gemma3-4b-q4_0", tmp_path))
+    assert spec.tensor_bytes / 2**30 == pytest.approx(2.93, abs=0.005)
+    assert spec.n_params / 1e9 == pytest.approx(3.88, abs=0.005)
+    embedding = 262144 * 2560
+    layers_q4_0 = (spec.n_params - embedding) * 18 / 32  # Q4_0: 18 bytes a block of 32
+    assert spec.decode_bytes_per_token == pytest.approx(layers_q4_0 + 2 * embedding, rel=0.002)

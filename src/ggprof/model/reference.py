@@ -28,6 +28,8 @@ class RefShape:
     vocab: int
     description: str
     tied: bool = False
+    head_dim: int | None = None  # when the heads are not n_embd / n_heads wide (Gemma 3)
+    embd_type: str | None = None  # token_embd's type when a release keeps it apart (Gemma 3 QAT Q4_0: F16)
 
 
 SHAPES: dict[str, RefShape] = {
@@ -40,6 +42,13 @@ SHAPES: dict[str, RefShape] = {
     "llama3.2-3b": RefShape(3072, 28, 24, 8, 8192, 128256, "Llama 3.2 3B", tied=True),
     "tinyllama-1.1b": RefShape(2048, 22, 32, 4, 5632, 32000, "TinyLlama 1.1B"),
     "qwen2.5-14b": RefShape(5120, 48, 40, 8, 13824, 152064, "Qwen2.5 14B (attention biases left out)"),
+    # Gemma 3 4B (google/gemma-3-4b-it config.json: hidden 2560, 34 layers, 8 heads of 256, 4 KV
+    # heads, FFN 10240, vocabulary 262144, tied), text model only, in Google's QAT Q4_0 release
+    # (ggml-org/gemma-3-4b-it-qat-GGUF): its 2.93 GiB are Q4_0 layers and an F16 embedding, which
+    # as the tied output head is read every token. Norm scales and q/k norms left out (<1 MB).
+    "gemma3-4b": RefShape(
+        2560, 34, 8, 4, 10240, 262144, "Gemma 3 4B (text, QAT: F16 embedding)", tied=True, head_dim=256, embd_type="F16"
+    ),
     **{
         f"synth-{s.name}": RefShape(
             s.n_embd, s.n_layers, s.n_heads, s.n_kv_heads, s.n_ff, s.vocab, s.description, s.tied
@@ -68,7 +77,7 @@ def _use_more_bits(i: int, n: int) -> bool:
 
 def tensor_types(shape: RefShape, scheme: str, synthetic: bool) -> list[tuple[str, tuple[int, ...], str]]:
     """(name, ggml shape, ggml type name) for every tensor."""
-    e, hd = shape.n_embd, shape.n_embd // shape.n_heads
+    e, hd = shape.n_embd, shape.head_dim or shape.n_embd // shape.n_heads
     base = {"q4_0": "Q4_0", "q8_0": "Q8_0", "f16": "F16", "q6_k": "Q6_K", "q4_k_m": "Q4_K"}[scheme]
     # llama.cpp's quantizer keeps the output layer at Q6_K below Q8_0; synth writes one type.
     head = base if synthetic or scheme in ("q8_0", "f16") else "Q6_K"
@@ -83,6 +92,8 @@ def tensor_types(shape: RefShape, scheme: str, synthetic: bool) -> list[tuple[st
             ggml_type = "F32"
         elif t.name == "output.weight":
             ggml_type = head
+        elif t.name == "token_embd.weight" and shape.embd_type:
+            ggml_type = shape.embd_type
         elif more and t.name.endswith(("attn_v.weight", "ffn_down.weight")):
             ggml_type = "Q6_K"
         else:
@@ -115,6 +126,9 @@ def reference_path(ref: str, folder: Path) -> Path:
     w.add_uint32(f"{a}.feed_forward_length", shape.n_ff)
     w.add_uint32(f"{a}.attention.head_count", shape.n_heads)
     w.add_uint32(f"{a}.attention.head_count_kv", shape.n_kv_heads)
+    if shape.head_dim:
+        w.add_uint32(f"{a}.attention.key_length", shape.head_dim)
+        w.add_uint32(f"{a}.attention.value_length", shape.head_dim)
     w.add_uint32(f"{a}.vocab_size", shape.vocab)
     data = 0
     for name, ggml_shape, type_name in tensors:

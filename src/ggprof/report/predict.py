@@ -130,6 +130,12 @@ def split_dict(split: Split) -> dict[str, Any]:
         "expected_tok_s": 1 / split.band.expected_s if split.band else None,
         "prefill_expected_tok_s": split.prefill_expected_tok_s,
         "pace": split.pace,
+        # what a token would add: each remote stretch's graph sent again (builds without graph
+        # reuse), MoE experts kept on the main host inside the remote layers
+        "graph_resend_bytes_per_token": split.graph_resend[0],
+        "graph_resend_s_per_token": split.graph_resend[1],
+        "experts_on_host_round_trips_per_token": split.experts_on_host[0],
+        "experts_on_host_s_per_token": split.experts_on_host[1],
     }
 
 
