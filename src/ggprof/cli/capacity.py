@@ -74,5 +74,5 @@ def plan(
         context_tokens(spec, ctx, 0, prompt, gen)  # a context that holds a request, as predict asks
     inputs = PlanInputs(qps=qps, prompt=prompt, gen=gen, tpot_slo_ms=tpot_slo_ms, ttft_slo_ms=ttft_slo_ms, ctx=ctx)
     memory = int(memory_gb * 1e9) if memory_gb is not None else None
-    result = plan_on(spec, inputs, choice, ext, rpc, memory)
+    result = plan_on(spec, inputs, choice, ext, rpc=rpc, memory_bytes=memory)
     show(as_json, plan_dict, plan_text, spec, result.plan, result.description, result.alone)

@@ -27,8 +27,9 @@ def plan_on(
     inputs: PlanInputs,
     choice: DeviceChoice,
     ext: Extensions,
-    rpc: RpcChoice | None = None,
-    memory_bytes: int | None = None,
+    *,
+    rpc: RpcChoice,
+    memory_bytes: int | None,
 ) -> PlanResult:
     """The plan on the chosen device; with `rpc`, when that device cannot hold one copy of the
     model (or cannot meet the TPOT SLO even at batch 1, or lacks a figure to plan with), the
@@ -40,11 +41,11 @@ def plan_on(
     try:
         alone = plan(spec, target.device, inputs)
     except BadInputError as e:  # an SLO below its floor, no room for a sequence, no figures
-        if rpc is None or not rpc.active:
+        if not rpc.active:
             raise
         why = str(e)
     else:
-        if rpc is None or not rpc.active or alone.group_size == 1:
+        if not rpc.active or alone.group_size == 1:
             return PlanResult(plan=alone, description=target.description)
         why = f"one copy of the model needs {alone.group_size} x {target.device.name}"
     setup = split_setup(choice, ext, rpc)
