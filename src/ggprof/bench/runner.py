@@ -27,6 +27,7 @@ import psutil
 from ggprof.bench.child import EXIT_LOAD_FAILED
 from ggprof.bench.context import RunContext
 from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo, ThreadProbe
+from ggprof.bench.supervise import drain
 from ggprof.errors import BadInputError, RunError
 from ggprof.machine.facts import HostFacts, cpu_clock, page_cache_resident_fraction
 from ggprof.units import clean
@@ -118,20 +119,16 @@ def run_bench(params: BenchParams, facts: HostFacts, progress: ProgressFn | None
         "current": "loading the model",
         "model_filename": str(params.model),
     }
-    deadline = time.monotonic() + params.timeout_s if params.timeout_s else None
     child_cpu = 0.0
+
+    def timed_out() -> RunError:
+        return RunError(
+            f"{_what(params, events)}: timed out after {params.timeout_s:g} s "
+            f"(--timeout); llama.cpp last said: {child.last_words()}"
+        )
+
     try:
-        while True:
-            timeout = None if deadline is None else max(deadline - time.monotonic(), 0)
-            try:
-                event = child.events.get(timeout=timeout)
-            except queue.Empty:
-                raise RunError(
-                    f"{_what(params, events)}: timed out after {params.timeout_s:g} s "
-                    f"(--timeout); llama.cpp last said: {child.last_words()}"
-                ) from None
-            if event is None:
-                break
+        for event in drain(child.events, params.timeout_s, timed_out):
             child_cpu = _child_cpu(child.proc.pid, child_cpu)
             _handle(event, events, progress)
         rc = child.proc.wait()

@@ -68,7 +68,7 @@ COMMAND_MODULES = {
     "plugins": "models",
     "host": "machine",
     "profiles": "machine",
-    "plan": "capacity",
+    "plan": "models",
     "history": "history",
     "compare": "history",
     "report": "history",

@@ -1,4 +1,4 @@
-"""Commands about models and plugins: inspect, predict, fit, synth, plugins."""
+"""Commands about models and plugins: inspect, predict, fit, plan, synth, plugins."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from ggprof.cli.base import (
     device_options,
     draw,
     emit_json,
+    extensions,
+    finite_in,
     load_model_arg,
     rpc_options,
     show,
@@ -104,7 +106,6 @@ def predict(
 ) -> None:
     """Predict decode and prefill ceilings, latency and memory fit for a model on a device
     (or split over machines with llama.cpp's RPC: --rpc-device, --rpc)."""
-    from ggprof.cli.base import extensions
     from ggprof.physics.roofline import PredictInputs
     from ggprof.pipelines.predict import predict_on
     from ggprof.report.predict import predict_dict, predict_text
@@ -156,7 +157,6 @@ def fit(
     LM Studio, the Hugging Face cache and llama.cpp's cache) by expected decode speed."""
     from pathlib import Path
 
-    from ggprof.cli.base import extensions
     from ggprof.errors import BadInputError
     from ggprof.machine.device import with_memory
     from ggprof.machine.host import describe_host
@@ -194,6 +194,60 @@ def fit(
         first = f"; {report.skipped[0].path}: {report.skipped[0].reason}" if report.skipped else ""
         raise BadInputError(f"no readable GGUF model in {where}{first}")
     show(as_json, choose_dict, choose_text, report)
+
+
+@cli.command()
+@click.argument("model", metavar="MODEL.gguf")
+@click.option(
+    "--qps", type=float, callback=finite_in(1e-6, 1e6), required=True, help="Requests per second (above 1e-6)."
+)
+@click.option("--prompt", type=POSITIVE_TOKENS, required=True, help="Prompt tokens per request.")
+@click.option("--gen", type=POSITIVE_TOKENS, required=True, help="Generated tokens per request.")
+@click.option(
+    "--tpot-slo",
+    "tpot_slo_ms",
+    metavar="MS",
+    type=float,
+    callback=finite_in(0, 1e6),
+    required=True,
+    help="Time per output token each user must get, ms.",
+)
+@click.option(
+    "--ttft-slo", "ttft_slo_ms", metavar="MS", type=float, callback=finite_in(0, 1e7), help="Time to first token, ms."
+)
+@click.option("--ctx", type=POSITIVE_TOKENS, help="Context each sequence holds [default: prompt + gen].")
+@device_options
+@click.option("--memory", "memory_gb", type=float, callback=GB, help="The device's memory, GB (overrides its own).")
+@rpc_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def plan(
+    model: str,
+    qps: float,
+    prompt: int,
+    gen: int,
+    tpot_slo_ms: float,
+    ttft_slo_ms: float | None,
+    ctx: int | None,
+    choice: DeviceChoice,
+    memory_gb: float | None,
+    rpc: RpcChoice,
+    as_json: bool,
+) -> None:
+    """How many devices serve QPS requests/s within the TPOT SLO? Little's law, memory,
+    bandwidth, each step with its figures; with --rpc-device, a model one device cannot
+    hold is split over the listed machines."""
+    from ggprof.physics.serving import PlanInputs
+    from ggprof.pipelines.plan import plan_on
+    from ggprof.report.plan import plan_dict, plan_text
+
+    ext = extensions()
+    spec = load_model_arg(model)
+    if ctx is not None:
+        context_tokens(spec, ctx, 0, prompt, gen)  # a context that holds a request, as predict asks
+    inputs = PlanInputs(qps=qps, prompt=prompt, gen=gen, tpot_slo_ms=tpot_slo_ms, ttft_slo_ms=ttft_slo_ms, ctx=ctx)
+    memory = int(memory_gb * 1e9) if memory_gb is not None else None
+    result = plan_on(spec, inputs, choice, ext, rpc=rpc, memory_bytes=memory)
+    show(as_json, plan_dict, plan_text, spec, result.plan, result.description, result.alone)
 
 
 @cli.command()

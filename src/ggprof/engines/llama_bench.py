@@ -32,6 +32,7 @@ import psutil
 
 from ggprof.bench.context import RunContext
 from ggprof.bench.results import BenchResult, BenchRow, ModelInfo, ThreadProbe
+from ggprof.bench.supervise import drain
 from ggprof.engines import Engine, ProgressFn
 from ggprof.errors import BadInputError, RunError
 from ggprof.llamacpp import BACKEND_NAMES, N_BATCH, N_UBATCH, backend_names, test_name
@@ -231,19 +232,15 @@ class _Run:
         """Every row, validated; RunError/BadInputError naming the rows finished before a fault."""
         rows: list[dict[str, Any]] = []
         timeout = self.params.timeout_s
-        deadline = time.monotonic() + timeout if timeout else None
+
+        def timed_out() -> RunError:
+            return RunError(
+                f"{self._doing(rows)}: timed out after {timeout:g} s (--timeout); "
+                f"llama-bench last said: {self.last_words()}{_kept(rows)}"
+            )
+
         try:
-            while True:
-                wait = None if deadline is None else max(deadline - time.monotonic(), 0)
-                try:
-                    line = self.lines.get(timeout=wait)
-                except queue.Empty:
-                    raise RunError(
-                        f"{self._doing(rows)}: timed out after {timeout:g} s (--timeout); "
-                        f"llama-bench last said: {self.last_words()}{_kept(rows)}"
-                    ) from None
-                if line is None:
-                    break
+            for line in drain(self.lines, timeout, timed_out):
                 if line.strip():
                     rows.append(self._row(line, len(rows) + 1, rows))
             rc = self.proc.wait()
