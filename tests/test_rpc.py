@@ -290,6 +290,36 @@ def test_profile_a_real_split_over_a_local_rpc_server(
     assert d["verdict"] == "plausible", d["findings"]
 
 
+@pytest.fixture(scope="module")
+def second_rpc_server(llama_tools: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    proc, endpoint = start_rpc_server(llama_tools, tmp_path_factory.mktemp("rpc2") / "log.txt", threads=1)
+    KEEP.add(proc.pid)
+    try:
+        yield endpoint
+    finally:
+        KEEP.discard(proc.pid)
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow
+def test_profile_a_real_split_over_two_local_rpc_servers(
+    llama_tools: Path, gemma_path: Path, rpc_server: str, second_rpc_server: str, rpc_lib: str
+) -> None:
+    """Gemma's 18 layers over two rpc-servers of (nearly) equal free memory: llama.cpp puts slot
+    i of 19 on the first device whose cumulative share exceeds i/19, so layers 0-9 on the first
+    (9/19 < 1/2) and 10-17 with the output layer on the second; a token crosses both links, the
+    second returning the logits (4 x 262,144 bytes)."""
+    d = _profile_rpc(llama_tools, gemma_path, f"{rpc_server},{second_rpc_server}", rpc_lib)
+    assert d["context"]["backends_used"] == ["rpc"]
+    split = d["depths"][0]["prediction"]["split"]
+    first, second = split["hops"]
+    assert (first["label"], second["label"]) == (rpc_server, second_rpc_server)
+    assert (first["layers"], second["layers"]) == (list(range(10)), list(range(10, 18)))
+    assert not first["returns_logits"] and second["returned_bytes_per_token"] == 4 * 262144
+    assert d["verdict"] == "plausible", d["findings"]
+
+
 @pytest.mark.slow
 def test_a_link_10x_slower_than_declared_is_suspicious(
     llama_tools: Path, gemma_path: Path, rpc_server: str, rpc_lib: str
