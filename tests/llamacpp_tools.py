@@ -196,3 +196,45 @@ def start_llama_server(tools: Path, model: Path, log: Path, *args: str) -> tuple
             time.sleep(0.5)
     proc.kill()
     raise RuntimeError(f"llama-server did not start: {log.read_text()[-2000:]}")
+
+
+# llama-cpp-python itself built with llama.cpp's RPC backend: the python engine's --rpc path.
+# Its CMAKE_ARGS are README's plus -DGGML_RPC=on, what ggprof's rebuild advice says.
+RPC_PYTHON_CMAKE_ARGS = "-DLLAVA_BUILD=OFF -DGGML_RPC=on"
+
+
+def rpc_llama_cpp_python() -> Path:
+    """A folder holding the installed version of llama-cpp-python rebuilt with -DGGML_RPC=on
+    (its `llama_cpp` package, to put first on PYTHONPATH), built now when not cached: the
+    same 6-9 minute build as the install, once."""
+    version = metadata.version("llama-cpp-python")
+    key = hashlib.sha256(RPC_PYTHON_CMAKE_ARGS.encode()).hexdigest()[:10]
+    out = cache_root() / f"llama-cpp-python-{version}-rpc-{key}"
+    if (out / "llama_cpp" / "lib").is_dir():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "llama_cpp" / "lib").is_dir():
+            with tempfile.TemporaryDirectory(prefix="ggprof-llama-cpp-python-rpc-") as tmp:
+                subprocess.run(
+                    [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary",
+                     "llama-cpp-python", f"llama-cpp-python=={version}", "-d", tmp],
+                    check=True,
+                )  # fmt: skip
+                sdist = next(Path(tmp).glob("llama_cpp_python-*.tar.gz"))
+                staging = Path(tmp) / "target"
+                env = {
+                    **os.environ,
+                    "CMAKE_ARGS": RPC_PYTHON_CMAKE_ARGS,
+                    "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2),
+                }
+                subprocess.run(
+                    [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-cache-dir",
+                     "--target", str(staging), str(sdist)],
+                    check=True,
+                    env=env,
+                )  # fmt: skip
+                shutil.rmtree(out, ignore_errors=True)
+                shutil.copytree(staging, out, symlinks=True)
+    return out

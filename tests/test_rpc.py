@@ -6,6 +6,7 @@ the link slow for real (tests/rpc_relay.py)."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import struct
 import threading
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from ggufs import Shape, write_model
-from llamacpp_tools import rpc_library
+from llamacpp_tools import rpc_library, rpc_llama_cpp_python
 from rpc_relay import start_relay, start_rpc_server
 from support import KEEP, as_process, judged
 
@@ -317,6 +318,22 @@ def test_profile_a_real_split_over_two_local_rpc_servers(
     assert (first["label"], second["label"]) == (rpc_server, second_rpc_server)
     assert (first["layers"], second["layers"]) == (list(range(10)), list(range(10, 18)))
     assert not first["returns_logits"] and second["returned_bytes_per_token"] == 4 * 262144
+    assert d["verdict"] == "plausible", d["findings"]
+
+
+@pytest.mark.slow
+def test_the_python_engine_built_with_rpc_splits_over_a_real_rpc_server(gemma_path: Path, rpc_server: str) -> None:
+    """llama-cpp-python rebuilt with -DGGML_RPC=on (the rebuild ggprof advises; built once and
+    cached): the python engine registers the rpc-server as llama.cpp's tools do, every layer
+    runs there, and the run is judged as the split."""
+    site = rpc_llama_cpp_python()
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)}
+    flags = ("-t", "1", "-p", "64", "-n", "16", "--json", "--no-save")
+    d = judged(as_process("profile", str(gemma_path), "--rpc", rpc_server, *flags, env=env, timeout_s=300))
+    assert d["engine"].startswith("llama.cpp via llama-cpp-python") and d["context"]["backends_used"] == ["rpc"]
+    assert d["context"]["n_gpu_layers_offloaded"] == 19  # 18 layers and the output layer
+    (hop,) = d["depths"][0]["prediction"]["split"]["hops"]
+    assert hop["label"] == rpc_server and hop["returns_logits"]
     assert d["verdict"] == "plausible", d["findings"]
 
 

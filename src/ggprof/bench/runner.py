@@ -249,7 +249,10 @@ def _context(
 ) -> RunContext:
     system = events.get("system", {})
     info = system.get("system_info", "")
-    backends = tuple(sorted({part.split(":")[0].strip().lower() for part in info.split("|") if ":" in part}))
+    named = {part.split(":")[0].strip().lower() for part in info.split("|") if ":" in part}
+    # llama.cpp's system info names the compute backends, not RPC: the child registered the
+    # rpc-servers itself, and layers offloaded then went to them
+    backends = tuple(sorted(named | ({"rpc"} if params.rpc else set())))
     offloaded = child.offloaded[0] if child.offloaded else 0
     used = (
         ("cpu",)
