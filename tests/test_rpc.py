@@ -162,11 +162,10 @@ def rpc_lib() -> str:
     return str(rpc_library())
 
 
-@pytest.fixture(scope="module")
-def rpc_server(llama_tools: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    # one thread: the server has a core of this 2-core machine, the main host the other (two
-    # threads each made the runs erratic: spinning ggml threads took the busy one's core)
-    proc, endpoint = start_rpc_server(llama_tools, tmp_path_factory.mktemp("rpc") / "log.txt", threads=1)
+def _serving(llama_tools: Path, folder: Path) -> Iterator[str]:
+    """A real rpc-server at one thread (the server has a core of this 2-core machine, the main
+    host the other: two threads each made the runs erratic), kept while the module runs."""
+    proc, endpoint = start_rpc_server(llama_tools, folder / "log.txt", threads=1)
     KEEP.add(proc.pid)
     try:
         yield endpoint
@@ -174,6 +173,16 @@ def rpc_server(llama_tools: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         KEEP.discard(proc.pid)
         proc.kill()
         proc.wait()
+
+
+@pytest.fixture(scope="module")
+def rpc_server(llama_tools: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from _serving(llama_tools, tmp_path_factory.mktemp("rpc"))
+
+
+@pytest.fixture(scope="module")
+def second_rpc_server(llama_tools: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from _serving(llama_tools, tmp_path_factory.mktemp("rpc2"))
 
 
 def test_host_rpc_measures_the_link_through_llama_cpp(rpc_server: str, rpc_lib: str) -> None:
@@ -289,18 +298,6 @@ def test_profile_a_real_split_over_a_local_rpc_server(
     assert hop["label"] == rpc_server and hop["link_source"].startswith("measured")
     assert split["devices"][-1]["measured_alone_bytes_per_s"] > 0  # this host's CPU decoding alone
     assert d["verdict"] == "plausible", d["findings"]
-
-
-@pytest.fixture(scope="module")
-def second_rpc_server(llama_tools: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    proc, endpoint = start_rpc_server(llama_tools, tmp_path_factory.mktemp("rpc2") / "log.txt", threads=1)
-    KEEP.add(proc.pid)
-    try:
-        yield endpoint
-    finally:
-        KEEP.discard(proc.pid)
-        proc.kill()
-        proc.wait()
 
 
 @pytest.mark.slow

@@ -32,7 +32,7 @@ def plan_dict(spec: ModelSpec, p: Plan, device_note: str, alone: str | None = No
         "weights_bytes": p.weights_bytes,
         "buffer_bytes": p.buffer_bytes,
         "memory_per_device_bytes": p.memory_per_device_bytes,
-        "bandwidth_bytes_per_s": p.device.bandwidth_bytes_per_s,
+        "bandwidth_bytes_per_s": None if p.split_over_rpc else p.device.bandwidth_bytes_per_s,  # a split: per shard
         "tpot_floor_ms": p.tpot_floor_ms,
         "batch_limits": {k: (None if v >= UNLIMITED else v) for k, v in p.batch_limits.items()},
         "group_size": p.group_size,
