@@ -40,6 +40,22 @@ def test_the_stop_rule() -> None:
     assert wide.needed([98.0, 102.0, 100.0, 100.0]) == 2
 
 
+def test_token_times_pin_down_a_decode_test_whose_repetitions_agree() -> None:
+    """Two repetitions of 128 tokens 1% apart: alone they say +-6.4% (t(1) = 12.706), but their
+    256 token times (9.5 and 10.5 ms alternating: mean 10 ms, sd 0.50098 ms; t for 255 degrees
+    of freedom taken at the table's 120, 1.980, the conservative side) put the mean within
+    1.980 x 0.50098 / sqrt(256) = 0.0620 ms = 0.62%: 100.5 +- 0.623 tok/s, known."""
+    rule = StopRule(min_reps=2, max_reps=10, target=0.03)
+    steps = [9.5e6, 10.5e6] * 128
+    reason = rule.reason([100.0, 101.0], steps)
+    assert reason == "stopped after 2: 100 +- 0.623 tok/s (95% CI of 256 token times, 0.6%; repetitions 1.0% apart)"
+    # the same token times, but the repetitions 5% apart: a burst between them, not within one
+    assert rule.reason([100.0, 105.0], steps) is None
+    # repetitions that agree, but 32 token times with a CV of 40%: 1.96 x 0.4 / sqrt(32) = 14%
+    noisy = [6e6, 14e6] * 16
+    assert rule.reason([100.0, 100.5], noisy) is None
+
+
 @pytest.mark.slow
 def test_profile_repeats_until_the_answer_is_known(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     model = gemma_path

@@ -208,7 +208,9 @@ class Child:
             if n_prompt and not n_gen:  # TTFT: the prompt, then the first generated token (timed apart)
                 ttft.append(samples[-1] + self.gen(1)[0])
             self.emit("progress", test=test["name"], rep=rep + 1, reps=reps)
-            if rule and (stop_reason := rule.reason([(n_prompt + n_gen) / (ns / 1e9) for ns in samples])):
+            rates = [(n_prompt + n_gen) / (ns / 1e9) for ns in samples]
+            # a decode test's token times are samples too (not a prompt's: one batch, one time)
+            if rule and (stop_reason := rule.reason(rates, itl if not n_prompt else ())):
                 break
         probe = self.thread_probe(n_gen, n_depth, depth_state, rule) if n_gen else None
         self.emit("row", **test, samples_ns=samples, ttft_ns=ttft, itl_ns=itl, probe=probe, stop_reason=stop_reason)
@@ -290,17 +292,18 @@ class Child:
         ll.llama_set_n_threads(self.ctx, threads, self.req["n_threads"])
         n = min(n_gen, self.req.get("probe_tokens", 16))
         samples: list[int] = []
+        steps: list[int] = []
         probe_reps = self.req.get("probe_reps", 2)
         for _ in range(max(probe_reps, rule.max_reps // 2) if rule else probe_reps):
             ll.llama_memory_clear(self.mem, False)
             if n_depth:
                 depth_state = self.to_depth(n_depth, depth_state)
             t0 = time.perf_counter_ns()
-            self.gen(n)
+            steps.extend(self.gen(n))
             samples.append(time.perf_counter_ns() - t0)
             if rule is None and len(samples) >= probe_reps:
                 break
-            if rule and rule.reason([n / (ns / 1e9) for ns in samples]):
+            if rule and rule.reason([n / (ns / 1e9) for ns in samples], steps):
                 break
         ll.llama_set_n_threads(self.ctx, self.req["n_threads"], self.req["n_threads"])
         return {"n_threads": threads, "n_gen": n, "samples_ns": samples}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,9 @@ FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}
 
 # repetitions after which a test's spread is known well enough to tell it will not converge
 NOISE_PROBE_REPS = 4
+# per-token times a decode test needs before they count as samples of its speed (two
+# repetitions of a 16-token probe; tg128 gives 256 after two)
+MIN_STEP_SAMPLES = 32
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,14 +34,26 @@ class StopRule:
     max_reps: int = 10
     target: float = 0.03
 
-    def reason(self, tok_s: list[float]) -> str | None:
-        """Why to stop after these repetitions (None: go on)."""
+    def reason(self, tok_s: list[float], step_ns: Sequence[float] = ()) -> str | None:
+        """Why to stop after these repetitions (None: go on). `step_ns`: a decode test's
+        per-token times over all its repetitions, samples too where they are honest: when the
+        repetitions agree within the target (a burst of noise between them would part them),
+        the interval of the mean token time stands for the interval of tok/s."""
         n = len(tok_s)
         if n < self.min_reps:
             return None
         mean, half = mean_ci95(tok_s)
         if mean > 0 and half / mean <= self.target:
             return f"stopped after {n}: {sig3(mean)} +- {sig3(half)} tok/s (95% CI, {half / mean:.1%})"
+        if mean > 0 and len(step_ns) >= MIN_STEP_SAMPLES:
+            apart = (max(tok_s) - min(tok_s)) / mean
+            step, step_half = mean_ci95(step_ns)
+            if apart <= self.target and step > 0 and step_half / step <= self.target:
+                share = step_half / step
+                return (
+                    f"stopped after {n}: {sig3(mean)} +- {sig3(mean * share)} tok/s (95% CI of {len(step_ns)} "
+                    f"token times, {share:.1%}; repetitions {apart:.1%} apart)"
+                )
         width = f"{half / mean:.1%}" if mean > 0 else "unknown"
         if n >= self.max_reps:
             return f"the cap of {n} reached: {sig3(mean)} +- {sig3(half)} tok/s (95% CI, {width})"
