@@ -56,6 +56,54 @@ def test_token_times_pin_down_a_decode_test_whose_repetitions_agree() -> None:
     assert rule.reason([100.0, 100.5], noisy) is None
 
 
+def test_a_test_whose_interval_lies_where_the_verdict_is_plausible_stops() -> None:
+    """100 and 104 tok/s: sd 2.83, t(1) = 12.706: 102 +- 25.4 (76.6-127.4), far from the 3%
+    target; inside a plausible range of 10-1,000 tok/s the verdict cannot change: stop. With
+    the range's low end at 90 the interval reaches across it: go on."""
+    steady = StopRule(target=0.03, clear=(("pp@0", 10.0, 1000.0),))
+    reason = steady.reason([100.0, 104.0], key="pp@0")
+    assert reason == (
+        "stopped after 2: 102 +- 25.4 tok/s (95% CI, 24.9%), wholly where the verdict is plausible (10.0-1,000 tok/s)"
+    )
+    assert steady.reason([100.0, 104.0], key="tg@0") is None  # no range for that test
+    edge = StopRule(target=0.03, clear=(("pp@0", 90.0, 1000.0),))
+    assert edge.reason([100.0, 104.0], key="pp@0") is None
+    # repetitions 30 apart (CV 25%): RUN_TOO_NOISY territory, not a settled verdict
+    assert steady.reason([100.0, 140.0], key="pp@0") is None
+
+
+def test_the_plausible_ranges_come_from_the_prediction_before_the_run(gemma_path: Path, ext) -> None:  # type: ignore[no-untyped-def]
+    """On this host's CPU at 90 GB/s (given): decode is plausible below the ceiling (bytes a
+    token reads over 90 GB/s) plus the smallest tolerance, 5%, and above the band's low end
+    less 5%; a CPU prefill has a ceiling but no band, so only the ceiling bounds it."""
+    from dataclasses import replace
+
+    from ggprof.bench.results import BenchParams
+    from ggprof.engines.python import PythonEngine
+    from ggprof.figures import Figure
+    from ggprof.machine.host import describe_host
+    from ggprof.machine.target import DeviceChoice
+    from ggprof.model.spec import load_model
+    from ggprof.pipelines.profile import clear_ranges
+
+    spec = load_model(gemma_path)
+    found = describe_host(ext.backends.values(), ext.profiles, measure=False)
+    measured = Figure(90e9, "measured", "this test's figure")  # this host's CPU, pinned at 90 GB/s
+    detections = [
+        replace(d, devices=[replace(x, bandwidth=measured) if x.backend == "cpu" else x for x in d.devices])
+        for d in found.detections
+    ]
+    host = replace(found, detections=detections)
+    params = BenchParams(model=gemma_path, n_gpu_layers=0, n_depth=(0,))
+    given = DeviceChoice(bandwidth=Figure(90e9, "user", "--bandwidth 90"))
+    assert clear_ranges(spec, params, host, given, PythonEngine(), ext) == ()  # only this host's own device
+    ranges = {k: (lo, hi) for k, lo, hi in clear_ranges(spec, params, host, DeviceChoice(), PythonEngine(), ext)}
+    ceiling = 90e9 / spec.decode_bytes_per_token
+    low, high = ranges["tg@0"]
+    assert high == pytest.approx(ceiling * 1.05, rel=1e-9) and 0 < low < ceiling
+    assert ranges["pp@0"][0] == 0.0 and ranges["pp@0"][1] > high
+
+
 @pytest.mark.slow
 def test_profile_repeats_until_the_answer_is_known(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     model = gemma_path

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ggprof.bench.results import FLASH_ATTN_TYPES, StopRule
+from ggprof.bench.results import FLASH_ATTN_TYPES, StopRule, stop_rule
 from ggprof.llamacpp import GGML_MAX_N_THREADS
 from ggprof.model.ggml import kv_cache_type
 
@@ -192,7 +192,8 @@ class Child:
                 self.gen(1)
         samples, ttft, itl = [], [], []
         depth_state: Any = None
-        rule = StopRule(**self.req["stop"]) if self.req.get("stop") else None
+        key = f"{'pp' if n_prompt else 'tg'}@{n_depth}" if bool(n_prompt) != bool(n_gen) else None
+        rule = stop_rule(self.req.get("stop"))
         reps = rule.max_reps if rule else self.req["reps"]
         stop_reason = None
         for rep in range(reps):
@@ -210,7 +211,7 @@ class Child:
             self.emit("progress", test=test["name"], rep=rep + 1, reps=reps)
             rates = [(n_prompt + n_gen) / (ns / 1e9) for ns in samples]
             # a decode test's token times are samples too (not a prompt's: one batch, one time)
-            if rule and (stop_reason := rule.reason(rates, itl if not n_prompt else ())):
+            if rule and (stop_reason := rule.reason(rates, itl if not n_prompt else (), key)):
                 break
         probe = self.thread_probe(n_gen, n_depth, depth_state, rule) if n_gen else None
         self.emit("row", **test, samples_ns=samples, ttft_ns=ttft, itl_ns=itl, probe=probe, stop_reason=stop_reason)

@@ -7,6 +7,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ggprof.bench.context import RunContext
 from ggprof.llamacpp import N_BATCH, N_GEN, N_PROMPT, N_UBATCH, REPETITIONS, test_name
@@ -33,8 +34,13 @@ class StopRule:
     min_reps: int = 2
     max_reps: int = 10
     target: float = 0.03
+    # where each test's verdict is plausible whatever its noise ("tg@0": (low, high) tok/s,
+    # from the prediction made before the run): a test whose interval lies wholly inside stops,
+    # as its verdict cannot change within it, if its repetitions vary by at most `clear_cv`
+    clear: tuple[tuple[str, float, float], ...] = ()
+    clear_cv: float = 0.10
 
-    def reason(self, tok_s: list[float], step_ns: Sequence[float] = ()) -> str | None:
+    def reason(self, tok_s: list[float], step_ns: Sequence[float] = (), key: str | None = None) -> str | None:
         """Why to stop after these repetitions (None: go on). `step_ns`: a decode test's
         per-token times over all its repetitions, samples too where they are honest: when the
         repetitions agree within the target (a burst of noise between them would part them),
@@ -54,6 +60,14 @@ class StopRule:
                     f"stopped after {n}: {sig3(mean)} +- {sig3(mean * share)} tok/s (95% CI of {len(step_ns)} "
                     f"token times, {share:.1%}; repetitions {apart:.1%} apart)"
                 )
+        ranges = {k: (lo, hi) for k, lo, hi in self.clear}
+        if key in ranges and mean > 0:
+            lo, hi = ranges[key]
+            if lo < mean - half and mean + half < hi and statistics.stdev(tok_s) / mean <= self.clear_cv:
+                return (
+                    f"stopped after {n}: {sig3(mean)} +- {sig3(half)} tok/s (95% CI, {half / mean:.1%}), wholly "
+                    f"where the verdict is plausible ({sig3(lo)}-{sig3(hi)} tok/s)"
+                )
         width = f"{half / mean:.1%}" if mean > 0 else "unknown"
         if n >= self.max_reps:
             return f"the cap of {n} reached: {sig3(mean)} +- {sig3(half)} tok/s (95% CI, {width})"
@@ -71,8 +85,28 @@ class StopRule:
         cv = statistics.stdev(tok_s) / mean if len(tok_s) > 1 and mean > 0 else 0.0
         return max(math.ceil((1.96 * cv / self.target) ** 2), 1)
 
-    def request(self) -> dict[str, float]:
-        return {"min_reps": self.min_reps, "max_reps": self.max_reps, "target": self.target}
+    def request(self) -> dict[str, Any]:
+        return {
+            "min_reps": self.min_reps,
+            "max_reps": self.max_reps,
+            "target": self.target,
+            "clear": [list(c) for c in self.clear],
+            "clear_cv": self.clear_cv,
+        }
+
+
+def stop_rule(request: dict[str, Any] | None) -> StopRule | None:
+    """The rule a child was sent (StopRule.request), or None: a fixed count."""
+    if not request:
+        return None
+    clear = tuple((str(k), float(lo), float(hi)) for k, lo, hi in request.get("clear", ()))
+    return StopRule(
+        min_reps=int(request["min_reps"]),
+        max_reps=int(request["max_reps"]),
+        target=float(request["target"]),
+        clear=clear,
+        clear_cv=float(request.get("clear_cv", 0.10)),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

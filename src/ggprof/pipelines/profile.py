@@ -20,7 +20,7 @@ from ggprof.pipelines.predict import predict_with
 from ggprof.pipelines.rpc import predict_split
 from ggprof.pipelines.sweep import ConcurrencySweep, ThreadSweep, concurrency_sweep, sweep_counts, thread_sweep
 from ggprof.units import fmt_rate
-from ggprof.verdict.finding import JudgeCase, worst
+from ggprof.verdict.finding import BASE_TOLERANCE, JudgeCase, worst
 from ggprof.verdict.judge import judge
 
 
@@ -64,6 +64,8 @@ def run_profile(
         host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True)
     # the thread probe measures this CPU's compute roof; in an RPC split the servers compute
     params = replace(params, probe_threads=None if params.rpc else probe_threads(params.n_threads))
+    if params.stop is not None:
+        params = replace(params, stop=replace(params.stop, clear=clear_ranges(spec, params, host, choice, engine, ext)))
     result = engine.run(spec, params, host.facts, progress=progress)
     requested = gpu_requested(host, choice, params, ext)
     if requested is not None:
@@ -90,6 +92,35 @@ def run_profile(
         judged=tuple(judged),
         threads=threads,
     )
+
+
+def clear_ranges(
+    spec: ModelSpec, params: BenchParams, host: HostReport, choice: DeviceChoice, engine: Engine, ext: Extensions
+) -> tuple[tuple[str, float, float], ...]:
+    """Where each test's verdict is plausible whatever the run's noise, from the prediction
+    made before the run: decode above the low end of the expected band and below the
+    ceiling, prefill below its ceiling (above its band's low end where it has one), each
+    with the smallest tolerance a verdict gives (BASE_TOLERANCE). A test whose interval lies
+    wholly inside stops: its verdict cannot change within it. The thread probe only lowers
+    the band (a compute roof), so these edges hold after it too. Only for a run on this
+    host's CPU, the one device known before it runs."""
+    compiled = engine.compiled_backends()
+    if params.rpc or not choice.needs_host or not (params.n_gpu_layers == 0 or compiled == ("cpu",)):
+        return ()
+    target = _device_for("cpu", host, choice, ext)
+    out: list[tuple[str, float, float]] = []
+    for depth in params.n_depth:
+        p = prediction_for(spec, target, inputs_of(params, depth), ext)
+        if p is None:
+            continue
+        ceiling = p.decode_ceiling_tok_s
+        low = p.band.low * ceiling * (1 - BASE_TOLERANCE) if p.band else 0.0
+        out.append((f"tg@{depth}", low, ceiling * (1 + BASE_TOLERANCE)))
+        pp_ceiling, pp_band = p.prefill_ceiling_tok_s, p.prefill_band
+        if pp_ceiling:
+            pp_low = pp_band.low * pp_ceiling * (1 - BASE_TOLERANCE) if pp_band else 0.0
+            out.append((f"pp@{depth}", pp_low, pp_ceiling * (1 + BASE_TOLERANCE)))
+    return tuple(out)
 
 
 def sweep_threads(
