@@ -60,9 +60,9 @@ class StopRule:
                     f"stopped after {n}: {sig3(mean)} +- {sig3(mean * share)} tok/s (95% CI of {len(step_ns)} "
                     f"token times, {share:.1%}; repetitions {apart:.1%} apart)"
                 )
-        ranges = {k: (lo, hi) for k, lo, hi in self.clear}
-        if key in ranges and mean > 0:
-            lo, hi = ranges[key]
+        plausible = next(((lo, hi) for k, lo, hi in self.clear if k == key), None)
+        if plausible is not None and mean > 0:
+            lo, hi = plausible
             if lo < mean - half and mean + half < hi and statistics.stdev(tok_s) / mean <= self.clear_cv:
                 return (
                     f"stopped after {n}: {sig3(mean)} +- {sig3(half)} tok/s (95% CI, {half / mean:.1%}), wholly "

@@ -53,7 +53,6 @@ class Checker:
         # Many rows share a backend, depth, prompt and offload: predict each combination once.
         self._predictions: dict[tuple[str | None, int, int, int | None], tuple[Target | None, Prediction | None]] = {}
         self._index: dict[int, int] = {}  # id of each prediction made -> its place in predictions()
-        self._made: list[Prediction] = []
 
     def host(self) -> HostReport:
         if self._host is None:
@@ -103,8 +102,7 @@ class Checker:
                 self._predictions[key] = target, prediction_for(self.spec, target, inputs, self.ext)
             made = self._predictions[key][1]
             if made is not None and id(made) not in self._index:
-                self._index[id(made)] = len(self._made)
-                self._made.append(made)
+                self._index[id(made)] = len(self._index)
         return self._predictions[key]
 
     def index_of(self, p: Prediction) -> int:
@@ -113,8 +111,9 @@ class Checker:
         return self._index[id(p)]
 
     def predictions(self) -> list[Prediction]:
-        """Every prediction made so far, in the order they were first needed."""
-        return list(self._made)
+        """Every prediction made so far, in the order they were first needed (their indices)."""
+        made = {id(p): p for _, p in self._predictions.values() if p is not None}
+        return [made[i] for i in self._index]
 
     def check(self, r: Reported) -> Judged:
         target, prediction = self.predicted(r)
