@@ -104,19 +104,48 @@ def test_the_plausible_ranges_come_from_the_prediction_before_the_run(gemma_path
     assert ranges["pp@0"][0] == 0.0 and ranges["pp@0"][1] > high
 
 
+def test_one_repetition_settles_a_result_far_inside_its_verdict() -> None:
+    """Plausible from 10 to 1,000 tok/s: 100 lies 10x above the low end and 10x below the high
+    one, more than the 2x margin: one repetition settles it. 600 is within 2x of 1,000 and 15
+    within 2x of 10: they need the interval of several. Without a range, one never does."""
+    rule = StopRule(target=0.03, clear=(("pp@0", 10.0, 1000.0),))
+    assert rule.reason([100.0], key="pp@0") == (
+        "stopped after 1: 100 tok/s lies over 2x inside the range where its verdict is plausible "
+        "(10.0-1,000 tok/s); repetitions differ far less"
+    )
+    assert rule.reason([600.0], key="pp@0") is None
+    assert rule.reason([15.0], key="pp@0") is None
+    assert rule.reason([100.0], key="tg@0") is None
+    assert StopRule(target=0.03).reason([100.0], key="pp@0") is None
+
+
+def test_the_margin_reaches_the_child() -> None:
+    from ggprof.bench.results import stop_rule
+
+    sent = StopRule(target=0.03, clear=(("pp@0", 10.0, 1000.0),), single_margin=3.0)
+    assert stop_rule(sent.request()) == sent
+    got = stop_rule(sent.request())
+    assert got is not None
+    assert got.reason([200.0], key="pp@0") is not None  # 1,000 / 200 = 5x and 200 / 10 = 20x: over 3x
+    assert got.reason([400.0], key="pp@0") is None  # 1,000 / 400 = 2.5x: under 3x (2x would have stopped)
+
+
 @pytest.mark.slow
 def test_profile_repeats_until_the_answer_is_known(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     model = gemma_path
     r = run_cli("profile", str(model), "-p", "32", "-n", "16", "-t", "1", "--json", "--no-save")
     d = json.loads(r.stdout)
     for row in d["bench"]:
-        assert 2 <= len(row["samples_ns"]) <= 10
+        assert 1 <= len(row["samples_ns"]) <= 10
         reason = row["stop_reason"]
         n = len(row["samples_ns"])
         assert reason.startswith((f"stopped after {n}: ", f"the cap of {n} reached: ", "too noisy to pin down: "))
         assert reason.startswith("too noisy") == reason.endswith("repetitions")
+        # one repetition only where the result lies far inside its verdict's range
+        assert (n == 1) == ("lies over 2x inside the range where its verdict is plausible" in reason)
     text = run_cli("profile", str(model), "-p", "32", "-n", "16", "-t", "1", "--no-save").stdout
-    assert "repetitions until tok/s is known within 3% (95% CI; 2-10)" in text
+    said = " ".join(text.split())  # the report wraps its lines
+    assert "repetitions until tok/s is known within 3% (95% CI; 2-10) or its verdict cannot change (from 1)" in said
 
 
 @pytest.mark.slow

@@ -78,6 +78,18 @@ def test_profile_through_llama_bench_judges_keeps_and_reports(
 
 
 @pytest.mark.slow
+def test_without_r_llama_bench_runs_its_fixed_count_and_says_so(llama_tools: Path, gemma_path: Path) -> None:
+    """One llama-bench invocation cannot stop when the answer is known: without -r it runs its
+    default 5 repetitions after its own full-size warm-up, and the report says 5 repetitions."""
+    args = ("profile", str(gemma_path), "--engine", engine(llama_tools), "-p", "32", "-n", "8", "--no-save")
+    d = judged(as_process(*args, "--json", timeout_s=300))
+    assert [len(b["samples_ns"]) for b in d["bench"]] == [5, 5]
+    assert [b["stop_reason"] for b in d["bench"]] == [None, None]
+    said = " ".join(as_process(*args, timeout_s=300).stdout.split())  # the report wraps its lines
+    assert ", 5 repetitions, " in said and "repetitions until" not in said
+
+
+@pytest.mark.slow
 def test_bench_lists_of_threads_and_depths_through_llama_bench(llama_tools: Path, gemma_path: Path) -> None:
     r = as_process(
         "bench", str(gemma_path), "--engine", engine(llama_tools), "-p", "16", "-n", "4", "-r", "1",

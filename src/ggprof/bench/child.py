@@ -7,9 +7,9 @@ the parent keeps the tail of. Exit codes: 0 ok, 3 the model did not load, 4 a co
 could not be created or a decode failed.
 
 What is timed mirrors llama-bench's test_prompt/test_gen (tools/llama-bench/llama-bench.cpp):
-random token ids, one warm-up per test, the KV cache cleared before each repetition, an
-untimed prefill to the depth, the prompt in batches of n_batch, then n single-token
-steps each followed by llama_synchronize. Nothing else is timed: no logits are copied,
+random token ids, one warm-up per test (the whole prompt, or `warmup_prompt` tokens), the KV
+cache cleared before each repetition, an untimed prefill to the depth, the prompt in batches
+of n_batch, then n single-token steps each followed by llama_synchronize. Nothing else is timed: no logits are copied,
 nothing is sampled or detokenized. A persistent ggml threadpool is attached, as
 llama-bench does (without one, ggml creates threads for every graph).
 """
@@ -187,7 +187,7 @@ class Child:
         ctx = self.open_context(model, n_ctx, self.req["n_batch"], self.req["n_ubatch"], n_seq=1)
         if not self.req.get("no_warmup"):
             if n_prompt:
-                self.prompt(n_prompt)
+                self.prompt(min(n_prompt, self.req.get("warmup_prompt") or n_prompt))
             if n_gen:
                 self.gen(1)
         samples, ttft, itl = [], [], []

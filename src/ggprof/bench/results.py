@@ -23,6 +23,20 @@ NOISE_PROBE_REPS = 4
 # per-token times a decode test needs before they count as samples of its speed (two
 # repetitions of a 16-token probe; tg128 gives 256 after two)
 MIN_STEP_SAMPLES = 32
+# One repetition settles a test whose result lies this many times inside the range where its
+# verdict is plausible, on both sides: no repetition is that far from the next. The widest
+# ratio between two repetitions of one test in the runs kept here is 1.42x (pp512 on a busy
+# 2-core VM, benchmarks/data/warmup-2026-12-01.txt); honest calibration runs varied by at most
+# 11% (CV, docs/calibration-threads-2026-11-29-epyc.jsonl). Nearer its edges a verdict takes
+# the interval of several repetitions.
+SINGLE_REP_MARGIN = 2.0
+# An adaptive run on the CPU alone warms a prompt test up with this many tokens, not the whole
+# prompt (llama-bench's full-size warm-up): every weight is read and the threads woken alike,
+# and the first repetition after it was no slower than after a full one (first over the later
+# ones, median 1.01 vs 1.04 over 8 runs each, benchmarks/data/warmup-2026-12-01.txt). GPU
+# backends keep the full size: they compile or capture work per batch shape. 32 is
+# llama-bench's own earlier warm-up (the commented-out line in tools/llama-bench/llama-bench.cpp).
+WARMUP_PROMPT_CPU = 32
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +53,7 @@ class StopRule:
     # as its verdict cannot change within it, if its repetitions vary by at most `clear_cv`
     clear: tuple[tuple[str, float, float], ...] = ()
     clear_cv: float = 0.10
+    single_margin: float = SINGLE_REP_MARGIN  # one repetition settles a result this far inside
 
     def reason(self, tok_s: list[float], step_ns: Sequence[float] = (), key: str | None = None) -> str | None:
         """Why to stop after these repetitions (None: go on). `step_ns`: a decode test's
@@ -46,6 +61,14 @@ class StopRule:
         repetitions agree within the target (a burst of noise between them would part them),
         the interval of the mean token time stands for the interval of tok/s."""
         n = len(tok_s)
+        plausible = next(((lo, hi) for k, lo, hi in self.clear if k == key), None)
+        if n == 1 and plausible is not None and plausible[0] * self.single_margin < tok_s[0]:
+            lo, hi = plausible
+            if tok_s[0] * self.single_margin < hi:
+                return (
+                    f"stopped after 1: {sig3(tok_s[0])} tok/s lies over {self.single_margin:g}x inside the range "
+                    f"where its verdict is plausible ({sig3(lo)}-{sig3(hi)} tok/s); repetitions differ far less"
+                )
         if n < self.min_reps:
             return None
         mean, half = mean_ci95(tok_s)
@@ -60,7 +83,6 @@ class StopRule:
                     f"stopped after {n}: {sig3(mean)} +- {sig3(mean * share)} tok/s (95% CI of {len(step_ns)} "
                     f"token times, {share:.1%}; repetitions {apart:.1%} apart)"
                 )
-        plausible = next(((lo, hi) for k, lo, hi in self.clear if k == key), None)
         if plausible is not None and mean > 0:
             lo, hi = plausible
             if lo < mean - half and mean + half < hi and statistics.stdev(tok_s) / mean <= self.clear_cv:
@@ -92,6 +114,7 @@ class StopRule:
             "target": self.target,
             "clear": [list(c) for c in self.clear],
             "clear_cv": self.clear_cv,
+            "single_margin": self.single_margin,
         }
 
 
@@ -106,6 +129,7 @@ def stop_rule(request: dict[str, Any] | None) -> StopRule | None:
         target=float(request["target"]),
         clear=clear,
         clear_cv=float(request.get("clear_cv", 0.10)),
+        single_margin=float(request.get("single_margin", SINGLE_REP_MARGIN)),
     )
 
 
@@ -132,6 +156,7 @@ class BenchParams:
     n_parallel: tuple[int, ...] = ()  # a batch sweep: decode this many sequences together, each
     stop: StopRule | None = None  # repeat until the answer is known (else `reps` exactly)
     rpc: tuple[str, ...] = ()  # llama.cpp rpc-servers (host:port) holding part of the model
+    warmup_prompt: int | None = None  # tokens of a prompt test's warm-up (None: the whole prompt)
     tensor_split: tuple[float, ...] = ()  # share of layers per device (-ts), in llama.cpp's device order
 
     @property
@@ -173,6 +198,7 @@ class BenchParams:
             "stop": self.stop.request() if self.stop else None,
             "rpc": list(self.rpc),
             "tensor_split": list(self.tensor_split),
+            "warmup_prompt": self.warmup_prompt,
         }
 
 

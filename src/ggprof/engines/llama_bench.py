@@ -132,7 +132,9 @@ class LlamaBenchEngine(Engine):
         bench_rows = tuple(_bench_row(r, probes.get(int(r["n_depth"])) if r["n_gen"] else None) for r in rows)
         wall = time.monotonic() - wall0
         return BenchResult(
-            params=params,
+            # what llama-bench ran: its fixed -r (5 without one) after its own full-size warm-up;
+            # one invocation cannot stop when the answer is known
+            params=replace(params, stop=None, warmup_prompt=None),
             model=ModelInfo(
                 model_filename=str(params.model),
                 model_type=clean_name(first.get("model_type", spec.architecture), 80),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ggprof.bench.context import UNKNOWN_PLACEMENT, RunContext
-from ggprof.bench.results import BenchParams, BenchResult
+from ggprof.bench.results import WARMUP_PROMPT_CPU, BenchParams, BenchResult
 from ggprof.engines import Engine, ProgressFn
 from ggprof.llamacpp import BACKEND_TITLES, rebuild_command
 from ggprof.machine.device import Device
@@ -64,8 +64,10 @@ def run_profile(
         host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True)
     # the thread probe measures this CPU's compute roof; in an RPC split the servers compute
     params = replace(params, probe_threads=None if params.rpc else probe_threads(params.n_threads))
-    if params.stop is not None:
-        params = replace(params, stop=replace(params.stop, clear=clear_ranges(spec, params, host, choice, engine, ext)))
+    if params.stop is not None and (clear := clear_ranges(spec, params, host, choice, engine, ext)):
+        # on this host's CPU alone: verdict-aware stopping, and a warm-up that reads every weight
+        # without a whole prompt's time (GPU backends keep llama-bench's full-size warm-up)
+        params = replace(params, stop=replace(params.stop, clear=clear), warmup_prompt=WARMUP_PROMPT_CPU)
     result = engine.run(spec, params, host.facts, progress=progress)
     requested = gpu_requested(host, choice, params, ext)
     if requested is not None:

@@ -358,7 +358,8 @@ def _repetitions(b: BenchResult) -> str:
     stop = b.params.stop
     if stop is None:
         return f"{b.params.reps} repetitions"
-    return f"repetitions until tok/s is known within {stop.target:.0%} (95% CI; {stop.min_reps}-{stop.max_reps})"
+    known = f"repetitions until tok/s is known within {stop.target:.0%} (95% CI; {stop.min_reps}-{stop.max_reps})"
+    return f"{known} or its verdict cannot change (from 1)" if stop.clear else known
 
 
 def _build(c: RunContext) -> str:
