@@ -62,6 +62,7 @@ def test_a_file_shaped_cache_dir_is_a_warning_not_a_lost_measurement(tmp_path: P
         '{"version": 1, "measured_at": NaN, "bandwidth": {}, "sgemm": {}}',
         "EMPTY_SAMPLES",
         "NEGATIVE_SAMPLES",
+        "SESSIONS_PAST_THE_SAMPLES",
     ],
 )
 def test_a_corrupt_host_cache_is_ignored(corrupt: str, tmp_path: Path) -> None:
@@ -74,6 +75,9 @@ def test_a_corrupt_host_cache_is_ignored(corrupt: str, tmp_path: Path) -> None:
         corrupt = json.dumps(good)
     elif corrupt == "NEGATIVE_SAMPLES":
         good["bandwidth"]["read"]["samples_bytes_per_s"] = [-1e9]
+        corrupt = json.dumps(good)
+    elif corrupt == "SESSIONS_PAST_THE_SAMPLES":  # 5 reads cannot hold a first run and 1,000 refining rounds
+        good["bandwidth"]["sessions"] = 1000
         corrupt = json.dumps(good)
     path.write_text(corrupt)
     r = as_process("host", "--no-measure", "--json", env=env)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -310,3 +311,58 @@ def test_a_noisy_bandwidth_that_cannot_be_remeasured_is_named_in_the_verdict(  #
     (finding,) = [f for f in d["findings"] if f["code"] == "BANDWIDTH_UNRELIABLE"]
     assert finding["severity"] == "suspicious" and "61%" in finding["title"]
     assert (r.exit_code, d["verdict"]) == (3, "suspicious")
+
+
+def test_a_quick_cached_figure_is_refined_by_the_next_runs(
+    ext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The main job's first run measures quickly (5 read repetitions); each later one adds 5
+    real reads on arrays of the same size, until the figure rests on 15 over 3 runs. A best-of
+    figure never falls by it; the file keeps every repetition; then it is reused as it is."""
+    from ggprof.machine.cache import cache_path
+    from ggprof.machine.host import describe_host
+    from ggprof.machine.measurements import REFINE_READS, REFINED_READS
+
+    monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
+    first = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True, refine=True)
+    bw = first.context.bandwidth
+    assert bw is not None and not first.from_cache and not first.refined_now and bw.sessions == 1
+    reads = [bw.read.samples_bytes_per_s]
+    for runs in (2, 3):
+        later = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True, refine=True)
+        got = later.context.bandwidth
+        assert got is not None and later.from_cache and later.refined_now
+        assert got.sessions == runs and got.array_bytes == bw.array_bytes and got.threads == bw.threads
+        assert got.read.samples_bytes_per_s[: len(reads[-1])] == reads[-1]  # the earlier ones kept, in order
+        assert len(got.read.samples_bytes_per_s) == len(reads[-1]) + REFINE_READS
+        assert got.read.best_bytes_per_s >= max(reads[-1])
+        reads.append(got.read.samples_bytes_per_s)
+        saved = json.loads(cache_path(later.facts).read_text())["bandwidth"]
+        assert saved["sessions"] == runs and saved["read"]["samples_bytes_per_s"] == list(reads[-1])
+    assert len(reads[-1]) == REFINED_READS
+    settled = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True, refine=True)
+    assert settled.context.bandwidth is not None and not settled.refined_now
+    assert settled.context.bandwidth.read.samples_bytes_per_s == reads[-1]
+    cpu = settled.cpu
+    assert cpu is not None and cpu.bandwidth is not None
+    assert f"best of {REFINED_READS} over 3 runs, spread " in cpu.bandwidth.describe()
+
+
+def test_a_refining_round_never_changes_what_a_quick_figure_read_and_counts_sessions() -> None:
+    """Merging by hand: 5 reads at 10-20 GB/s and 5 more at 21-25 GB/s: best 25 GB/s of 10
+    over 2 runs, spread (25 - 10) / 25 = 60%."""
+    from ggprof.machine.measurements import BandwidthMeasurement, KernelResult
+
+    first = KernelResult("read", (10e9, 12e9, 15e9, 18e9, 20e9))
+    bw = BandwidthMeasurement(
+        read=first, copy=first, triad=first, threads=2, array_bytes=1 << 28, repetitions=5, elapsed_s=1.0
+    )
+    assert bw.needs_refining and bw.describe_reads() == "best of 5, spread 50%"
+    more = bw.refined(KernelResult("read", (21e9, 22e9, 23e9, 24e9, 25e9)), 0.5)
+    assert more.read.best_bytes_per_s == 25e9 and more.sessions == 2 and more.repetitions == 10
+    assert more.elapsed_s == pytest.approx(1.5) and more.copy == first
+    assert more.describe_reads() == "best of 10 over 2 runs, spread 60%"
+    # unreliable is the first run's own disagreement (50%, not over 50%), not the runs' difference
+    assert not more.unreliable
+    noisy = replace(bw, read=KernelResult("read", (8e9, 12e9, 15e9, 18e9, 20e9)))  # (20 - 8) / 20 = 60%
+    assert noisy.unreliable and noisy.refined(KernelResult("read", (20e9,) * 5), 0.5).unreliable

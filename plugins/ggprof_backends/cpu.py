@@ -261,7 +261,7 @@ def _bandwidth(host: HostContext) -> tuple[Figure | None, str | None]:
         read = host.bandwidth.read
         detail = (
             f"read kernel, {host.bandwidth.threads} threads, {host.bandwidth.array_bytes >> 20} MiB arrays, "
-            f"best of {len(read.samples_bytes_per_s)}, spread {read.spread:.0%}"
+            f"{host.bandwidth.describe_reads()}"
         )
         if host.bandwidth.unreliable:
             detail += " (unreliable)"

@@ -239,7 +239,7 @@ def profile(
     spec, path = server_model(engine, model) if engine.name == "server" else resolve_model(model)
     if not as_json:
         click.echo("measuring the host (or reusing its cached measurement) and running llama.cpp...", err=True)
-    host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True)
+    host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True, refine=True)
     for w in host.warnings:
         warn(w)
     params = make_bench_params(spec, path, host.facts, prompt, gen, depth, adaptive=True, **kw)

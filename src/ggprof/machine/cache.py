@@ -15,7 +15,7 @@ from typing import Any
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
 from ggprof.machine.facts import HostFacts
-from ggprof.machine.measurements import BandwidthMeasurement, KernelResult, SgemmMeasurement
+from ggprof.machine.measurements import REFINE_READS, BandwidthMeasurement, KernelResult, SgemmMeasurement
 from ggprof.paths import cache_dir
 
 CACHE_VERSION = 1
@@ -94,7 +94,7 @@ def _kernel(d: dict[str, Any]) -> KernelResult:
 
 
 def _bandwidth(d: dict[str, Any]) -> BandwidthMeasurement:
-    return BandwidthMeasurement(
+    bw = BandwidthMeasurement(
         read=_kernel(d["read"]),
         copy=_kernel(d["copy"]),
         triad=_kernel(d["triad"]),
@@ -103,7 +103,11 @@ def _bandwidth(d: dict[str, Any]) -> BandwidthMeasurement:
         repetitions=_positive_int(d["repetitions"]),
         elapsed_s=float(d["elapsed_s"]),
         notes=tuple(str(n) for n in d.get("notes", ())),
+        sessions=_positive_int(d.get("sessions", 1)),
     )
+    if len(bw.read.samples_bytes_per_s) - REFINE_READS * (bw.sessions - 1) < 1:  # no first run left
+        raise ValueError("sessions")
+    return bw
 
 
 def _sgemm(d: dict[str, Any]) -> SgemmMeasurement:

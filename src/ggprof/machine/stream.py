@@ -126,6 +126,32 @@ def measure_bandwidth(
     )
 
 
+def measure_reads(threads: int, array_bytes: int, reps: int) -> tuple[KernelResult, float]:
+    """More repetitions of the read kernel alone, on one array of `array_bytes` (the size the
+    figure being refined used), and the seconds it took: a third of a full measurement's memory."""
+    t_begin = time.perf_counter()
+    n = array_bytes // 8
+    bounds = [(k * n // threads, (k + 1) * n // threads) for k in range(threads)]
+    a = _alloc(n)
+    team = _Team(threads)
+    try:
+
+        def fill(k: int) -> None:
+            lo, hi = bounds[k]
+            a[lo:hi] = 1.0
+
+        def read(k: int) -> None:
+            lo, hi = bounds[k]
+            a[lo:hi].max()
+
+        team.time(fill)  # first touch in parallel
+        team.time(read)  # warm-up
+        samples = [array_bytes / team.time(read) for _ in range(reps)]
+    finally:
+        team.close()
+    return KernelResult("read", tuple(samples)), time.perf_counter() - t_begin
+
+
 def _fill(bound: tuple[int, int], a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     lo, hi = bound
     a[lo:hi] = 1.0

@@ -61,7 +61,7 @@ def run_profile(
     `host`: this host, when the caller already described it (facts are gathered once). `split`:
     the remote devices of an RPC run (params.rpc), with their links."""
     if host is None:
-        host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True)
+        host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True, refine=True)
     # the thread probe measures this CPU's compute roof; in an RPC split the servers compute
     params = replace(params, probe_threads=None if params.rpc else probe_threads(params.n_threads))
     if params.stop is not None and (clear := clear_ranges(spec, params, host, choice, engine, ext)):
@@ -267,7 +267,13 @@ def _device_for(backend: str, host: HostReport, choice: DeviceChoice, ext: Exten
     device = host.device_of(backend)
     if device is None or device.bandwidth is None:
         return None
-    when = "measured now" if not host.from_cache else "cached measurement"
+    when = (
+        "measured now"
+        if not host.from_cache
+        else "cached measurement, refined now"
+        if host.refined_now
+        else "cached measurement"
+    )
     note = f"this host ({device.id}), bandwidth {device.bandwidth.describe()} ({when})"
     return Target(device=device, cpu=host.cpu if device.is_discrete_gpu else None, description=note)
 

@@ -91,7 +91,7 @@ def _method(r: HostReport) -> str:
     assert bw is not None
     return (
         f"STREAM-style kernels, {bw.threads} threads, {bw.array_bytes >> 20} MiB arrays, "
-        f"best of {bw.repetitions}" + (f"; {'; '.join(bw.notes)}" if bw.notes else "")
+        f"read {bw.describe_reads()}" + (f"; {'; '.join(bw.notes)}" if bw.notes else "")
     )
 
 
@@ -125,8 +125,7 @@ def host_text(r: HostReport) -> str:
         lines.append(
             _row(
                 "",
-                f"({when}; {bw.threads} threads, {bw.array_bytes >> 20} MiB arrays, best of "
-                f"{bw.repetitions} +- spread)",
+                f"({when}; {bw.threads} threads, {bw.array_bytes >> 20} MiB arrays, read {bw.describe_reads()})",
             )
         )
     else:
