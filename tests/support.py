@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,22 @@ import psutil
 THIRDPARTY = Path(__file__).parent / "thirdparty"
 CONTROL = ("\x1b", "\x07", "\x9b")
 KEEP: set[int] = set()  # processes a fixture keeps across tests (a llama-server), spared by the reaper
+
+
+@contextlib.contextmanager
+def kept(proc: subprocess.Popen[Any], gently: bool = False) -> Iterator[subprocess.Popen[Any]]:
+    """A server a fixture keeps across tests: spared by the reaper until the fixture ends, then
+    stopped (`gently`: SIGTERM, for a server that cleans up; else SIGKILL) and waited for."""
+    KEEP.add(proc.pid)
+    try:
+        yield proc
+    finally:
+        KEEP.discard(proc.pid)
+        if gently:
+            proc.terminate()
+        else:
+            proc.kill()
+        proc.wait(timeout=30)
 
 
 @dataclass

@@ -60,13 +60,13 @@ def test_a_test_whose_interval_lies_where_the_verdict_is_plausible_stops() -> No
     """100 and 104 tok/s: sd 2.83, t(1) = 12.706: 102 +- 25.4 (76.6-127.4), far from the 3%
     target; inside a plausible range of 10-1,000 tok/s the verdict cannot change: stop. With
     the range's low end at 90 the interval reaches across it: go on."""
-    steady = StopRule(target=0.03, clear=(("pp@0", 10.0, 1000.0),))
+    steady = StopRule(target=0.03, clear=(("pp@0", 10.0, 1000.0, 0.0),))
     reason = steady.reason([100.0, 104.0], key="pp@0")
     assert reason == (
         "stopped after 2: 102 +- 25.4 tok/s (95% CI, 24.9%), wholly where the verdict is plausible (10.0-1,000 tok/s)"
     )
     assert steady.reason([100.0, 104.0], key="tg@0") is None  # no range for that test
-    edge = StopRule(target=0.03, clear=(("pp@0", 90.0, 1000.0),))
+    edge = StopRule(target=0.03, clear=(("pp@0", 90.0, 1000.0, 0.0),))
     assert edge.reason([100.0, 104.0], key="pp@0") is None
     # repetitions 30 apart (CV 25%): RUN_TOO_NOISY territory, not a settled verdict
     assert steady.reason([100.0, 140.0], key="pp@0") is None
@@ -97,18 +97,26 @@ def test_the_plausible_ranges_come_from_the_prediction_before_the_run(gemma_path
     params = BenchParams(model=gemma_path, n_gpu_layers=0, n_depth=(0,))
     given = DeviceChoice(bandwidth=Figure(90e9, "user", "--bandwidth 90"))
     assert clear_ranges(spec, params, host, given, PythonEngine(), ext) == ()  # only this host's own device
-    ranges = {k: (lo, hi) for k, lo, hi in clear_ranges(spec, params, host, DeviceChoice(), PythonEngine(), ext)}
+    ranges = {
+        k: (lo, hi, roof) for k, lo, hi, roof in clear_ranges(spec, params, host, DeviceChoice(), PythonEngine(), ext)
+    }
     ceiling = 90e9 / spec.decode_bytes_per_token
-    low, high = ranges["tg@0"]
+    low, high, roof = ranges["tg@0"]
     assert high == pytest.approx(ceiling * 1.05, rel=1e-9) and 0 < low < ceiling
-    assert ranges["pp@0"][0] == 0.0 and ranges["pp@0"][1] > high
+    assert roof == 0.0  # no thread probe asked for: nothing lowers the low end
+    assert ranges["pp@0"][0] == 0.0 and ranges["pp@0"][1] > high and ranges["pp@0"][2] == 0.0
+    # 2 threads, probed at 1: the cpu plugin's compute roof is the probe x 2 threads x its
+    # calibrated parallel efficiency, 60% at the low end (docs/calibration.md), less 5%
+    probed = replace(params, n_threads=2, probe_threads=1)
+    (tg,) = [c for c in clear_ranges(spec, probed, host, DeviceChoice(), PythonEngine(), ext) if c[0] == "tg@0"]
+    assert tg[3] == pytest.approx(2 * 0.60 * 0.95, rel=1e-9)
 
 
 def test_one_repetition_settles_a_result_far_inside_its_verdict() -> None:
     """Plausible from 10 to 1,000 tok/s: 100 lies 10x above the low end and 10x below the high
     one, more than the 2x margin: one repetition settles it. 600 is within 2x of 1,000 and 15
     within 2x of 10: they need the interval of several. Without a range, one never does."""
-    rule = StopRule(target=0.03, clear=(("pp@0", 10.0, 1000.0),))
+    rule = StopRule(target=0.03, clear=(("pp@0", 10.0, 1000.0, 0.0),))
     assert rule.reason([100.0], key="pp@0") == (
         "stopped after 1: 100 tok/s lies over 2x inside the range where its verdict is plausible "
         "(10.0-1,000 tok/s); repetitions differ far less"
@@ -122,12 +130,25 @@ def test_one_repetition_settles_a_result_far_inside_its_verdict() -> None:
 def test_the_margin_reaches_the_child() -> None:
     from ggprof.bench.results import stop_rule
 
-    sent = StopRule(target=0.03, clear=(("pp@0", 10.0, 1000.0),), single_margin=3.0)
+    sent = StopRule(target=0.03, clear=(("pp@0", 10.0, 1000.0, 0.0),), single_margin=3.0)
     assert stop_rule(sent.request()) == sent
     got = stop_rule(sent.request())
     assert got is not None
     assert got.reason([200.0], key="pp@0") is not None  # 1,000 / 200 = 5x and 200 / 10 = 20x: over 3x
     assert got.reason([400.0], key="pp@0") is None  # 1,000 / 400 = 2.5x: under 3x (2x would have stopped)
+
+
+def test_a_decode_probe_lowers_the_low_end_to_its_compute_roof() -> None:
+    """Plausible from 30 tok/s before the run; the probe, at 20 tok/s with a roof of 1.14 per
+    probe tok/s, puts the compute roof's low end at 22.8. Repetitions 34.5 and 35.5: sd
+    0.707, t(1) = 12.706: 35 +- 6.35 (28.65-41.35), across 30 but inside 22.8-90."""
+    rule = StopRule(target=0.03, clear=(("tg@0", 30.0, 90.0, 1.14),))
+    assert rule.reason([34.5, 35.5], key="tg@0") is None
+    assert rule.reason([34.5, 35.5], key="tg@0", probe_tok_s=20.0) == (
+        "stopped after 2: 35.0 +- 6.35 tok/s (95% CI, 18.2%), wholly where the verdict is plausible (22.8-90.0 tok/s)"
+    )
+    # a probe whose roof lies above the band's low end changes nothing: the lower of the two
+    assert rule.plausible("tg@0", probe_tok_s=40.0) == (30.0, 90.0)
 
 
 @pytest.mark.slow

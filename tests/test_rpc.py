@@ -18,7 +18,7 @@ import pytest
 from ggufs import Shape, write_model
 from llamacpp_tools import rpc_library, rpc_llama_cpp_python
 from rpc_relay import start_relay, start_rpc_server
-from support import KEEP, as_process, judged
+from support import as_process, judged, kept
 
 from ggprof.errors import BadInputError
 from ggprof.machine.links import parse_link
@@ -166,13 +166,8 @@ def _serving(llama_tools: Path, folder: Path) -> Iterator[str]:
     """A real rpc-server at one thread (the server has a core of this 2-core machine, the main
     host the other: two threads each made the runs erratic), kept while the module runs."""
     proc, endpoint = start_rpc_server(llama_tools, folder / "log.txt", threads=1)
-    KEEP.add(proc.pid)
-    try:
+    with kept(proc):
         yield endpoint
-    finally:
-        KEEP.discard(proc.pid)
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 from ggufs import Shape, write_model
 from llamacpp_tools import free_port, start_llama_server
 from replay_server import ReplayServer, Route, json_route, lm_studio_routes, ollama_routes
-from support import KEEP, as_process, judged
+from support import as_process, judged, kept
 
 
 @pytest.fixture(scope="module")
@@ -21,13 +21,8 @@ def llama_server(llama_tools: Path, gemma_path: Path, tmp_path_factory: pytest.T
     """llama-server on the Gemma model, 4 slots of 1,024 tokens, 2 threads, on a free port."""
     log = tmp_path_factory.mktemp("llama-server") / "log.txt"
     proc, url = start_llama_server(llama_tools, gemma_path, log, "-np", "4", "-c", "4096", "-t", "2", "--no-warmup")
-    KEEP.add(proc.pid)
-    try:
+    with kept(proc, gently=True):
         yield url
-    finally:
-        KEEP.discard(proc.pid)
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ import json
 import os
 import random
 import signal
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -196,6 +197,9 @@ class Child:
         rule = stop_rule(self.req.get("stop"))
         reps = rule.max_reps if rule else self.req["reps"]
         stop_reason = None
+        # the thread probe first: its tok/s can settle where the decode's verdict is plausible
+        probe, depth_state = self.thread_probe(n_gen, n_depth, rule) if n_gen else (None, None)
+        probe_tok_s = statistics.fmean(probe["n_gen"] / (ns / 1e9) for ns in probe["samples_ns"]) if probe else None
         for rep in range(reps):
             ll.llama_memory_clear(self.mem, False)
             if n_depth:
@@ -211,9 +215,8 @@ class Child:
             self.emit("progress", test=test["name"], rep=rep + 1, reps=reps)
             rates = [(n_prompt + n_gen) / (ns / 1e9) for ns in samples]
             # a decode test's token times are samples too (not a prompt's: one batch, one time)
-            if rule and (stop_reason := rule.reason(rates, itl if not n_prompt else (), key)):
+            if rule and (stop_reason := rule.reason(rates, itl if not n_prompt else (), key, probe_tok_s)):
                 break
-        probe = self.thread_probe(n_gen, n_depth, depth_state, rule) if n_gen else None
         self.emit("row", **test, samples_ns=samples, ttft_ns=ttft, itl_ns=itl, probe=probe, stop_reason=stop_reason)
         ll.llama_free(ctx)
 
@@ -283,12 +286,14 @@ class Child:
             _lib.llama_attach_threadpool(ctx, self.threadpool, self.threadpool)
         self.ll.llama_set_n_threads(ctx, self.req["n_threads"], self.req["n_threads"])
 
-    def thread_probe(self, n_gen: int, n_depth: int, depth_state: Any, rule: StopRule | None) -> dict[str, Any] | None:
-        """Decode again with fewer threads (the depth prefill still uses all of them): how tok/s
-        scales with threads tells compute-bound from bandwidth-bound."""
+    def thread_probe(self, n_gen: int, n_depth: int, rule: StopRule | None) -> tuple[dict[str, Any] | None, Any]:
+        """Decode with fewer threads (the depth prefill still uses all of them): how tok/s scales
+        with threads tells compute-bound from bandwidth-bound. Returns the probe and the saved
+        state at the depth, for the test's own repetitions."""
         threads = self.req.get("probe_threads")
+        depth_state: Any = None
         if not threads or threads >= self.req["n_threads"]:
-            return None
+            return None, None
         ll = self.ll
         ll.llama_set_n_threads(self.ctx, threads, self.req["n_threads"])
         n = min(n_gen, self.req.get("probe_tokens", 16))
@@ -307,7 +312,7 @@ class Child:
             if rule and rule.reason([n / (ns / 1e9) for ns in samples], steps):
                 break
         ll.llama_set_n_threads(self.ctx, self.req["n_threads"], self.req["n_threads"])
-        return {"n_threads": threads, "n_gen": n, "samples_ns": samples}
+        return {"n_threads": threads, "n_gen": n, "samples_ns": samples}, depth_state
 
     def to_depth(self, n_depth: int, state: Any) -> Any:
         """Prefill n_depth tokens, untimed; later repetitions restore the saved state (as llama-bench)."""

@@ -48,20 +48,36 @@ class StopRule:
     min_reps: int = 2
     max_reps: int = 10
     target: float = 0.03
-    # where each test's verdict is plausible whatever its noise ("tg@0": (low, high) tok/s,
-    # from the prediction made before the run): a test whose interval lies wholly inside stops,
-    # as its verdict cannot change within it, if its repetitions vary by at most `clear_cv`
-    clear: tuple[tuple[str, float, float], ...] = ()
+    # where each test's verdict is plausible whatever its noise ("tg@0", low, high tok/s, roof),
+    # from the prediction made before the run: a test whose interval lies wholly inside stops,
+    # as its verdict cannot change within it, if its repetitions vary by at most `clear_cv`.
+    # `roof` (0: none): a decode test's thread probe, run before it, lowers the low end to the
+    # probe's tok/s x roof where that is lower (the compute roof its verdict will use)
+    clear: tuple[tuple[str, float, float, float], ...] = ()
     clear_cv: float = 0.10
     single_margin: float = SINGLE_REP_MARGIN  # one repetition settles a result this far inside
 
-    def reason(self, tok_s: list[float], step_ns: Sequence[float] = (), key: str | None = None) -> str | None:
+    def plausible(self, key: str | None, probe_tok_s: float | None = None) -> tuple[float, float] | None:
+        """Where the verdict of test `key` is plausible, after its thread probe where it had one."""
+        for k, lo, hi, roof in self.clear:
+            if k == key:
+                return (min(lo, probe_tok_s * roof) if roof and probe_tok_s else lo), hi
+        return None
+
+    def reason(
+        self,
+        tok_s: list[float],
+        step_ns: Sequence[float] = (),
+        key: str | None = None,
+        probe_tok_s: float | None = None,
+    ) -> str | None:
         """Why to stop after these repetitions (None: go on). `step_ns`: a decode test's
         per-token times over all its repetitions, samples too where they are honest: when the
         repetitions agree within the target (a burst of noise between them would part them),
-        the interval of the mean token time stands for the interval of tok/s."""
+        the interval of the mean token time stands for the interval of tok/s. `probe_tok_s`:
+        the test's thread probe, run before it."""
         n = len(tok_s)
-        plausible = next(((lo, hi) for k, lo, hi in self.clear if k == key), None)
+        plausible = self.plausible(key, probe_tok_s)
         if n == 1 and plausible is not None and plausible[0] * self.single_margin < tok_s[0]:
             lo, hi = plausible
             if tok_s[0] * self.single_margin < hi:
@@ -122,7 +138,9 @@ def stop_rule(request: dict[str, Any] | None) -> StopRule | None:
     """The rule a child was sent (StopRule.request), or None: a fixed count."""
     if not request:
         return None
-    clear = tuple((str(k), float(lo), float(hi)) for k, lo, hi in request.get("clear", ()))
+    clear = tuple(
+        (str(c[0]), float(c[1]), float(c[2]), float(c[3]) if len(c) > 3 else 0.0) for c in request.get("clear", ())
+    )
     return StopRule(
         min_reps=int(request["min_reps"]),
         max_reps=int(request["max_reps"]),

@@ -9,9 +9,7 @@ swap, page cache, threads, offloaded layers, llama.cpp's build) is recorded arou
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
-import os
 import queue
 import re
 import signal
@@ -27,7 +25,7 @@ import psutil
 from ggprof.bench.child import EXIT_LOAD_FAILED
 from ggprof.bench.context import RunContext
 from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo, ThreadProbe
-from ggprof.bench.supervise import drain
+from ggprof.bench.supervise import drain, kill_group, spawn
 from ggprof.errors import BadInputError, RunError
 from ggprof.machine.facts import HostFacts, cpu_clock, page_cache_resident_fraction
 from ggprof.units import clean
@@ -46,15 +44,7 @@ class _Child:
     """The running child: its protocol lines in a queue, the tail of its log in a deque."""
 
     def __init__(self, params: BenchParams) -> None:
-        self.proc = subprocess.Popen(  # in a process group of its own (POSIX), so a kill takes it all
-            [sys.executable, "-m", "ggprof.bench.child"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        )
+        self.proc = spawn([sys.executable, "-m", "ggprof.bench.child"], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.log: collections.deque[str] = collections.deque(maxlen=60)
         self.offloaded: tuple[int, int] | None = None
@@ -88,12 +78,7 @@ class _Child:
         stream.close()
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if hasattr(os, "killpg"):
-                os.killpg(self.proc.pid, signal.SIGKILL)  # the child and anything it started
-            else:  # Windows: no process groups
-                self.proc.kill()
-        self.proc.wait()
+        kill_group(self.proc)
 
     def last_words(self) -> str:
         """The most telling line llama.cpp printed: its reason (the line naming what was wrong,

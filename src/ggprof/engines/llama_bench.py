@@ -13,7 +13,6 @@ are named in the error. Its output is untrusted: every field is checked and boun
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
 import math
 import os
@@ -32,7 +31,7 @@ import psutil
 
 from ggprof.bench.context import RunContext
 from ggprof.bench.results import BenchResult, BenchRow, ModelInfo, ThreadProbe
-from ggprof.bench.supervise import drain
+from ggprof.bench.supervise import drain, kill_group, spawn
 from ggprof.engines import Engine, ProgressFn
 from ggprof.errors import BadInputError, RunError
 from ggprof.llamacpp import BACKEND_NAMES, N_BATCH, N_UBATCH, backend_names, test_name
@@ -81,15 +80,7 @@ class LlamaBenchEngine(Engine):
     def compiled_backends(self) -> tuple[str, ...] | None:
         """From `llama-bench --list-devices` (each device line names its backend); None if that fails."""
         try:
-            proc = subprocess.Popen(
-                [str(self.program()), "--list-devices"],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
-                start_new_session=True,
-            )
+            proc = spawn([str(self.program()), "--list-devices"], stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         except (OSError, BadInputError):
             return None
         try:
@@ -98,7 +89,7 @@ class LlamaBenchEngine(Engine):
             return None
         finally:  # a timeout or Ctrl-C: the program and whatever it started end here
             if proc.poll() is None:
-                _kill_group(proc)
+                kill_group(proc)
         if proc.returncode != 0 or "Available devices" not in out:
             return None
         found = {
@@ -193,15 +184,7 @@ class _Run:
         self.offloaded: tuple[int, int] | None = None
         self.lines: queue.Queue[str | None] = queue.Queue()
         try:
-            self.proc = subprocess.Popen(
-                [str(program), *args],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                errors="replace",
-                start_new_session=True,  # a process group of its own: a kill takes all of it
-            )
+            self.proc = spawn([str(program), *args], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
         except OSError as e:
             raise BadInputError(f"{clean_name(program)}: cannot run it ({clean_name(e, 120)})") from None
         threading.Thread(target=self._read_stdout, args=(self.proc.stdout,), daemon=True).start()
@@ -291,23 +274,13 @@ class _Run:
         )
 
     def _kill(self) -> None:
-        _kill_group(self.proc)
+        kill_group(self.proc)
 
     def last_words(self) -> str:
         self.log_thread.join(timeout=2)
         lines = [ln for ln in self.log if not _PROGRESS.search(ln)]
         errors = [ln for ln in lines if re.search(r"error|failed|abort|assert|invalid|what\(\)", ln, re.IGNORECASE)]
         return clean_name((errors or lines or ["(nothing)"])[-1], 300)
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    """SIGKILL to the process and its group (POSIX), then reap it."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        if hasattr(os, "killpg"):
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:
-            proc.kill()
-    proc.wait()
 
 
 def _kept(rows: list[dict[str, Any]]) -> str:

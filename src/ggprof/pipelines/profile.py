@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from ggprof.bench.context import UNKNOWN_PLACEMENT, RunContext
-from ggprof.bench.results import WARMUP_PROMPT_CPU, BenchParams, BenchResult
+from ggprof.bench.results import WARMUP_PROMPT_CPU, BenchParams, BenchResult, ThreadProbe
 from ggprof.engines import Engine, ProgressFn
 from ggprof.llamacpp import BACKEND_TITLES, rebuild_command
 from ggprof.machine.device import Device
@@ -98,31 +99,53 @@ def run_profile(
 
 def clear_ranges(
     spec: ModelSpec, params: BenchParams, host: HostReport, choice: DeviceChoice, engine: Engine, ext: Extensions
-) -> tuple[tuple[str, float, float], ...]:
+) -> tuple[tuple[str, float, float, float], ...]:
     """Where each test's verdict is plausible whatever the run's noise, from the prediction
     made before the run: decode above the low end of the expected band and below the
     ceiling, prefill below its ceiling (above its band's low end where it has one), each
     with the smallest tolerance a verdict gives (BASE_TOLERANCE). A test whose interval lies
-    wholly inside stops: its verdict cannot change within it. The thread probe only lowers
-    the band (a compute roof), so these edges hold after it too. Only for a run on this
-    host's CPU, the one device known before it runs."""
+    wholly inside stops: its verdict cannot change within it. The thread probe, run before
+    the decode, can only lower the band's low end (to a compute roof): each decode range
+    carries that roof per probe tok/s, for the child to apply once its probe has run. Only
+    for a run on this host's CPU, the one device known before it runs."""
     compiled = engine.compiled_backends()
     if params.rpc or not choice.needs_host or not (params.n_gpu_layers == 0 or compiled == ("cpu",)):
         return ()
     target = _device_for("cpu", host, choice, ext)
-    out: list[tuple[str, float, float]] = []
+    out: list[tuple[str, float, float, float]] = []
     for depth in params.n_depth:
         p = prediction_for(spec, target, inputs_of(params, depth), ext)
         if p is None:
             continue
         ceiling = p.decode_ceiling_tok_s
         low = p.band.low * ceiling * (1 - BASE_TOLERANCE) if p.band else 0.0
-        out.append((f"tg@{depth}", low, ceiling * (1 + BASE_TOLERANCE)))
+        roof = roof_per_probe_tok_s(spec, params, p, depth, ext) * (1 - BASE_TOLERANCE)
+        out.append((f"tg@{depth}", low, ceiling * (1 + BASE_TOLERANCE), roof))
         pp_ceiling, pp_band = p.prefill_ceiling_tok_s, p.prefill_band
         if pp_ceiling:
             pp_low = pp_band.low * pp_ceiling * (1 - BASE_TOLERANCE) if pp_band else 0.0
-            out.append((f"pp@{depth}", pp_low, pp_ceiling * (1 + BASE_TOLERANCE)))
+            out.append((f"pp@{depth}", pp_low, pp_ceiling * (1 + BASE_TOLERANCE), 0.0))
     return tuple(out)
+
+
+def roof_per_probe_tok_s(spec: ModelSpec, params: BenchParams, p: Prediction, depth: int, ext: Extensions) -> float:
+    """The low end of the compute roof the CPU backend draws from a thread probe, per probe
+    tok/s (0: none): the decode's verdict will take the lower of it and the band's low end.
+    Asked at a probe of 1 and of 2 tok/s; used only where the roof scales with the probe."""
+    backend = ext.backends.get("cpu")
+    if backend is None or not params.probe_threads or params.probe_threads >= params.n_threads:
+        return 0.0
+    lows = []
+    for tok_s in (1, 2):
+        probe = ThreadProbe(n_threads=params.probe_threads, n_gen=tok_s, samples_ns=(10**9,))
+        context = RunContext(backends_used=("cpu",), n_threads=params.n_threads)
+        case = JudgeCase(model=spec, backend="cpu", prediction=p, depth=depth, context=context, probe=probe)
+        try:
+            roof = backend.compute_roof(case)
+        except Exception:  # the verdict calls it again and names the failure; stopping stays cautious
+            return 0.0
+        lows.append(roof.low_tok_s if roof else 0.0)
+    return lows[0] if lows[0] > 0 and math.isclose(lows[1], 2 * lows[0], rel_tol=1e-9) else 0.0
 
 
 def sweep_threads(
