@@ -53,6 +53,10 @@ def main() -> None:
         reps = "/".join(str(len(b["samples_ns"])) for b in da["bench"])
         print(f"pair {i + 1}: adaptive {ta:.1f} s ({da['verdict']}, repetitions {reps}), "
               f"fixed {tf:.1f} s ({df['verdict']})")  # fmt: skip
+        if da["verdict"] != df["verdict"]:  # which findings differ, for the record
+            for name, d in (("adaptive", da), ("fixed", df)):
+                codes = ", ".join(f["code"] for f in d["findings"] if f["severity"] != "plausible")
+                print(f"  {name}: {codes or 'all plausible'}")
     for name, xs in (("adaptive", adaptive_s), ("fixed -r 5", fixed_s)):
         q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
         print(f"{name}: median {statistics.median(xs):.1f} s (quartiles {q[0]:.1f}-{q[2]:.1f}, "
