@@ -265,7 +265,7 @@ def _bandwidth(host: HostContext) -> tuple[Figure | None, str | None]:
         )
         if host.bandwidth.unreliable:
             detail += " (unreliable)"
-        return Figure(read.best_bytes_per_s, "measured", detail, spread=read.spread), profile_id
+        return Figure(read.best_bytes_per_s, "measured", detail, spread=host.bandwidth.own_spread), profile_id
     if mem and mem.theoretical_bandwidth_bytes_per_s:
         return Figure(mem.theoretical_bandwidth_bytes_per_s, "os", f"theoretical: {mem.describe()}"), profile_id
     if profile_id:

@@ -92,7 +92,7 @@ def describe_host(
     if cached and cached[0].unreliable and measure:
         # a noisy figure is never reused quietly: measure again (the new one replaces it)
         warnings.append(
-            f"the cached bandwidth measurement's repetitions disagreed by {cached[0].read.spread:.0%} "
+            f"the cached bandwidth measurement's repetitions disagreed by {cached[0].own_spread:.0%} "
             f"(over {MAX_BANDWIDTH_SPREAD:.0%}): measured again"
         )
         cached = None
@@ -119,7 +119,7 @@ def describe_host(
             warnings.append(f"could not cache the measurement in {cache.cache_path(facts).parent}: {e.strerror or e}")
     if bandwidth is not None and bandwidth.unreliable:
         warnings.append(
-            f"the bandwidth measurement is unreliable: its repetitions disagree by {bandwidth.read.spread:.0%} "
+            f"the bandwidth measurement is unreliable: its repetitions disagree by {bandwidth.own_spread:.0%} "
             "(another program is using memory?); verdicts that rest on it say so. "
             "`ggprof host --refresh` on a quiet machine measures it again"
         )
