@@ -383,3 +383,5 @@ def test_a_refining_round_never_changes_what_a_quick_figure_read_and_counts_sess
     assert not more.unreliable
     noisy = replace(bw, read=KernelResult("read", (8e9, 12e9, 15e9, 18e9, 20e9)))  # (20 - 8) / 20 = 60%
     assert noisy.unreliable and noisy.refined(KernelResult("read", (20e9,) * 5), 0.5).unreliable
+    # 10 reads cannot hold a first run and 3 refining rounds of 5, nor 4 (no slice from the end)
+    assert not replace(more, sessions=4).first_run_reads and not replace(more, sessions=5).first_run_reads

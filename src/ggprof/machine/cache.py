@@ -15,7 +15,7 @@ from typing import Any
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
 from ggprof.machine.facts import HostFacts
-from ggprof.machine.measurements import REFINE_READS, BandwidthMeasurement, KernelResult, SgemmMeasurement
+from ggprof.machine.measurements import BandwidthMeasurement, KernelResult, SgemmMeasurement
 from ggprof.paths import cache_dir
 
 CACHE_VERSION = 1
@@ -105,7 +105,7 @@ def _bandwidth(d: dict[str, Any]) -> BandwidthMeasurement:
         notes=tuple(str(n) for n in d.get("notes", ())),
         sessions=_positive_int(d.get("sessions", 1)),
     )
-    if len(bw.read.samples_bytes_per_s) - REFINE_READS * (bw.sessions - 1) < 1:  # no first run left
+    if not bw.first_run_reads:  # more refining rounds than its reads can hold
         raise ValueError("sessions")
     return bw
 

@@ -78,8 +78,13 @@ class BandwidthMeasurement:
         A refining round that disagreed by over MAX_BANDWIDTH_SPREAD is never merged; rounds that
         each agreed may still differ from one another (a busy minute between runs), which only
         raises the best."""
-        first = self.read.samples_bytes_per_s[: len(self.read.samples_bytes_per_s) - REFINE_READS * (self.sessions - 1)]
-        return KernelResult("read", first).spread
+        return KernelResult("read", self.first_run_reads).spread
+
+    @property
+    def first_run_reads(self) -> tuple[float, ...]:
+        """The read repetitions of the first run (each refining round added REFINE_READS)."""
+        n = len(self.read.samples_bytes_per_s) - REFINE_READS * (self.sessions - 1)
+        return self.read.samples_bytes_per_s[: max(n, 0)]
 
     @property
     def unreliable(self) -> bool:
