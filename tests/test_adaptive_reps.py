@@ -112,6 +112,57 @@ def test_the_plausible_ranges_come_from_the_prediction_before_the_run(gemma_path
     assert tg[3] == pytest.approx(2 * 0.60 * 0.95, rel=1e-9)
 
 
+def test_a_local_cpu_server_gets_the_ranges_at_its_own_threads(gemma_path: Path, ext) -> None:  # type: ignore[no-untyped-def]
+    """A llama-server on this machine whose process mapped no GPU library runs on this host's
+    CPU, whatever -ngl the command line says: its decode range carries the compute roof of a
+    probe at half the server's threads (4 -> 2: one doubling, 60% at the low end, less 5%).
+    A server on a GPU, or on another machine, gets none: its device is not known before."""
+    from dataclasses import replace
+
+    from ggprof.bench.results import BenchParams
+    from ggprof.engines.server import Placement, Server, ServerEngine
+    from ggprof.engines.server_api import Endpoint
+    from ggprof.figures import Figure
+    from ggprof.machine.host import describe_host
+    from ggprof.machine.target import DeviceChoice
+    from ggprof.model.spec import load_model
+    from ggprof.pipelines.profile import clear_ranges
+
+    spec = load_model(gemma_path)
+    found = describe_host(ext.backends.values(), ext.profiles, measure=False)
+    pinned = Figure(20e9, "measured", "this test's figure")  # this host's CPU, pinned at 20 GB/s
+    detections = [
+        replace(d, devices=[replace(x, bandwidth=pinned) if x.backend == "cpu" else x for x in d.devices])
+        for d in found.detections
+    ]
+    host = replace(found, detections=detections)
+    params = BenchParams(model=gemma_path, n_gpu_layers=-1, n_threads=1, n_depth=(0,))
+
+    def engine(url: str, *backends: str) -> ServerEngine:
+        e = ServerEngine(url)
+        placement = Placement(backends_used=backends, n_threads=4, evidence="this test's")
+        e._server = Server(
+            kind="llama-server", endpoint=Endpoint.parse(url), model="m", model_file=None, placement=placement
+        )
+        return e
+
+    local = engine("http://127.0.0.1:8080", "cpu")
+    assert local.host_cpu_threads(host.facts) == 4
+    (tg,) = [c for c in clear_ranges(spec, params, host, DeviceChoice(), local, ext) if c[0] == "tg@0"]
+    assert 0 < tg[1] < tg[2] and tg[3] == pytest.approx(2 * 0.60 * 0.95, rel=1e-9)
+    assert clear_ranges(spec, params, host, DeviceChoice(), engine("http://127.0.0.1:8080", "gpu"), ext) == ()
+    assert clear_ranges(spec, params, host, DeviceChoice(), engine("http://192.0.2.7:8080", "cpu"), ext) == ()
+
+
+def test_a_server_stream_gives_token_times_only_one_token_an_event() -> None:
+    """Per-token times from a stream count as samples where each event carried one token."""
+    from ggprof.engines.server import Sample, _token_steps_ns
+
+    one_each = Sample(start_ns=0, token_ns=[10, 30, 50], n_tokens=3, server=None)
+    bunched = Sample(start_ns=0, token_ns=[10, 90], n_tokens=8, server=None)
+    assert _token_steps_ns([one_each, bunched]) == [20, 20]
+
+
 def test_one_repetition_settles_a_result_far_inside_its_verdict() -> None:
     """Plausible from 10 to 1,000 tok/s: 100 lies 10x above the low end and 10x below the high
     one, more than the 2x margin: one repetition settles it. 600 is within 2x of 1,000 and 15

@@ -47,6 +47,21 @@ def test_profile_a_real_llama_server(llama_server: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_cpu_server_profile_is_adaptive_with_its_probe_first(llama_server: str) -> None:
+    """Without -r: the requests repeat until the answer is known (the reason said), and the
+    compute roof of ggprof's own llama.cpp is measured before them, so that the stop rule
+    judges with the range the verdict will use."""
+    r = as_process("profile", "--server", llama_server, "-p", "32", "-n", "32", "--json", "--no-save", timeout_s=300)
+    d = judged(r)
+    tg = d["bench"][1]
+    assert tg["stop_reason"] and 1 <= len(tg["samples_ns"]) <= 10
+    assert d["depths"][0]["probe_threads"] == 1 and d["depths"][0]["probe_tg_tok_s"] > 0
+    notes = d["context"]["notes"]
+    roof = next(i for i, n in enumerate(notes) if n.startswith("compute roof: ggprof's own llama.cpp"))
+    assert roof < next(i for i, n in enumerate(notes) if n.startswith("as the client saw it"))
+
+
+@pytest.mark.slow
 def test_the_server_decode_figure_is_its_own_timings(llama_server: str) -> None:
     """What the engine reports for decode is what llama-server's `timings` say, request by request."""
     import urllib.request

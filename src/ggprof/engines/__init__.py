@@ -45,6 +45,12 @@ class Engine(ABC):
         vulkan, rocm, sycl), known before it runs; None when only a run can tell."""
         return None
 
+    def host_cpu_threads(self, facts: HostFacts) -> int | None:
+        """The threads it will decode with when it is known, before it runs, to run on this
+        host's CPU alone and with a thread count of its own (a local server's -t); None: the
+        run's own -t decides (or only a run can tell where it runs)."""
+        return None
+
     def describe(self) -> str:
         """What runs, in words, for the report's `run:` line."""
         return self.name

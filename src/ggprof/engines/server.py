@@ -179,6 +179,18 @@ class ServerEngine(Engine):
         t_start, wall0 = time.time(), time.monotonic()
         requester.one(8, WARMUP_TOKENS)  # loads the model (Ollama loads on first use); untimed
         busy = _busy_slots(server, client)  # others' requests in flight share the device
+        placement = self._placement(server, requester.runtime)  # LM Studio names it with each answer
+        notes = [f"found {server.found}" if server.found else "", f"placement: {placement.evidence}"]
+        threads, probe = placement.n_threads, None
+        if placement.backends_used == ("cpu",) and server.endpoint.is_local and spec.path.is_file():
+            # a CPU server cannot be thread-probed: its compute roof comes from ggprof's own llama.cpp
+            # decoding the same file at half the server's threads, with the server idle; before the
+            # timed requests, so that the stop rule knows the roof the verdict will use
+            if threads is None:
+                threads = default_threads(facts)
+                notes.append(f"threads: not on the server's command line; llama.cpp's default ({threads}) assumed")
+            probe, said = _own_probe(spec, params, facts, threads)
+            notes.append(said)
         n_prompt, n_gen = params.n_prompt[0], params.n_gen[0]
         rows: list[BenchRow] = []
         samples: list[Sample] = []
@@ -189,7 +201,8 @@ class ServerEngine(Engine):
                 if progress:
                     progress(test_name(n_prompt, n_gen), rep + 1, params.max_reps)
                 rates = [r for x in samples if (r := _decode_tok_s(x)) is not None]
-                if params.stop and (stop := params.stop.reason(rates)):
+                steps = _token_steps_ns(samples)
+                if params.stop and (stop := params.stop.reason(rates, steps, "tg@0", probe.tok_s if probe else None)):
                     break
             n_prompt = _prompt_tokens(samples) or n_prompt  # the prompt as the server counted it
             rows += [
@@ -212,22 +225,11 @@ class ServerEngine(Engine):
             done = ", ".join(f"{r.name} {r.avg_ts:.2f} t/s" for r in rows)
             kept = f"; measured before the fault: {done}" if done else ""
             raise type(e)(f"{e}{kept}") from None
-        placement = self._placement(server, requester.runtime)
         if requester.runtime:
             self._server = server = replace(server, runtime=requester.runtime)
-        notes = [f"found {server.found}" if server.found else "", f"placement: {placement.evidence}"]
         notes += [_client_note(samples)] if samples else []
-        threads = placement.n_threads
-        if placement.backends_used == ("cpu",) and server.endpoint.is_local and spec.path.is_file():
-            # a CPU server cannot be thread-probed: its compute roof comes from ggprof's own llama.cpp
-            # decoding the same file at half the server's threads, with the server idle
-            if threads is None:
-                threads = default_threads(facts)
-                notes.append(f"threads: not on the server's command line; llama.cpp's default ({threads}) assumed")
-            probe, said = _own_probe(spec, params, facts, threads)
-            notes.append(said)
-            if probe is not None:
-                rows = [replace(r, probe=probe) if r.kind == "tg" and r.n_parallel == 1 else r for r in rows]
+        if probe is not None:
+            rows = [replace(r, probe=probe) if r.kind == "tg" and r.n_parallel == 1 else r for r in rows]
         run_params = replace(
             params,
             n_prompt=(n_prompt,),
@@ -264,6 +266,14 @@ class ServerEngine(Engine):
             elapsed_s=time.monotonic() - wall0,
             notes=tuple(n for n in notes if n),
         )
+
+    def host_cpu_threads(self, facts: HostFacts) -> int | None:
+        """A server on this machine whose process mapped no GPU library: its -t (llama.cpp's
+        default when its command line does not say)."""
+        server = self.server()
+        if not server.endpoint.is_local or self._placement(server, None).backends_used != ("cpu",):
+            return None
+        return server.placement.n_threads or default_threads(facts)
 
     def _placement(self, server: Server, runtime: str | None) -> Placement:
         """The server's placement with "gpu" named: LM Studio's runtime, or this host's GPU."""
@@ -392,6 +402,12 @@ def _single_rows(samples: list[Sample], n_prompt: int, n_gen: int) -> list[Bench
     if not rows:
         raise ServerError("the server streamed no tokens: nothing to time")
     return rows
+
+
+def _token_steps_ns(samples: list[Sample]) -> list[int]:
+    """Per-token decode times as the client saw them, from the streams whose every event carried
+    one token (where an event carries several, its gap is not one token's time)."""
+    return [i for s in samples if s.n_tokens == len(s.token_ns) for i in s.itl_ns]
 
 
 def _decode_tok_s(s: Sample) -> float | None:

@@ -106,10 +106,14 @@ def clear_ranges(
     with the smallest tolerance a verdict gives (BASE_TOLERANCE). A test whose interval lies
     wholly inside stops: its verdict cannot change within it. The thread probe, run before
     the decode, can only lower the band's low end (to a compute roof): each decode range
-    carries that roof per probe tok/s, for the child to apply once its probe has run. Only
-    for a run on this host's CPU, the one device known before it runs."""
-    compiled = engine.compiled_backends()
-    if params.rpc or not choice.needs_host or not (params.n_gpu_layers == 0 or compiled == ("cpu",)):
+    carries that roof per probe tok/s, for the engine to apply once its probe has run. Only
+    for a run on this host's CPU, the one device known before it runs: an engine whose build
+    has only the CPU (or told -ngl 0), or a local server that runs on it (at its own -t)."""
+    if params.rpc or not choice.needs_host:
+        return ()
+    if (threads := engine.host_cpu_threads(host.facts)) is not None:
+        params = replace(params, n_threads=threads, probe_threads=probe_threads(threads))
+    elif not (params.n_gpu_layers == 0 or engine.compiled_backends() == ("cpu",)):
         return ()
     target = _device_for("cpu", host, choice, ext)
     out: list[tuple[str, float, float, float]] = []
