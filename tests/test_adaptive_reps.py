@@ -72,6 +72,22 @@ def test_a_test_whose_interval_lies_where_the_verdict_is_plausible_stops() -> No
     assert steady.reason([100.0, 140.0], key="pp@0") is None
 
 
+def host_pinned_at(ext, bandwidth_bytes_per_s: float):  # type: ignore[no-untyped-def]
+    """This host as detected, its CPU's bandwidth pinned (as if measured) at the figure given."""
+    from dataclasses import replace
+
+    from ggprof.figures import Figure
+    from ggprof.machine.host import describe_host
+
+    found = describe_host(ext.backends.values(), ext.profiles, measure=False)
+    pinned = Figure(bandwidth_bytes_per_s, "measured", "this test's figure")
+    detections = [
+        replace(d, devices=[replace(x, bandwidth=pinned) if x.backend == "cpu" else x for x in d.devices])
+        for d in found.detections
+    ]
+    return replace(found, detections=detections)
+
+
 def test_the_plausible_ranges_come_from_the_prediction_before_the_run(gemma_path: Path, ext) -> None:  # type: ignore[no-untyped-def]
     """On this host's CPU at 90 GB/s (given): decode is plausible below the ceiling (bytes a
     token reads over 90 GB/s) plus the smallest tolerance, 5%, and above the band's low end
@@ -81,19 +97,12 @@ def test_the_plausible_ranges_come_from_the_prediction_before_the_run(gemma_path
     from ggprof.bench.results import BenchParams
     from ggprof.engines.python import PythonEngine
     from ggprof.figures import Figure
-    from ggprof.machine.host import describe_host
     from ggprof.machine.target import DeviceChoice
     from ggprof.model.spec import load_model
     from ggprof.pipelines.profile import clear_ranges
 
     spec = load_model(gemma_path)
-    found = describe_host(ext.backends.values(), ext.profiles, measure=False)
-    measured = Figure(90e9, "measured", "this test's figure")  # this host's CPU, pinned at 90 GB/s
-    detections = [
-        replace(d, devices=[replace(x, bandwidth=measured) if x.backend == "cpu" else x for x in d.devices])
-        for d in found.detections
-    ]
-    host = replace(found, detections=detections)
+    host = host_pinned_at(ext, 90e9)
     params = BenchParams(model=gemma_path, n_gpu_layers=0, n_depth=(0,))
     given = DeviceChoice(bandwidth=Figure(90e9, "user", "--bandwidth 90"))
     assert clear_ranges(spec, params, host, given, PythonEngine(), ext) == ()  # only this host's own device
@@ -117,25 +126,16 @@ def test_a_local_cpu_server_gets_the_ranges_at_its_own_threads(gemma_path: Path,
     CPU, whatever -ngl the command line says: its decode range carries the compute roof of a
     probe at half the server's threads (4 -> 2: one doubling, 60% at the low end, less 5%).
     A server on a GPU, or on another machine, gets none: its device is not known before."""
-    from dataclasses import replace
 
     from ggprof.bench.results import BenchParams
     from ggprof.engines.server import Placement, Server, ServerEngine
     from ggprof.engines.server_api import Endpoint
-    from ggprof.figures import Figure
-    from ggprof.machine.host import describe_host
     from ggprof.machine.target import DeviceChoice
     from ggprof.model.spec import load_model
     from ggprof.pipelines.profile import clear_ranges
 
     spec = load_model(gemma_path)
-    found = describe_host(ext.backends.values(), ext.profiles, measure=False)
-    pinned = Figure(20e9, "measured", "this test's figure")  # this host's CPU, pinned at 20 GB/s
-    detections = [
-        replace(d, devices=[replace(x, bandwidth=pinned) if x.backend == "cpu" else x for x in d.devices])
-        for d in found.detections
-    ]
-    host = replace(found, detections=detections)
+    host = host_pinned_at(ext, 20e9)
     params = BenchParams(model=gemma_path, n_gpu_layers=-1, n_threads=1, n_depth=(0,))
 
     def engine(url: str, *backends: str) -> ServerEngine:
