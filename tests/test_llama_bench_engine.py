@@ -78,15 +78,52 @@ def test_profile_through_llama_bench_judges_keeps_and_reports(
 
 
 @pytest.mark.slow
-def test_without_r_llama_bench_runs_its_fixed_count_and_says_so(llama_tools: Path, gemma_path: Path) -> None:
-    """One llama-bench invocation cannot stop when the answer is known: without -r it runs its
-    default 5 repetitions after its own full-size warm-up, and the report says 5 repetitions."""
+def test_without_r_llama_bench_repeats_until_the_answer_is_known(llama_tools: Path, gemma_path: Path) -> None:
+    """Without -r, llama-bench runs each test 3 times first (another invocation costs a load and
+    a warm-up), then again where the answer is not known yet; each row says why it stopped,
+    and the report says so, from 3 (one invocation cannot stop after 1)."""
     args = ("profile", str(gemma_path), "--engine", engine(llama_tools), "-p", "32", "-n", "8", "--no-save")
     d = judged(as_process(*args, "--json", timeout_s=300))
-    assert [len(b["samples_ns"]) for b in d["bench"]] == [5, 5]
-    assert [b["stop_reason"] for b in d["bench"]] == [None, None]
+    assert all(3 <= len(b["samples_ns"]) <= 10 and b["stop_reason"] for b in d["bench"])
     said = " ".join(as_process(*args, timeout_s=300).stdout.split())  # the report wraps its lines
-    assert ", 5 repetitions, " in said and "repetitions until" not in said
+    assert "repetitions until tok/s is known within 3% (95% CI; 3-10) or its verdict cannot change," in said
+
+
+@pytest.mark.slow
+def test_with_r_llama_bench_runs_that_count(llama_tools: Path, gemma_path: Path) -> None:
+    args = ("profile", str(gemma_path), "--engine", engine(llama_tools), "-p", "32", "-n", "8", "-r", "2")
+    d = judged(as_process(*args, "--json", "--no-save", timeout_s=300))
+    assert [(len(b["samples_ns"]), b["stop_reason"]) for b in d["bench"]] == [(2, None), (2, None)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("n_prompt", "n_gen", "target", "samples", "reason"),
+    [
+        # 1000%: known after the first invocation
+        (0, 64, 10.0, 3, "stopped after 3: "),
+        # never known; a repetition of tg64 on 1 thread (2-4 s here) outweighs a load and a
+        # one-token warm-up (under 1 s): one more invocation of 1 tells it is too noisy
+        (0, 64, 1e-9, 4, "too noisy to pin down: "),
+        # never known; a repetition of pp16 (under 0.1 s) weighs less than the load and the
+        # warm-up another invocation would cost: it stops and says so
+        (16, 0, 1e-9, 3, "1 more would take another llama-bench invocation"),
+    ],
+)
+def test_another_invocation_adds_repetitions_where_they_are_worth_it(
+    llama_tools: Path, gemma_path: Path, n_prompt: int, n_gen: int, target: float, samples: int, reason: str
+) -> None:
+    from ggprof.bench.results import BenchParams, StopRule
+    from ggprof.engines.llama_bench import LlamaBenchEngine
+    from ggprof.machine.facts import gather_facts
+    from ggprof.model.spec import load_model
+
+    params = BenchParams(
+        model=gemma_path, n_prompt=(n_prompt,), n_gen=(n_gen,), n_threads=1, stop=StopRule(target=target)
+    )
+    result = LlamaBenchEngine(str(llama_tools / "llama-bench")).run(load_model(gemma_path), params, gather_facts())
+    (row,) = result.rows
+    assert len(row.samples_ns) == samples and row.stop_reason and reason in row.stop_reason
 
 
 @pytest.mark.slow

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ggprof.bench.results import FLASH_ATTN_TYPES, StopRule, stop_rule
+from ggprof.bench.results import FLASH_ATTN_TYPES, StopRule, stop_key, stop_rule
 from ggprof.llamacpp import GGML_MAX_N_THREADS
 from ggprof.model.ggml import kv_cache_type
 
@@ -193,7 +193,7 @@ class Child:
                 self.gen(1)
         samples, ttft, itl = [], [], []
         depth_state: Any = None
-        key = f"{'pp' if n_prompt else 'tg'}@{n_depth}" if bool(n_prompt) != bool(n_gen) else None
+        key = stop_key(n_prompt, n_gen, n_depth)
         rule = stop_rule(self.req.get("stop"))
         reps = rule.max_reps if rule else self.req["reps"]
         stop_reason = None

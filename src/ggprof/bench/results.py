@@ -39,6 +39,17 @@ SINGLE_REP_MARGIN = 2.0
 WARMUP_PROMPT_CPU = 32
 
 
+def range_key(kind: str, n_depth: int) -> str:
+    """The name a test's plausible range goes by in StopRule.clear: "pp@0", "tg@4096"."""
+    return f"{kind}@{n_depth}"
+
+
+def stop_key(n_prompt: int, n_gen: int, n_depth: int) -> str | None:
+    """The range_key of a prompt or a generation test; None for a test of both (llama-bench's
+    pg), which has no range."""
+    return range_key("pp" if n_prompt else "tg", n_depth) if bool(n_prompt) != bool(n_gen) else None
+
+
 @dataclass(frozen=True, kw_only=True)
 class StopRule:
     """Repeat a test until the 95% confidence interval of its mean tok/s is within `target` of
@@ -55,7 +66,7 @@ class StopRule:
     # probe's tok/s x roof where that is lower (the compute roof its verdict will use)
     clear: tuple[tuple[str, float, float, float], ...] = ()
     clear_cv: float = 0.10
-    single_margin: float = SINGLE_REP_MARGIN  # one repetition settles a result this far inside
+    single_margin: float = SINGLE_REP_MARGIN  # one repetition settles a result this far inside (0: never)
 
     def plausible(self, key: str | None, probe_tok_s: float | None = None) -> tuple[float, float] | None:
         """Where the verdict of test `key` is plausible, after its thread probe where it had one."""
@@ -78,7 +89,7 @@ class StopRule:
         the test's thread probe, run before it."""
         n = len(tok_s)
         plausible = self.plausible(key, probe_tok_s)
-        if n == 1 and plausible is not None and plausible[0] * self.single_margin < tok_s[0]:
+        if n == 1 and self.single_margin and plausible is not None and plausible[0] * self.single_margin < tok_s[0]:
             lo, hi = plausible
             if tok_s[0] * self.single_margin < hi:
                 return (
@@ -89,7 +100,7 @@ class StopRule:
             return None
         mean, half = mean_ci95(tok_s)
         if mean > 0 and half / mean <= self.target:
-            return f"stopped after {n}: {sig3(mean)} +- {sig3(half)} tok/s (95% CI, {half / mean:.1%})"
+            return f"stopped after {n}: {interval(tok_s)}"
         if mean > 0 and len(step_ns) >= MIN_STEP_SAMPLES:
             apart = (max(tok_s) - min(tok_s)) / mean
             step, step_half = mean_ci95(step_ns)
@@ -102,19 +113,14 @@ class StopRule:
         if plausible is not None and mean > 0:
             lo, hi = plausible
             if lo < mean - half and mean + half < hi and statistics.stdev(tok_s) / mean <= self.clear_cv:
-                return (
-                    f"stopped after {n}: {sig3(mean)} +- {sig3(half)} tok/s (95% CI, {half / mean:.1%}), wholly "
-                    f"where the verdict is plausible ({sig3(lo)}-{sig3(hi)} tok/s)"
-                )
-        width = f"{half / mean:.1%}" if mean > 0 else "unknown"
+                where = f"wholly where the verdict is plausible ({sig3(lo)}-{sig3(hi)} tok/s)"
+                return f"stopped after {n}: {interval(tok_s)}, {where}"
         if n >= self.max_reps:
-            return f"the cap of {n} reached: {sig3(mean)} +- {sig3(half)} tok/s (95% CI, {width})"
+            return f"the cap of {n} reached: {interval(tok_s)}"
         needed = self.needed(tok_s)
         if n >= NOISE_PROBE_REPS and needed > self.max_reps:  # the cap would not get there either
-            return (
-                f"too noisy to pin down: {sig3(mean)} +- {sig3(half)} tok/s (95% CI, {width}) after {n}; "
-                f"{self.target:.0%} would take about {needed} repetitions"
-            )
+            would = f"{self.target:.0%} would take about {needed} repetitions"
+            return f"too noisy to pin down: {interval(tok_s)} after {n}; {would}"
         return None
 
     def needed(self, tok_s: list[float]) -> int:
@@ -132,6 +138,13 @@ class StopRule:
             "clear_cv": self.clear_cv,
             "single_margin": self.single_margin,
         }
+
+
+def interval(tok_s: Sequence[float]) -> str:
+    """`33.2 +- 4.13 tok/s (95% CI, 12.4%)`: the mean of the repetitions and its interval."""
+    mean, half = mean_ci95(tok_s)
+    width = f"{half / mean:.1%}" if mean > 0 else "unknown"
+    return f"{sig3(mean)} +- {sig3(half)} tok/s (95% CI, {width})"
 
 
 def stop_rule(request: dict[str, Any] | None) -> StopRule | None:

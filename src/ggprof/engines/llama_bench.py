@@ -20,6 +20,7 @@ import queue
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import threading
 import time
@@ -30,7 +31,7 @@ from typing import IO, TYPE_CHECKING, Any
 import psutil
 
 from ggprof.bench.context import RunContext
-from ggprof.bench.results import BenchResult, BenchRow, ModelInfo, ThreadProbe
+from ggprof.bench.results import NOISE_PROBE_REPS, BenchResult, BenchRow, ModelInfo, ThreadProbe, interval, stop_key
 from ggprof.bench.supervise import drain, kill_group, spawn
 from ggprof.engines import Engine, ProgressFn
 from ggprof.errors import BadInputError, RunError
@@ -47,6 +48,12 @@ PROGRAM = "llama-bench"
 MAX_LINE_CHARS = 1 << 20  # a JSONL row is ~1 kB; a longer line is not llama-bench output
 MAX_SAMPLES = 10_000
 PROBE_TOKENS, PROBE_REPS = 16, 2  # the thread probe, as the python engine runs it
+# Without -r, llama-bench's first invocation runs each test this many times: another invocation
+# costs a model load and a full-size warm-up per test, so the first asks for what a steady
+# device needs to reach the 3% target (3 repetitions reach it at a CV up to 1.2%: Student's t
+# with 2 degrees of freedom is 4.30) or a CPU run needs to lie wholly where its verdict is
+# plausible; a test that is not known by then gets the repetitions its spread says it needs.
+FIRST_REPS = 3
 LIST_DEVICES_TIMEOUT_S = 20.0
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _PROGRESS = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (prompt|generation) run (\d+)/(\d+)")
@@ -107,8 +114,11 @@ class LlamaBenchEngine(Engine):
         load_before = psutil.cpu_percent(interval=0.1)
         ram_before = int(psutil.virtual_memory().available)
         amx = "AMX_INT8" in facts.simd
-        run = _Run(program, _arguments(params, amx), params, progress)
+        first_params = replace(params, reps=FIRST_REPS) if params.stop else params
+        run = _Run(program, _arguments(first_params, amx), first_params, progress)
         rows = run.rows()
+        # what an invocation costs besides its repetitions: start, model load, warm-ups
+        overhead_s = max(time.monotonic() - wall0 - sum(sum(r["samples_ns"]) for r in rows) / 1e9, 0.0)
         probes: dict[int, ThreadProbe] = {}
         first = rows[0] if rows else {}
         cpu_only = backend_names(str(first.get("backends", "CPU"))) in {(), ("cpu",)} or params.n_gpu_layers == 0
@@ -120,12 +130,20 @@ class LlamaBenchEngine(Engine):
                 probes[int(r["n_depth"])] = ThreadProbe(
                     n_threads=params.probe_threads, n_gen=int(r["n_gen"]), samples_ns=tuple(r["samples_ns"])
                 )
-        bench_rows = tuple(_bench_row(r, probes.get(int(r["n_depth"])) if r["n_gen"] else None) for r in rows)
+        reasons = _until_known(program, params, amx, rows, probes, overhead_s, progress) if params.stop else {}
+        bench_rows = tuple(
+            replace(_bench_row(r, probes.get(int(r["n_depth"])) if r["n_gen"] else None), stop_reason=reasons.get(i))
+            for i, r in enumerate(rows)
+        )
         wall = time.monotonic() - wall0
         return BenchResult(
-            # what llama-bench ran: its fixed -r (5 without one) after its own full-size warm-up;
-            # one invocation cannot stop when the answer is known
-            params=replace(params, stop=None, warmup_prompt=None),
+            # llama-bench warms each test up with its whole size; without -r, more invocations
+            # add repetitions to the tests whose answer is not known yet (_until_known)
+            params=replace(
+                params,
+                warmup_prompt=None,
+                stop=replace(params.stop, min_reps=FIRST_REPS, single_margin=0.0) if params.stop else None,
+            ),
             model=ModelInfo(
                 model_filename=str(params.model),
                 model_type=clean_name(first.get("model_type", spec.architecture), 80),
@@ -139,6 +157,79 @@ class LlamaBenchEngine(Engine):
             test_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
             elapsed_s=wall,
         )
+
+
+def _until_known(
+    program: Path,
+    params: BenchParams,
+    amx: bool,
+    rows: list[dict[str, Any]],
+    probes: dict[int, ThreadProbe],
+    overhead_s: float,
+    progress: ProgressFn | None,
+) -> dict[int, str]:
+    """Repeat the tests whose answer is not known yet (params.stop) in further llama-bench
+    invocations, each asking for the repetitions the test's spread says it needs, until every
+    test has a reason to stop; but not where an invocation's cost besides its repetitions
+    (`overhead_s`, as the first one took: a large model's load, weights sent to rpc-servers)
+    exceeds the time of the repetitions it would add. Extends each row's samples_ns in place;
+    returns the reasons by row index."""
+    assert params.stop is not None
+    rule, reasons = params.stop, {}
+    while True:
+        pending: dict[tuple[int, int, int], int] = {}
+        for i, r in enumerate(rows):
+            if i in reasons:
+                continue
+            n_prompt, n_gen, depth = int(r["n_prompt"]), int(r["n_gen"]), int(r["n_depth"])
+            rates = [(n_prompt + n_gen) / (ns / 1e9) for ns in r["samples_ns"]]
+            probe = probes.get(depth) if n_gen else None
+            reason = rule.reason(rates, (), stop_key(n_prompt, n_gen, depth), probe.tok_s if probe else None)
+            if reason:
+                reasons[i] = reason
+            else:
+                pending[(n_prompt, n_gen, depth)] = i
+        if not pending:
+            return reasons
+
+        def wanted(i: int) -> int:
+            """The repetitions test i still needs at its spread; where the cap would not get
+            there either, as many as tell it is too noisy to pin down (as the python engine)."""
+            samples = rows[i]["samples_ns"]
+            needed = rule.needed([1e9 / ns for ns in samples])
+            return (NOISE_PROBE_REPS if needed > rule.max_reps else needed) - len(samples)
+
+        reps = max(1, *(wanted(i) for i in pending.values()))
+        measuring_s = reps * sum(statistics.fmean(rows[i]["samples_ns"]) for i in pending.values()) / 1e9
+        if overhead_s > measuring_s:
+            for i in pending.values():
+                r = rows[i]
+                rates = [(r["n_prompt"] + r["n_gen"]) / (ns / 1e9) for ns in r["samples_ns"]]
+                reasons[i] = (
+                    f"stopped after {len(rates)}: {interval(rates)}; {reps} more would take another llama-bench "
+                    f"invocation, {overhead_s:.0f} s of loading and warm-up for {measuring_s:.0f} s of measuring"
+                )
+            return reasons
+        again = replace(
+            params,
+            n_prompt=tuple(sorted({p for p, _, _ in pending if p})) or (0,),
+            n_gen=tuple(sorted({g for _, g, _ in pending if g})) or (0,),
+            n_depth=tuple(sorted({d for _, _, d in pending})),
+            reps=reps,
+        )
+        try:
+            more = _Run(program, _arguments(again, amx), again, progress, what="run, more repetitions").rows()
+        except RunError as e:  # what the first invocations measured stands; the reason says why it stopped
+            more, failed = [], f": another llama-bench invocation failed ({clean_name(e, 200)})"
+        else:
+            failed = ": llama-bench ran no more repetitions of it"
+        for r in more:
+            key = (int(r["n_prompt"]), int(r["n_gen"]), int(r["n_depth"]))
+            if key in pending:  # the same test: its samples join the first ones (a cross-product extra does not)
+                i = pending.pop(key)
+                rows[i]["samples_ns"] = [*rows[i]["samples_ns"], *r["samples_ns"]][:MAX_SAMPLES]
+        for i in pending.values():  # never measured again: stop rather than ask forever
+            reasons[i] = f"stopped after {len(rows[i]['samples_ns'])}{failed}"
 
 
 def _arguments(p: BenchParams, amx: bool) -> list[str]:

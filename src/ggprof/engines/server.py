@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from ggprof.bench.context import UNKNOWN_PLACEMENT, RunContext
-from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo, ThreadProbe
+from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo, ThreadProbe, stop_key
 from ggprof.bench.runner import default_threads
 from ggprof.engines import Engine, ProgressFn
 from ggprof.engines.server_api import (
@@ -201,8 +201,8 @@ class ServerEngine(Engine):
                 if progress:
                     progress(test_name(n_prompt, n_gen), rep + 1, params.max_reps)
                 rates = [r for x in samples if (r := _decode_tok_s(x)) is not None]
-                steps = _token_steps_ns(samples)
-                if params.stop and (stop := params.stop.reason(rates, steps, "tg@0", probe.tok_s if probe else None)):
+                steps, probe_tok_s = _token_steps_ns(samples), probe.tok_s if probe else None
+                if params.stop and (stop := params.stop.reason(rates, steps, stop_key(0, n_gen, 0), probe_tok_s)):
                     break
             n_prompt = _prompt_tokens(samples) or n_prompt  # the prompt as the server counted it
             rows += [

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ggprof.bench.context import UNKNOWN_PLACEMENT, RunContext
-from ggprof.bench.results import WARMUP_PROMPT_CPU, BenchParams, BenchResult, ThreadProbe
+from ggprof.bench.results import WARMUP_PROMPT_CPU, BenchParams, BenchResult, ThreadProbe, range_key
 from ggprof.engines import Engine, ProgressFn
 from ggprof.llamacpp import BACKEND_TITLES, rebuild_command
 from ggprof.machine.device import Device
@@ -124,11 +124,11 @@ def clear_ranges(
         ceiling = p.decode_ceiling_tok_s
         low = p.band.low * ceiling * (1 - BASE_TOLERANCE) if p.band else 0.0
         roof = roof_per_probe_tok_s(spec, params, p, depth, ext) * (1 - BASE_TOLERANCE)
-        out.append((f"tg@{depth}", low, ceiling * (1 + BASE_TOLERANCE), roof))
+        out.append((range_key("tg", depth), low, ceiling * (1 + BASE_TOLERANCE), roof))
         pp_ceiling, pp_band = p.prefill_ceiling_tok_s, p.prefill_band
         if pp_ceiling:
             pp_low = pp_band.low * pp_ceiling * (1 - BASE_TOLERANCE) if pp_band else 0.0
-            out.append((f"pp@{depth}", pp_low, pp_ceiling * (1 + BASE_TOLERANCE), 0.0))
+            out.append((range_key("pp", depth), pp_low, pp_ceiling * (1 + BASE_TOLERANCE), 0.0))
     return tuple(out)
 
 

@@ -359,7 +359,9 @@ def _repetitions(b: BenchResult) -> str:
     if stop is None:
         return f"{b.params.reps} repetitions"
     known = f"repetitions until tok/s is known within {stop.target:.0%} (95% CI; {stop.min_reps}-{stop.max_reps})"
-    return f"{known} or its verdict cannot change (from 1)" if stop.clear else known
+    if not stop.clear:
+        return known
+    return f"{known} or its verdict cannot change{' (from 1)' if stop.single_margin else ''}"
 
 
 def _build(c: RunContext) -> str:
