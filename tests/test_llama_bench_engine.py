@@ -127,6 +127,31 @@ def test_another_invocation_adds_repetitions_where_they_are_worth_it(
 
 
 @pytest.mark.slow
+def test_a_later_invocation_that_crashes_keeps_what_the_first_measured(
+    llama_tools: Path, gemma_path: Path, tmp_path: Path
+) -> None:
+    """The real llama-bench the first time; the second invocation dies (SIGSEGV after one
+    line of stderr): the first three repetitions stand, and the reason names the failure."""
+    from ggprof.bench.results import BenchParams, StopRule
+    from ggprof.engines.llama_bench import LlamaBenchEngine
+    from ggprof.machine.facts import gather_facts
+    from ggprof.model.spec import load_model
+
+    mark = tmp_path / "ran-once"
+    real = llama_tools / "llama-bench"
+    wrapper = script(
+        tmp_path,
+        f'if [ -e "{mark}" ]; then echo "GGML_ASSERT(false) failed" >&2; kill -SEGV $$; fi\n'
+        f'touch "{mark}"\nexec "{real}" "$@"',
+    )
+    params = BenchParams(model=gemma_path, n_prompt=(0,), n_gen=(64,), n_threads=1, stop=StopRule(target=1e-9))
+    (row,) = LlamaBenchEngine(str(wrapper)).run(load_model(gemma_path), params, gather_facts()).rows
+    assert len(row.samples_ns) == 3
+    assert row.stop_reason and row.stop_reason.startswith("stopped after 3: another llama-bench invocation failed")
+    assert "SIGSEGV" in row.stop_reason
+
+
+@pytest.mark.slow
 def test_bench_lists_of_threads_and_depths_through_llama_bench(llama_tools: Path, gemma_path: Path) -> None:
     r = as_process(
         "bench", str(gemma_path), "--engine", engine(llama_tools), "-p", "16", "-n", "4", "-r", "1",
