@@ -267,6 +267,13 @@ def test_python_engine_without_rpc_says_how_to_rebuild(rpc_server: str, gemma_pa
     assert "-DGGML_RPC=on" in r.stderr and "--engine llama-bench" in r.stderr
 
 
+def split_decode(d: dict) -> str:
+    """The code of the decode finding: the split's judgement. (How much the run's repetitions
+    varied is the machine's: prompts over RPC on this busy 2-core VM have varied by over 20%,
+    a RUN_TOO_NOISY finding of its own.)"""
+    return next(f["code"] for f in d["findings"] if f["code"].startswith("DECODE_"))
+
+
 def _rpc_profile(llama_tools: Path, gemma_path: Path, endpoint: str, *flags: str) -> tuple[str, ...]:
     """`ggprof profile` of the Gemma model by the built llama-bench, split over `endpoint`."""
     engine = f"llama-bench={llama_tools / 'llama-bench'}"
@@ -274,9 +281,7 @@ def _rpc_profile(llama_tools: Path, gemma_path: Path, endpoint: str, *flags: str
 
 
 def _profile_rpc(llama_tools: Path, gemma_path: Path, endpoint: str, rpc_lib: str, *extra: str) -> dict:
-    # llama-bench's fixed 5 repetitions: these tests judge the split, not when to stop (3
-    # repetitions of a short prompt over RPC on this VM can vary by over 20%: RUN_TOO_NOISY)
-    flags = ("-t", "1", "-p", "128", "-n", "32", "-r", "5", "--json", "--no-save", *extra)
+    flags = ("-t", "1", "-p", "128", "-n", "32", "--json", "--no-save", *extra)
     r = as_process(
         *_rpc_profile(llama_tools, gemma_path, endpoint, *flags), env={"GGPROF_RPC_LIB": rpc_lib}, timeout_s=300
     )
@@ -294,7 +299,7 @@ def test_profile_a_real_split_over_a_local_rpc_server(
     (hop,) = split["hops"]
     assert hop["label"] == rpc_server and hop["link_source"].startswith("measured")
     assert split["devices"][-1]["measured_alone_bytes_per_s"] > 0  # this host's CPU decoding alone
-    assert d["verdict"] == "plausible", d["findings"]
+    assert split_decode(d) == "DECODE_PLAUSIBLE", d["findings"]
 
 
 @pytest.mark.slow
@@ -312,7 +317,7 @@ def test_profile_a_real_split_over_two_local_rpc_servers(
     assert (first["label"], second["label"]) == (rpc_server, second_rpc_server)
     assert (first["layers"], second["layers"]) == (list(range(10)), list(range(10, 18)))
     assert not first["returns_logits"] and second["returned_bytes_per_token"] == 4 * 262144
-    assert d["verdict"] == "plausible", d["findings"]
+    assert split_decode(d) == "DECODE_PLAUSIBLE", d["findings"]
 
 
 @pytest.mark.slow
@@ -328,7 +333,7 @@ def test_the_python_engine_built_with_rpc_splits_over_a_real_rpc_server(gemma_pa
     assert d["context"]["n_gpu_layers_offloaded"] == 19  # 18 layers and the output layer
     (hop,) = d["depths"][0]["prediction"]["split"]["hops"]
     assert hop["label"] == rpc_server and hop["returns_logits"]
-    assert d["verdict"] == "plausible", d["findings"]
+    assert split_decode(d) == "DECODE_PLAUSIBLE", d["findings"]
 
 
 @pytest.mark.slow
