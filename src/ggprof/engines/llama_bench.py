@@ -39,7 +39,7 @@ from ggprof.llamacpp import BACKEND_NAMES, N_BATCH, N_UBATCH, backend_names, tes
 from ggprof.units import MAX_TOKENS, clean, clean_name
 
 if TYPE_CHECKING:
-    from ggprof.bench.results import BenchParams
+    from ggprof.bench.results import BenchParams, StopRule
     from ggprof.machine.facts import HostFacts
     from ggprof.model.spec import ModelSpec
 
@@ -182,29 +182,19 @@ def _until_known(
             if i in reasons:
                 continue
             n_prompt, n_gen, depth = int(r["n_prompt"]), int(r["n_gen"]), int(r["n_depth"])
-            rates = [(n_prompt + n_gen) / (ns / 1e9) for ns in r["samples_ns"]]
             probe = probes.get(depth) if n_gen else None
-            reason = rule.reason(rates, (), stop_key(n_prompt, n_gen, depth), probe.tok_s if probe else None)
+            reason = rule.reason(_rates(r), (), stop_key(n_prompt, n_gen, depth), probe.tok_s if probe else None)
             if reason:
                 reasons[i] = reason
             else:
                 pending[(n_prompt, n_gen, depth)] = i
         if not pending:
             return reasons
-
-        def wanted(i: int) -> int:
-            """The repetitions test i still needs at its spread; where the cap would not get
-            there either, as many as tell it is too noisy to pin down (as the python engine)."""
-            samples = rows[i]["samples_ns"]
-            needed = rule.needed([1e9 / ns for ns in samples])
-            return (NOISE_PROBE_REPS if needed > rule.max_reps else needed) - len(samples)
-
-        reps = max(1, *(wanted(i) for i in pending.values()))
+        reps = max(1, *(_wanted(rule, _rates(rows[i])) for i in pending.values()))
         measuring_s = reps * sum(statistics.fmean(rows[i]["samples_ns"]) for i in pending.values()) / 1e9
         if overhead_s > measuring_s:
             for i in pending.values():
-                r = rows[i]
-                rates = [(r["n_prompt"] + r["n_gen"]) / (ns / 1e9) for ns in r["samples_ns"]]
+                rates = _rates(rows[i])
                 reasons[i] = (
                     f"stopped after {len(rates)}: {interval(rates)}; {reps} more would take another llama-bench "
                     f"invocation, {overhead_s:.0f} s of loading and warm-up for {measuring_s:.0f} s of measuring"
@@ -230,6 +220,18 @@ def _until_known(
                 rows[i]["samples_ns"] = [*rows[i]["samples_ns"], *r["samples_ns"]][:MAX_SAMPLES]
         for i in pending.values():  # never measured again: stop rather than ask forever
             reasons[i] = f"stopped after {len(rows[i]['samples_ns'])}{failed}"
+
+
+def _rates(row: dict[str, Any]) -> list[float]:
+    """A llama-bench row's tok/s, repetition by repetition."""
+    return [(row["n_prompt"] + row["n_gen"]) / (ns / 1e9) for ns in row["samples_ns"]]
+
+
+def _wanted(rule: StopRule, tok_s: list[float]) -> int:
+    """The repetitions a test still needs at its spread; where the cap would not get there
+    either, as many as tell it is too noisy to pin down (as the python engine does)."""
+    needed = rule.needed(tok_s)
+    return (NOISE_PROBE_REPS if needed > rule.max_reps else needed) - len(tok_s)
 
 
 def _arguments(p: BenchParams, amx: bool) -> list[str]:
