@@ -24,6 +24,7 @@ from typing import Any
 import psutil
 
 THIRDPARTY = Path(__file__).parent / "thirdparty"
+H200 = Path(__file__).parent / "data" / "h200"  # recorded by benchmarks/device_cuda.sh
 CONTROL = ("\x1b", "\x07", "\x9b")
 KEEP: set[int] = set()  # processes a fixture keeps across tests (a llama-server), spared by the reaper
 
@@ -189,3 +190,14 @@ def judged(r: CliResult) -> dict[str, Any]:
     d = json.loads(r.stdout)
     assert r.exit_code == {"plausible": 0, "unknown": 0, "suspicious": 3, "impossible": 4}[d["verdict"]], r.stderr
     return d
+
+
+def with_h200(tmp_path: Path) -> dict[str, str]:
+    """PATH with an nvidia-smi that answers as it did on an H200 (H200/nvidia-smi-query.csv);
+    no NVML library here, so the CUDA plugin asks it."""
+    tools = tmp_path / "bin"
+    tools.mkdir(exist_ok=True)
+    smi = tools / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\ncat '{H200 / 'nvidia-smi-query.csv'}'\n")
+    smi.chmod(0o755)
+    return {"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}

@@ -228,3 +228,86 @@ def test_a_fixed_count_is_kept(gemma_path: Path, run_cli) -> None:  # type: igno
     )
     assert [len(row["samples_ns"]) for row in d["bench"]] == [3, 3]
     assert [row["stop_reason"] for row in d["bench"]] == [None, None]
+
+
+class BuiltWith:
+    """The python engine as if its llama-cpp-python had been built with these backends."""
+
+    def __new__(cls, *backends: str):  # type: ignore[no-untyped-def]
+        from ggprof.engines.python import PythonEngine
+
+        engine = PythonEngine()
+        engine.compiled_backends = lambda: backends  # type: ignore[method-assign]
+        return engine
+
+
+def h200_host(ext, tmp_path: Path, monkeypatch, gpus: int = 1):  # type: ignore[no-untyped-def]
+    """This host with the H200 nvidia-smi recorded (tests/data/h200), `gpus` of them."""
+    from dataclasses import replace
+
+    from support import with_h200
+
+    from ggprof.machine.host import describe_host
+
+    monkeypatch.setenv("PATH", with_h200(tmp_path)["PATH"])
+    found = describe_host(ext.backends.values(), ext.profiles, measure=False)
+
+    def copies(d):  # type: ignore[no-untyped-def]
+        return replace(d, devices=[x for x in d.devices for _ in range(gpus if x.backend == "cuda" else 1)])
+
+    detections = [copies(d) for d in found.detections]
+    return replace(found, detections=detections)
+
+
+def test_a_gpu_holding_every_layer_gets_its_ranges_before_the_run(gemma_path: Path, ext, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A CUDA build on a host with one GPU (the recorded H200) and every layer offloaded: the
+    device is known before the run, so decode stops where its verdict cannot change, up to
+    the ceiling (bytes a token reads over the H200's bandwidth) plus 5%; no thread probe (a
+    GPU's decode does not scale with the host's threads). A partial offload, a second GPU or
+    a model that may not fit in the GPU's memory leave the device to the run: no ranges."""
+    from dataclasses import replace
+
+    from ggprof.bench.results import BenchParams
+    from ggprof.machine.device import with_memory
+    from ggprof.machine.target import DeviceChoice
+    from ggprof.model.spec import load_model
+    from ggprof.pipelines.profile import clear_ranges, planned_backend
+
+    spec = load_model(gemma_path)
+    host = h200_host(ext, tmp_path, monkeypatch)
+    gpu = host.device_of("cuda")
+    assert gpu is not None and gpu.name == "NVIDIA H200" and gpu.bandwidth is not None
+    cuda, choice = BuiltWith("cpu", "cuda"), DeviceChoice()
+    params = BenchParams(model=gemma_path, n_gpu_layers=-1, n_threads=2, n_depth=(0,))
+    assert planned_backend(spec, params, host, choice, cuda) == "cuda"
+    ranges = {k: (lo, hi, roof) for k, lo, hi, roof in clear_ranges(spec, params, host, choice, cuda, ext)}
+    low, high, roof = ranges["tg@0"]
+    ceiling = gpu.bandwidth.value / spec.decode_bytes_per_token
+    assert high == pytest.approx(ceiling * 1.05, rel=1e-9) and 0 < low < ceiling and roof == 0.0
+    assert 0 < ranges["pp@0"][0] < ranges["pp@0"][1]  # the GPU's prefill has a fitted band
+    # the same host, a CPU-only build: the run is on the CPU whatever -ngl says
+    assert planned_backend(spec, params, host, choice, BuiltWith("cpu")) == "cpu"
+    assert planned_backend(spec, replace(params, n_gpu_layers=5), host, choice, cuda) is None
+    assert planned_backend(spec, params, h200_host(ext, tmp_path, monkeypatch, gpus=2), choice, cuda) is None
+    assert planned_backend(spec, params, host, choice, BuiltWith("cpu", "vulkan")) is None  # no Vulkan device here
+    small = with_memory(gpu, spec.file_size_bytes // 2, "this test's: half the model")
+    detections = [replace(d, devices=[small if x is gpu else x for x in d.devices]) for d in host.detections]
+    tight = replace(host, detections=detections)
+    assert planned_backend(spec, params, tight, choice, cuda) == "cuda"
+    assert clear_ranges(spec, params, tight, choice, cuda, ext) == ()
+
+
+def test_ranges_for_a_gpu_are_dropped_by_a_run_on_the_cpu() -> None:
+    """The rule carries the backend its ranges were predicted for, to the engine's child and
+    back: a run that turns out to use another (a GPU build that found no GPU) keeps its
+    interval rule and loses only the ranges."""
+    from ggprof.bench.results import StopRule, stop_rule
+
+    rule = StopRule(clear=(("tg@0", 100.0, 2000.0, 0.0),), clear_backend="cuda")
+    sent = stop_rule(rule.request())
+    assert sent == rule
+    assert rule.for_backends(("cuda", "cpu")) is rule
+    assert rule.for_backends(("cpu",)) == StopRule(clear_backend="cuda")
+    # 500 tok/s, one repetition: over 2x inside 100-2000 on the GPU; on the CPU nothing settles it yet
+    assert rule.reason([500.0], (), "tg@0") is not None
+    assert rule.for_backends(("cpu",)).reason([500.0], (), "tg@0") is None

@@ -8,24 +8,12 @@ the real llama.cpp of the installed (CPU-only) llama-cpp-python on the real Gemm
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
-from support import CliResult, as_process
+from support import CliResult, as_process, with_h200
 
-H200 = Path(__file__).parent / "data" / "h200"
 REBUILD = 'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python'
-
-
-def with_h200(tmp_path: Path) -> dict[str, str]:
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    smi = tools / "nvidia-smi"
-    smi.write_text(f"#!/bin/sh\ncat '{H200 / 'nvidia-smi-query.csv'}'\n")
-    smi.chmod(0o755)
-    # no NVML library here, so the CUDA plugin asks nvidia-smi
-    return {"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}
 
 
 def short_profile(model: Path, *args: str, env: dict[str, str]) -> CliResult:

@@ -70,10 +70,11 @@ class Child:
         ll.llama_backend_init()
         info = ll.llama_print_system_info().decode(errors="replace")
         self.repack = self.choose_repack(info)
+        self.gpu_offload = bool(ll.llama_supports_gpu_offload())
         self.emit(
             "system",
             system_info=info,
-            gpu_offload=bool(ll.llama_supports_gpu_offload()),
+            gpu_offload=self.gpu_offload,
             llama_cpp_python=ll.__version__,
             repack=self.repack,
         )
@@ -195,6 +196,8 @@ class Child:
         depth_state: Any = None
         key = stop_key(n_prompt, n_gen, n_depth)
         rule = stop_rule(self.req.get("stop"))
+        if rule and not self.gpu_offload:  # ranges predicted for a GPU do not hold for this CPU-only build
+            rule = rule.for_backends(("cpu",))
         reps = rule.max_reps if rule else self.req["reps"]
         stop_reason = None
         # the thread probe first: its tok/s can settle where the decode's verdict is plausible

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,15 @@ class StopRule:
     # probe's tok/s x roof where that is lower (the compute roof its verdict will use)
     clear: tuple[tuple[str, float, float, float], ...] = ()
     clear_cv: float = 0.10
+    # the backend the ranges were predicted for: a run that turns out to use another (a GPU
+    # build that found no GPU) drops them and stops on its interval alone (`for_backends`)
+    clear_backend: str = "cpu"
     single_margin: float = SINGLE_REP_MARGIN  # one repetition settles a result this far inside (0: never)
+
+    def for_backends(self, used: Sequence[str]) -> StopRule:
+        """This rule for a run on `used`: without its ranges where they were predicted for a
+        backend the run does not use."""
+        return self if not self.clear or self.clear_backend in used else replace(self, clear=())
 
     def plausible(self, key: str | None, probe_tok_s: float | None = None) -> tuple[float, float] | None:
         """Where the verdict of test `key` is plausible, after its thread probe where it had one."""
@@ -136,6 +144,7 @@ class StopRule:
             "target": self.target,
             "clear": [list(c) for c in self.clear],
             "clear_cv": self.clear_cv,
+            "clear_backend": self.clear_backend,
             "single_margin": self.single_margin,
         }
 
@@ -160,6 +169,7 @@ def stop_rule(request: dict[str, Any] | None) -> StopRule | None:
         target=float(request["target"]),
         clear=clear,
         clear_cv=float(request.get("clear_cv", 0.10)),
+        clear_backend=str(request.get("clear_backend", "cpu")),
         single_margin=float(request.get("single_margin", SINGLE_REP_MARGIN)),
     )
 

@@ -175,7 +175,8 @@ def _until_known(
     exceeds the time of the repetitions it would add. Extends each row's samples_ns in place;
     returns the reasons by row index."""
     assert params.stop is not None
-    rule, reasons = params.stop, {}
+    used = backend_names(str(rows[0].get("backends", "CPU"))) if rows else ()
+    rule, reasons = params.stop.for_backends(used or ("cpu",)), {}
     while True:
         pending: dict[tuple[int, int, int], int] = {}
         for i, r in enumerate(rows):

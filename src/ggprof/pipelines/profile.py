@@ -63,12 +63,16 @@ def run_profile(
     the remote devices of an RPC run (params.rpc), with their links."""
     if host is None:
         host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True, refine=True)
-    # the thread probe measures this CPU's compute roof; in an RPC split the servers compute
-    params = replace(params, probe_threads=None if params.rpc else probe_threads(params.n_threads))
+    planned = planned_backend(spec, params, host, choice, engine)
+    # the thread probe measures this CPU's compute roof: not in an RPC split (the servers
+    # compute) nor where one GPU holds every layer (threads only feed it)
+    on_gpu = planned not in (None, "cpu")
+    params = replace(params, probe_threads=None if params.rpc or on_gpu else probe_threads(params.n_threads))
     if params.stop is not None and (clear := clear_ranges(spec, params, host, choice, engine, ext)):
-        # on this host's CPU alone: verdict-aware stopping, and a warm-up that reads every weight
-        # without a whole prompt's time (GPU backends keep llama-bench's full-size warm-up)
-        params = replace(params, stop=replace(params.stop, clear=clear), warmup_prompt=WARMUP_PROMPT_CPU)
+        # verdict-aware stopping on the device known before the run; on the CPU a warm-up that
+        # reads every weight without a whole prompt's time (GPUs keep llama-bench's full-size one)
+        stop = replace(params.stop, clear=clear, clear_backend=planned or "cpu")
+        params = replace(params, stop=stop, warmup_prompt=params.warmup_prompt if on_gpu else WARMUP_PROMPT_CPU)
     result = engine.run(spec, params, host.facts, progress=progress)
     requested = gpu_requested(host, choice, params, ext)
     if requested is not None:
@@ -107,29 +111,50 @@ def clear_ranges(
     wholly inside stops: its verdict cannot change within it. The thread probe, run before
     the decode, can only lower the band's low end (to a compute roof): each decode range
     carries that roof per probe tok/s, for the engine to apply once its probe has run. Only
-    for a run on this host's CPU, the one device known before it runs: an engine whose build
-    has only the CPU (or told -ngl 0), or a local server that runs on it (at its own -t)."""
-    if params.rpc or not choice.needs_host:
+    where the device is known before the run (`planned_backend`), and on a GPU only where
+    the prediction has the model and its cache fit in the GPU's memory."""
+    backend = planned_backend(spec, params, host, choice, engine)
+    if backend is None:
         return ()
-    if (threads := engine.host_cpu_threads(host.facts)) is not None:
+    if backend == "cpu" and (threads := engine.host_cpu_threads(host.facts)) is not None:
         params = replace(params, n_threads=threads, probe_threads=probe_threads(threads))
-    elif not (params.n_gpu_layers == 0 or engine.compiled_backends() == ("cpu",)):
-        return ()
-    target = _device_for("cpu", host, choice, ext)
+    target = _device_for(backend, host, choice, ext)
     out: list[tuple[str, float, float, float]] = []
     for depth in params.n_depth:
         p = prediction_for(spec, target, inputs_of(params, depth), ext)
         if p is None:
             continue
+        if backend != "cpu" and not all(m.fits for m in p.memory):
+            return ()  # a model that may not fit runs partly elsewhere, or not at all
         ceiling = p.decode_ceiling_tok_s
         low = p.band.low * ceiling * (1 - BASE_TOLERANCE) if p.band else 0.0
-        roof = roof_per_probe_tok_s(spec, params, p, depth, ext) * (1 - BASE_TOLERANCE)
+        roof = roof_per_probe_tok_s(spec, params, p, depth, ext) * (1 - BASE_TOLERANCE) if backend == "cpu" else 0.0
         out.append((range_key("tg", depth), low, ceiling * (1 + BASE_TOLERANCE), roof))
         pp_ceiling, pp_band = p.prefill_ceiling_tok_s, p.prefill_band
         if pp_ceiling:
             pp_low = pp_band.low * pp_ceiling * (1 - BASE_TOLERANCE) if pp_band else 0.0
             out.append((range_key("pp", depth), pp_low, pp_ceiling * (1 + BASE_TOLERANCE), 0.0))
     return tuple(out)
+
+
+def planned_backend(
+    spec: ModelSpec, params: BenchParams, host: HostReport, choice: DeviceChoice, engine: Engine
+) -> str | None:
+    """The backend a run will use, known before it runs: this host's CPU for an engine whose
+    build has only the CPU (or told -ngl 0) or a local server that runs on it; the GPU
+    backend of the engine's build when this host has exactly one device of the build's GPU
+    backends and every layer is offloaded. None where only the run can tell: an RPC split,
+    a device given by --device or figures, several GPUs, a partial offload, a build not
+    known before it runs (a server on a GPU or on another machine)."""
+    if params.rpc or not choice.needs_host:
+        return None
+    compiled = engine.compiled_backends()
+    if engine.host_cpu_threads(host.facts) is not None or params.n_gpu_layers == 0 or compiled == ("cpu",):
+        return "cpu"
+    if compiled is None or is_partial_offload(params.n_gpu_layers, spec.n_layers):
+        return None
+    gpus = [d for d in host.devices if d.backend != "cpu" and d.backend in compiled]
+    return gpus[0].backend if len(gpus) == 1 else None
 
 
 def roof_per_probe_tok_s(spec: ModelSpec, params: BenchParams, p: Prediction, depth: int, ext: Extensions) -> float:
