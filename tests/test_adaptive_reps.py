@@ -311,3 +311,73 @@ def test_ranges_for_a_gpu_are_dropped_by_a_run_on_the_cpu() -> None:
     # 500 tok/s, one repetition: over 2x inside 100-2000 on the GPU; on the CPU nothing settles it yet
     assert rule.reason([500.0], (), "tg@0") is not None
     assert rule.for_backends(("cpu",)).reason([500.0], (), "tg@0") is None
+
+
+class VirtualLlama:
+    """llama.cpp as the child calls it, on a virtual clock: a decode step on all threads takes
+    `step_ms`; on the probe's one thread, the i-th probe repetition's steps take
+    `probe_ms[i % len(probe_ms)]` (16 steps a repetition)."""
+
+    def __init__(self, step_ms: float, probe_ms: list[float]) -> None:
+        self.now_ns, self.threads, self.probe_steps = 0, 2, 0
+        self.step_ms, self.probe_ms = step_ms, probe_ms
+
+    def perf_counter_ns(self) -> int:
+        return self.now_ns
+
+    def llama_decode(self, ctx, batch) -> int:  # type: ignore[no-untyped-def]
+        if self.threads == 1:
+            self.now_ns += int(self.probe_ms[(self.probe_steps // 16) % len(self.probe_ms)] * 1e6)
+            self.probe_steps += 1
+        else:
+            self.now_ns += int(self.step_ms * 1e6)
+        return 0
+
+    def llama_set_n_threads(self, ctx, n: int, n_batch: int) -> None:  # type: ignore[no-untyped-def]
+        self.threads = n
+
+    def llama_batch_get_one(self, tokens, n: int) -> int:  # type: ignore[no-untyped-def]
+        return n
+
+    def llama_memory_clear(self, *args) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    llama_synchronize = llama_free = llama_memory_clear
+
+
+def probe_repetitions(monkeypatch, step_ms: float, probe_ms: list[float], low_tok_s: float) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """The child's tg128 at 2 threads with its probe at 1 (16 tokens a repetition), stopping
+    on a range plausible from `low_tok_s` (before the probe), roof 1.14 per probe tok/s:
+    (decode repetitions, probe repetitions)."""
+    import io
+
+    from ggprof.bench import child
+
+    fake = VirtualLlama(step_ms, probe_ms)
+    monkeypatch.setattr(child, "time", fake)
+    monkeypatch.setattr(child.Child, "open_context", lambda self, *a, **k: setattr(self, "ctx", "ctx"))
+    rule = StopRule(clear=(("tg@0", low_tok_s, 1000.0, 1.14),))
+    out = io.StringIO()
+    c = child.Child(out, {"n_threads": 2, "probe_threads": 1, "n_batch": 512, "n_ubatch": 512, "stop": rule.request()})
+    c.ll, c.mem, c.gpu_offload, c.n_vocab, c.bos = fake, None, False, 100, None
+    c.run_test(None, {"name": "tg128", "n_prompt": 0, "n_gen": 128, "n_depth": 0})
+    (row,) = [json.loads(line) for line in out.getvalue().splitlines() if '"row"' in line]
+    return len(row["samples_ns"]), len(row["probe"]["samples_ns"])
+
+
+def test_the_probe_repeats_only_where_the_decode_verdict_turns_on_it(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A probe whose two repetitions part by 15% (68 and 78 ms a token: 14.7 and 12.8 tok/s)
+    is far from known within 3% (alone it would run on to 'too noisy' after 4). Its
+    interval's upper end, mean 13.8 + t(1) 12.7 x sd 1.33 / sqrt 2 = 25.7 tok/s, x the roof
+    1.14 puts the decode's plausible range at 29.3 tok/s and up: the decode is judged there,
+    whatever the probe's noise. A third probe repetition (68 ms: mean 14.1 + 4.30 x 1.09 /
+    sqrt 3 = 16.8, x 1.14 = 19.1) is run only where it can settle the decode."""
+    # 60 tok/s: over 2x inside from 29.3 after one repetition: two probe repetitions do
+    assert probe_repetitions(monkeypatch, 1000 / 60, [68.0, 78.0], low_tok_s=100.0) == (1, 2)
+    # 40 tok/s: 2x inside only from the probe's mean (15.7 x 2 = 31.4): a third probe
+    # repetition (19.1 x 2 = 38.3) settles it after one decode repetition instead of two
+    assert probe_repetitions(monkeypatch, 25.0, [68.0, 78.0], low_tok_s=100.0) == (1, 3)
+    # 27 tok/s: two equal decode repetitions (95% CI of 0) below 29.3: a third probe repetition
+    assert probe_repetitions(monkeypatch, 1000 / 27, [68.0, 78.0], low_tok_s=100.0) == (2, 3)
+    # a steady probe is known within 3% after its two repetitions: no third
+    assert probe_repetitions(monkeypatch, 1000 / 27, [68.0], low_tok_s=100.0) == (2, 2)

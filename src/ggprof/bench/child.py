@@ -193,16 +193,19 @@ class Child:
             if n_gen:
                 self.gen(1)
         samples, ttft, itl = [], [], []
-        depth_state: Any = None
         key = stop_key(n_prompt, n_gen, n_depth)
         rule = stop_rule(self.req.get("stop"))
         if rule and not self.gpu_offload:  # ranges predicted for a GPU do not hold for this CPU-only build
             rule = rule.for_backends(("cpu",))
         reps = rule.max_reps if rule else self.req["reps"]
         stop_reason = None
-        # the thread probe first: its tok/s can settle where the decode's verdict is plausible
-        probe, depth_state = self.thread_probe(n_gen, n_depth, rule) if n_gen else (None, None)
-        probe_tok_s = statistics.fmean(probe["n_gen"] / (ns / 1e9) for ns in probe["samples_ns"]) if probe else None
+        # the thread probe first, its least repetitions: its tok/s can settle where the decode's
+        # verdict is plausible; it repeats further only where its interval holds the decode back
+        probe = self.thread_probe(n_gen) if n_gen else None
+        probe_steps: list[int] = []
+        depth_state: Any = None
+        for _ in range(self.req.get("probe_reps", 2) if probe else 0):
+            depth_state = self.probe_rep(probe, probe_steps, n_depth, depth_state)
         for rep in range(reps):
             ll.llama_memory_clear(self.mem, False)
             if n_depth:
@@ -216,10 +219,29 @@ class Child:
             if n_prompt and not n_gen:  # TTFT: the prompt, then the first generated token (timed apart)
                 ttft.append(samples[-1] + self.gen(1)[0])
             self.emit("progress", test=test["name"], rep=rep + 1, reps=reps)
+            if rule is None:
+                continue
             rates = [(n_prompt + n_gen) / (ns / 1e9) for ns in samples]
             # a decode test's token times are samples too (not a prompt's: one batch, one time)
-            if rule and (stop_reason := rule.reason(rates, itl if not n_prompt else (), key, probe_tok_s)):
+            own_steps = itl if not n_prompt else ()
+            while True:
+                # judged at the probe's most demanding end: the upper end of its interval
+                high = rule.upper(self.rates(probe), probe_steps) if probe else None
+                stop_reason = rule.reason(rates, own_steps, key, high)
+                if stop_reason or not self.probe_may_repeat(probe, rule):
+                    break
+                if not rule.reason(rates, own_steps, key, statistics.fmean(self.rates(probe))):
+                    break  # the probe's mean would not settle it either: the test itself repeats
+                depth_state = self.probe_rep(probe, probe_steps, n_depth, depth_state)
+            if stop_reason:
                 break
+        # a probe the decode's verdict may still turn on is known within the target, as any test
+        while rule and probe and self.probe_may_repeat(probe, rule):
+            rates = [(n_prompt + n_gen) / (ns / 1e9) for ns in samples]
+            known = rule.reason(self.rates(probe), probe_steps)
+            if known or rule.settled(rates, key, rule.upper(self.rates(probe), probe_steps)):
+                break
+            depth_state = self.probe_rep(probe, probe_steps, n_depth, depth_state)
         self.emit("row", **test, samples_ns=samples, ttft_ns=ttft, itl_ns=itl, probe=probe, stop_reason=stop_reason)
         ll.llama_free(ctx)
 
@@ -289,33 +311,35 @@ class Child:
             _lib.llama_attach_threadpool(ctx, self.threadpool, self.threadpool)
         self.ll.llama_set_n_threads(ctx, self.req["n_threads"], self.req["n_threads"])
 
-    def thread_probe(self, n_gen: int, n_depth: int, rule: StopRule | None) -> tuple[dict[str, Any] | None, Any]:
+    def thread_probe(self, n_gen: int) -> dict[str, Any] | None:
         """Decode with fewer threads (the depth prefill still uses all of them): how tok/s scales
-        with threads tells compute-bound from bandwidth-bound. Returns the probe and the saved
-        state at the depth, for the test's own repetitions."""
+        with threads tells compute-bound from bandwidth-bound. None where none is asked for."""
         threads = self.req.get("probe_threads")
-        depth_state: Any = None
         if not threads or threads >= self.req["n_threads"]:
-            return None, None
+            return None
+        return {"n_threads": threads, "n_gen": min(n_gen, self.req.get("probe_tokens", 16)), "samples_ns": []}
+
+    def probe_rep(self, probe: Any, steps: list[int], n_depth: int, depth_state: Any) -> Any:
+        """One repetition of the thread probe; returns the saved state at the depth."""
         ll = self.ll
-        ll.llama_set_n_threads(self.ctx, threads, self.req["n_threads"])
-        n = min(n_gen, self.req.get("probe_tokens", 16))
-        samples: list[int] = []
-        steps: list[int] = []
-        probe_reps = self.req.get("probe_reps", 2)
-        for _ in range(max(probe_reps, rule.max_reps // 2) if rule else probe_reps):
-            ll.llama_memory_clear(self.mem, False)
-            if n_depth:
-                depth_state = self.to_depth(n_depth, depth_state)
-            t0 = time.perf_counter_ns()
-            steps.extend(self.gen(n))
-            samples.append(time.perf_counter_ns() - t0)
-            if rule is None and len(samples) >= probe_reps:
-                break
-            if rule and rule.reason([n / (ns / 1e9) for ns in samples], steps):
-                break
+        ll.llama_set_n_threads(self.ctx, probe["n_threads"], self.req["n_threads"])
+        ll.llama_memory_clear(self.mem, False)
+        if n_depth:
+            depth_state = self.to_depth(n_depth, depth_state)
+        t0 = time.perf_counter_ns()
+        steps.extend(self.gen(probe["n_gen"]))
+        probe["samples_ns"].append(time.perf_counter_ns() - t0)
         ll.llama_set_n_threads(self.ctx, self.req["n_threads"], self.req["n_threads"])
-        return {"n_threads": threads, "n_gen": n, "samples_ns": samples}, depth_state
+        return depth_state
+
+    @staticmethod
+    def rates(probe: Any) -> list[float]:
+        return [probe["n_gen"] / (ns / 1e9) for ns in probe["samples_ns"]]
+
+    @staticmethod
+    def probe_may_repeat(probe: Any, rule: StopRule) -> bool:
+        """Below its cap: half the test's, at least the fixed count."""
+        return probe is not None and len(probe["samples_ns"]) < max(2, rule.max_reps // 2)
 
     def to_depth(self, n_depth: int, state: Any) -> Any:
         """Prefill n_depth tokens, untimed; later repetitions restore the saved state (as llama-bench)."""

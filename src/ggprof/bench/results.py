@@ -97,13 +97,12 @@ class StopRule:
         the test's thread probe, run before it."""
         n = len(tok_s)
         plausible = self.plausible(key, probe_tok_s)
-        if n == 1 and self.single_margin and plausible is not None and plausible[0] * self.single_margin < tok_s[0]:
-            lo, hi = plausible
-            if tok_s[0] * self.single_margin < hi:
-                return (
-                    f"stopped after 1: {sig3(tok_s[0])} tok/s lies over {self.single_margin:g}x inside the range "
-                    f"where its verdict is plausible ({sig3(lo)}-{sig3(hi)} tok/s); repetitions differ far less"
-                )
+        if n == 1 and plausible is not None and self.settled(tok_s, key, probe_tok_s):
+            return (
+                f"stopped after 1: {sig3(tok_s[0])} tok/s lies over {self.single_margin:g}x inside the range "
+                f"where its verdict is plausible ({sig3(plausible[0])}-{sig3(plausible[1])} tok/s); "
+                "repetitions differ far less"
+            )
         if n < self.min_reps:
             return None
         mean, half = mean_ci95(tok_s)
@@ -118,11 +117,9 @@ class StopRule:
                     f"stopped after {n}: {sig3(mean)} +- {sig3(mean * share)} tok/s (95% CI of {len(step_ns)} "
                     f"token times, {share:.1%}; repetitions {apart:.1%} apart)"
                 )
-        if plausible is not None and mean > 0:
-            lo, hi = plausible
-            if lo < mean - half and mean + half < hi and statistics.stdev(tok_s) / mean <= self.clear_cv:
-                where = f"wholly where the verdict is plausible ({sig3(lo)}-{sig3(hi)} tok/s)"
-                return f"stopped after {n}: {interval(tok_s)}, {where}"
+        if plausible is not None and self.wholly_plausible(tok_s, key, probe_tok_s):
+            where = f"wholly where the verdict is plausible ({sig3(plausible[0])}-{sig3(plausible[1])} tok/s)"
+            return f"stopped after {n}: {interval(tok_s)}, {where}"
         if n >= self.max_reps:
             return f"the cap of {n} reached: {interval(tok_s)}"
         needed = self.needed(tok_s)
@@ -130,6 +127,37 @@ class StopRule:
             would = f"{self.target:.0%} would take about {needed} repetitions"
             return f"too noisy to pin down: {interval(tok_s)} after {n}; {would}"
         return None
+
+    def settled(self, tok_s: Sequence[float], key: str | None, probe_tok_s: float | None = None) -> bool:
+        """Whether the verdict of test `key` cannot change: one repetition over `single_margin`
+        x inside the range where it is plausible, or the interval of more wholly inside it."""
+        plausible = self.plausible(key, probe_tok_s)
+        if plausible is None or not tok_s:
+            return False
+        if len(tok_s) == 1:
+            lo, hi = plausible
+            return bool(self.single_margin) and lo * self.single_margin < tok_s[0] < hi / self.single_margin
+        return self.wholly_plausible(tok_s, key, probe_tok_s)
+
+    def wholly_plausible(self, tok_s: Sequence[float], key: str | None, probe_tok_s: float | None = None) -> bool:
+        """Whether the 95% interval of these repetitions lies wholly where the verdict of test
+        `key` is plausible, the repetitions varying by at most `clear_cv`."""
+        plausible = self.plausible(key, probe_tok_s)
+        if plausible is None or len(tok_s) < 2:
+            return False
+        mean, half = mean_ci95(tok_s)
+        lo, hi = plausible
+        return mean > 0 and lo < mean - half and mean + half < hi and statistics.stdev(tok_s) / mean <= self.clear_cv
+
+    def upper(self, tok_s: Sequence[float], step_ns: Sequence[float] = ()) -> float:
+        """The upper end of the 95% interval of the mean tok/s (inf from one repetition): from
+        the repetitions, or from the token times where they are honest (as in `reason`)."""
+        mean, half = mean_ci95(tok_s)
+        if mean > 0 and len(step_ns) >= MIN_STEP_SAMPLES and (max(tok_s) - min(tok_s)) / mean <= self.target:
+            step, step_half = mean_ci95(step_ns)
+            if step > 0:
+                half = min(half, mean * step_half / step)
+        return mean + half
 
     def needed(self, tok_s: list[float]) -> int:
         """Repetitions the target would take at this spread: n = (1.96 x CV / target)^2."""
