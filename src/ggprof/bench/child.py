@@ -226,20 +226,20 @@ class Child:
             own_steps = itl if not n_prompt else ()
             while True:
                 # judged at the probe's most demanding end: the upper end of its interval
-                high = rule.upper(self.rates(probe), probe_steps) if probe else None
+                high = rule.upper(self.probe_rates(probe), probe_steps) if probe else None
                 stop_reason = rule.reason(rates, own_steps, key, high)
                 if stop_reason or not self.probe_may_repeat(probe, rule):
                     break
-                if not rule.reason(rates, own_steps, key, statistics.fmean(self.rates(probe))):
+                if not rule.reason(rates, own_steps, key, statistics.fmean(self.probe_rates(probe))):
                     break  # the probe's mean would not settle it either: the test itself repeats
                 depth_state = self.probe_rep(probe, probe_steps, n_depth, depth_state)
             if stop_reason:
                 break
         # a probe the decode's verdict may still turn on is known within the target, as any test
+        rates = [(n_prompt + n_gen) / (ns / 1e9) for ns in samples]
         while rule and probe and self.probe_may_repeat(probe, rule):
-            rates = [(n_prompt + n_gen) / (ns / 1e9) for ns in samples]
-            known = rule.reason(self.rates(probe), probe_steps)
-            if known or rule.settled(rates, key, rule.upper(self.rates(probe), probe_steps)):
+            known = rule.reason(self.probe_rates(probe), probe_steps)
+            if known or rule.settled(rates, key, rule.upper(self.probe_rates(probe), probe_steps)):
                 break
             depth_state = self.probe_rep(probe, probe_steps, n_depth, depth_state)
         self.emit("row", **test, samples_ns=samples, ttft_ns=ttft, itl_ns=itl, probe=probe, stop_reason=stop_reason)
@@ -333,7 +333,7 @@ class Child:
         return depth_state
 
     @staticmethod
-    def rates(probe: Any) -> list[float]:
+    def probe_rates(probe: Any) -> list[float]:
         return [probe["n_gen"] / (ns / 1e9) for ns in probe["samples_ns"]]
 
     @staticmethod
