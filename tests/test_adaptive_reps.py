@@ -242,7 +242,8 @@ class BuiltWith:
 
 
 def h200_host(ext, tmp_path: Path, monkeypatch, gpus: int = 1):  # type: ignore[no-untyped-def]
-    """This host with the H200 nvidia-smi recorded (tests/data/h200), `gpus` of them."""
+    """This host's CPU with the H200 nvidia-smi recorded (tests/data/h200), `gpus` of them:
+    NVML (on a machine with a GPU) and other GPU backends left out, whatever this machine has."""
     from dataclasses import replace
 
     from support import with_h200
@@ -250,10 +251,12 @@ def h200_host(ext, tmp_path: Path, monkeypatch, gpus: int = 1):  # type: ignore[
     from ggprof.machine.host import describe_host
 
     monkeypatch.setenv("PATH", with_h200(tmp_path)["PATH"])
+    monkeypatch.setattr("ggprof_backends.cuda._load_nvml", lambda: None)
     found = describe_host(ext.backends.values(), ext.profiles, measure=False)
 
     def copies(d):  # type: ignore[no-untyped-def]
-        return replace(d, devices=[x for x in d.devices for _ in range(gpus if x.backend == "cuda" else 1)])
+        kept = [x for x in d.devices if x.backend in ("cpu", "cuda")]
+        return replace(d, devices=[x for x in kept for _ in range(gpus if x.backend == "cuda" else 1)])
 
     detections = [copies(d) for d in found.detections]
     return replace(found, detections=detections)
