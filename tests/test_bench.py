@@ -149,8 +149,10 @@ def test_timeout(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-
         (["-t", "0"], "-t values must be 1 or more"),
     ],
 )
-def test_bad_flags(args: list[str], error: str, tiny: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
-    r = run_cli("bench", str(tiny), *args)
+@pytest.mark.parametrize("command", ["bench", "profile"])
+def test_bad_flags(command: str, args: list[str], error: str, tiny: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """One line, before anything is measured (profile says when it starts measuring the host)."""
+    r = run_cli(command, str(tiny), *args)
     assert r.exit_code == 2
     assert r.stderr.count("\n") == 1 and error in r.stderr, r.stderr
 

@@ -213,6 +213,7 @@ def profile(
     from dataclasses import replace
 
     from ggprof.cli.progress import ProgressBar
+    from ggprof.machine.facts import gather_facts
     from ggprof.machine.host import describe_host
     from ggprof.pipelines.profile import gpu_left_out, run_profile
     from ggprof.pipelines.sweep import sweep_counts
@@ -236,19 +237,25 @@ def profile(
         raise click.UsageError("--rpc runs llama.cpp split over rpc-servers: not with --server")
     if engine.name == "server":
         engine.describe()  # finds and identifies the server now: a bad URL fails before anything is measured
+    if rpc.devices and not rpc.endpoints:
+        raise click.UsageError("--rpc-device describes the servers of --rpc HOST:PORT,...: give --rpc too")
     spec, path = server_model(engine, model) if engine.name == "server" else resolve_model(model)
+    facts = gather_facts()
+    # the run's parameters before anything is measured: a bad -p, -n or -d fails at once
+    params = make_bench_params(spec, path, facts, prompt, gen, depth, adaptive=True, **kw)
+    if engine.name == "server" and params.n_depth != (0,):
+        raise click.UsageError("-d measures llama.cpp at a depth: a server's cache cannot be filled to one")
+    if concurrency is not None:
+        params = replace(params, n_parallel=int_list(concurrency, "--concurrency", low=1, high=256))
     if not as_json:
         click.echo("measuring the host (or reusing its cached measurement) and running llama.cpp...", err=True)
-    host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True, refine=True)
+    host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True, refine=True, facts=facts)
     for w in host.warnings:
         warn(w)
-    params = make_bench_params(spec, path, host.facts, prompt, gen, depth, adaptive=True, **kw)
     split: tuple[Member, ...] = ()
     if rpc.active:
         from ggprof.pipelines.rpc import measure_local_devices, probe_servers, split_members
 
-        if rpc.devices and not rpc.endpoints:
-            raise click.UsageError("--rpc-device describes the servers of --rpc HOST:PORT,...: give --rpc too")
         near = getattr(engine, "program", None)
         servers = probe_servers(rpc.endpoints, near=near() if callable(near) else None)
         split = split_members(rpc, servers, ext.profiles, host.cpu)
@@ -259,10 +266,6 @@ def profile(
 
         assert isinstance(engine, ServerEngine)
         engine.gpu_backend = next((d.backend for d in host.devices if d.backend != "cpu"), None)
-        if params.n_depth != (0,):
-            raise click.UsageError("-d measures llama.cpp at a depth: a server's cache cannot be filled to one")
-        if concurrency is not None:
-            params = replace(params, n_parallel=int_list(concurrency, "--concurrency", low=1, high=256))
     if (left_out := gpu_left_out(engine, host, choice, params, ext)) is not None:
         warn(left_out)
     sweep_runs = len(sweep_counts(host.facts)) * (len(params.tests()) // max(len(params.n_depth), 1))

@@ -82,11 +82,13 @@ def describe_host(
     quick: bool = False,
     refresh: bool = False,
     refine: bool = False,
+    facts: HostFacts | None = None,
 ) -> HostReport:
     """Gather facts; reuse the cached measurement unless `refresh`; measure if none (and `measure`).
     `refine`: a cached figure on few read repetitions takes REFINE_READS more (the main job's
-    first run measures quickly; the next ones make the figure firm, a second or so each)."""
-    facts = gather_facts()
+    first run measures quickly; the next ones make the figure firm, a second or so each).
+    `facts`: the OS facts when the caller has gathered them already."""
+    facts = facts or gather_facts()
     warnings: list[str] = []
     cached = None if refresh else cache.load(facts)
     if cached and cached[0].unreliable and measure:
