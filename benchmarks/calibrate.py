@@ -71,26 +71,29 @@ def main() -> int:
             f"warning: the committed speed-fits.json differs from a refit of this dataset at {stale[0]} (run --write)"
         )
     print(f"{len(rows)} rows from {args.dataset.name}, {len({r.profile.id for r in rows})} devices\n")
-    for b, f in calibration.speed_fits().decode.items():
-        print(f"decode  {b:7s} {f.describe()}")
-    for b, f in calibration.speed_fits().decode_arch.items():
-        print(f"decode  {b:7s} with the device's architecture: {f.describe()}")
-    for b, f in calibration.speed_fits().decode_vendor.items():
-        print(f"decode  {b:7s} with the device's vendor (its architecture unseen): {f.describe()}")
-    for b, f in calibration.speed_fits().prefill.items():
-        print(f"prefill {b:7s} {f.describe()}")
-    for b, f in calibration.speed_fits().prefill_vendor.items():
-        print(f"prefill {b:7s} with the device's vendor (its architecture unseen): {f.describe()}")
-    for b, f in calibration.speed_fits().prefill_any.items():
-        print(f"prefill {b:7s} without the architecture: {f.describe()}")
-    for name, fitted_table in (
-        ("decode", calibration.speed_fits().decode),
-        ("decode with the architecture", calibration.speed_fits().decode_arch),
-        ("decode with the vendor", calibration.speed_fits().decode_vendor),
-        ("prefill", calibration.speed_fits().prefill),
-        ("prefill with the vendor", calibration.speed_fits().prefill_vendor),
-        ("prefill without the architecture", calibration.speed_fits().prefill_any),
-    ):
+    fits = calibration.speed_fits()
+    families = (  # (test, what the fit groups by, the fitted table, the table's name in "left out")
+        ("decode ", "", fits.decode, "decode"),
+        ("decode ", "with the device's architecture: ", fits.decode_arch, "decode with the architecture"),
+        (
+            "decode ",
+            "with the device's vendor (its architecture unseen): ",
+            fits.decode_vendor,
+            "decode with the vendor",
+        ),
+        ("prefill", "", fits.prefill, "prefill"),
+        (
+            "prefill",
+            "with the device's vendor (its architecture unseen): ",
+            fits.prefill_vendor,
+            "prefill with the vendor",
+        ),
+        ("prefill", "without the architecture: ", fits.prefill_any, "prefill without the architecture"),
+    )
+    for test, grouping, fitted_table, _ in families:
+        for b, f in fitted_table.items():
+            print(f"{test} {b:7s} {grouping}{f.describe()}")
+    for _, _, fitted_table, name in families:
         for b, f in fitted_table.items():
             for label in f.left_out:
                 print(f"  left out of the {b} {name} fit ({OUTLIER_FACTOR:g}x off): {label}")
