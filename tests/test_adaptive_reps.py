@@ -348,10 +348,10 @@ class VirtualLlama:
     llama_synchronize = llama_free = llama_memory_clear
 
 
-def probe_repetitions(monkeypatch, step_ms: float, probe_ms: list[float], low_tok_s: float) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+def virtual_row(monkeypatch, step_ms: float, probe_ms: list[float], low_tok_s: float) -> dict:  # type: ignore[no-untyped-def]
     """The child's tg128 at 2 threads with its probe at 1 (16 tokens a repetition), stopping
-    on a range plausible from `low_tok_s` (before the probe), roof 1.14 per probe tok/s:
-    (decode repetitions, probe repetitions)."""
+    on a range plausible from `low_tok_s` (before the probe), roof 1.14 per probe tok/s: the
+    row it emits."""
     import io
 
     from ggprof.bench import child
@@ -365,7 +365,13 @@ def probe_repetitions(monkeypatch, step_ms: float, probe_ms: list[float], low_to
     c.ll, c.mem, c.gpu_offload, c.n_vocab, c.bos = fake, None, False, 100, None
     c.run_test(None, {"name": "tg128", "n_prompt": 0, "n_gen": 128, "n_depth": 0})
     (row,) = [json.loads(line) for line in out.getvalue().splitlines() if '"row"' in line]
-    return len(row["samples_ns"]), len(row["probe"]["samples_ns"])
+    return row
+
+
+def probe_repetitions(monkeypatch, step_ms: float, probe_ms: list[float], low_tok_s: float) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """(decode repetitions, probe repetitions) of `virtual_row`."""
+    row = virtual_row(monkeypatch, step_ms, probe_ms, low_tok_s)
+    return len(row["samples_ns"]), len(row["probe"]["samples_ns"]) if row["probe"] else 0
 
 
 def test_the_probe_repeats_only_where_the_decode_verdict_turns_on_it(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -384,3 +390,23 @@ def test_the_probe_repeats_only_where_the_decode_verdict_turns_on_it(monkeypatch
     assert probe_repetitions(monkeypatch, 1000 / 27, [68.0, 78.0], low_tok_s=100.0) == (2, 3)
     # a steady probe is known within 3% after its two repetitions: no third
     assert probe_repetitions(monkeypatch, 1000 / 27, [68.0], low_tok_s=100.0) == (2, 2)
+
+
+def test_a_decode_wholly_inside_its_range_runs_no_thread_probe(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The probe only lowers the low end of the range where the decode is plausible (to the
+    compute roof): a decode that never falls below the range's own low end (100 tok/s here)
+    has its verdict without it. The virtual clock's repetitions are equal (95% CI of 0)."""
+    # 250 tok/s: over 2x inside 100-1000 after one repetition
+    assert probe_repetitions(monkeypatch, 4.0, [68.0], low_tok_s=100.0) == (1, 0)
+    # 150 tok/s: known after two, its interval wholly inside 100-1000
+    assert probe_repetitions(monkeypatch, 1000 / 150, [68.0], low_tok_s=100.0) == (2, 0)
+    # 90 tok/s, below 100 after the first repetition: the probe runs (14.7 x 1.14 = 16.8 moves
+    # the low end), and the decode is settled at once from there (90 is over 2x inside 16.8)
+    assert probe_repetitions(monkeypatch, 1000 / 90, [68.0], low_tok_s=100.0) == (1, 2)
+
+
+def test_a_skipped_probe_says_so(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    row = virtual_row(monkeypatch, 1000 / 150, [68.0], low_tok_s=100.0)
+    assert row["probe"] is None
+    assert row["stop_reason"].startswith("stopped after 2: 150 +- 0 tok/s")
+    assert row["stop_reason"].endswith("; no thread probe: the decode lies wholly in the range")

@@ -225,3 +225,32 @@ def test_parallel_needs_the_python_engine(tmp_path: Path, gemma_path: Path) -> N
     fake = script(tmp_path, "exit 0")
     r = as_process("bench", str(gemma_path), "--engine", f"llama-bench={fake}", "--parallel", "1,2", "--no-save")
     assert r.exit_code == 2 and "--parallel (a batch sweep) needs the python engine" in r.stderr
+
+
+@pytest.mark.parametrize(("low_tok_s", "probed"), [(50.0, False), (150.0, True)])
+def test_the_thread_probe_invocation_only_where_the_decode_verdict_turns_on_it(
+    llama_tools: Path, gemma_path: Path, tmp_path: Path, low_tok_s: float, probed: bool
+) -> None:
+    """A llama-bench that replays this llama-bench's real row, its three tg4 repetitions 40 ms
+    each (100 tok/s), and logs its arguments. Plausible from 50 tok/s, the decode's interval
+    lies wholly inside before any probe: no probe invocation (-t 1). From 150 tok/s, only the
+    compute roof the probe measures can lower the low end: the probe runs."""
+    from ggprof.bench.results import BenchParams, StopRule
+    from ggprof.engines.llama_bench import LlamaBenchEngine
+    from ggprof.machine.facts import gather_facts
+    from ggprof.model.spec import load_model
+
+    row = json.loads(real_row(llama_tools, gemma_path))
+    row["samples_ns"] = [40_000_000] * 3
+    log = tmp_path / "args.log"
+    fake = script(tmp_path, f"echo \"$@\" >> '{log}'\necho '{json.dumps(row)}'")
+    rule = StopRule(clear=(("tg@0", low_tok_s, 1000.0, 1.14),))
+    params = BenchParams(
+        model=gemma_path, n_prompt=(0,), n_gen=(4,), n_threads=2, probe_threads=1, stop=rule, repack="off"
+    )
+    (result,) = LlamaBenchEngine(str(fake)).run(load_model(gemma_path), params, gather_facts()).rows
+    probes = [line for line in log.read_text().splitlines() if " -t 1 " in f"{line} "]
+    assert len(probes) == (1 if probed else 0)
+    assert (result.probe is not None) == probed
+    assert result.stop_reason is not None
+    assert result.stop_reason.endswith("no thread probe: the decode lies wholly in the range") != probed

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ggprof.bench.results import FLASH_ATTN_TYPES, StopRule, stop_key, stop_rule
+from ggprof.bench.results import FLASH_ATTN_TYPES, PROBE_NOT_NEEDED, StopRule, stop_key, stop_rule
 from ggprof.llamacpp import GGML_MAX_N_THREADS
 from ggprof.model.ggml import kv_cache_type
 
@@ -199,13 +199,17 @@ class Child:
             rule = rule.for_backends(("cpu",))
         reps = rule.max_reps if rule else self.req["reps"]
         stop_reason = None
-        # the thread probe first, its least repetitions: its tok/s can settle where the decode's
-        # verdict is plausible; it repeats further only where its interval holds the decode back
+        # the thread probe, its least repetitions: its tok/s can settle where the decode's verdict
+        # is plausible; it repeats further only where its interval holds the decode back. With a
+        # range predicted, it waits until a decode repetition falls below the range's low end,
+        # where the compute roof it measures may move the verdict; a decode wholly inside the
+        # range never runs it
         probe = self.thread_probe(n_gen) if n_gen else None
         probe_steps: list[int] = []
         depth_state: Any = None
-        for _ in range(self.req.get("probe_reps", 2) if probe else 0):
-            depth_state = self.probe_rep(probe, probe_steps, n_depth, depth_state)
+        plausible = rule.plausible(key) if rule and probe else None
+        if probe and plausible is None:
+            depth_state = self.probe_first(probe, probe_steps, n_depth, depth_state)
         for rep in range(reps):
             ll.llama_memory_clear(self.mem, False)
             if n_depth:
@@ -222,11 +226,13 @@ class Child:
             if rule is None:
                 continue
             rates = [(n_prompt + n_gen) / (ns / 1e9) for ns in samples]
+            if probe and plausible and not probe["samples_ns"] and min(rates) < plausible[0]:
+                depth_state = self.probe_first(probe, probe_steps, n_depth, depth_state)
             # a decode test's token times are samples too (not a prompt's: one batch, one time)
             own_steps = itl if not n_prompt else ()
             while True:
                 # judged at the probe's most demanding end: the upper end of its interval
-                high = rule.upper(self.probe_rates(probe), probe_steps) if probe else None
+                high = rule.upper(self.probe_rates(probe), probe_steps) if probe and probe["samples_ns"] else None
                 stop_reason = rule.reason(rates, own_steps, key, high)
                 if stop_reason or not self.probe_may_repeat(probe, rule):
                     break
@@ -237,6 +243,12 @@ class Child:
                 break
         # a probe the decode's verdict may still turn on is known within the target, as any test
         rates = [(n_prompt + n_gen) / (ns / 1e9) for ns in samples]
+        if rule and probe and not probe["samples_ns"]:
+            if rule.settled(rates, key):  # wholly inside the range without it: not needed
+                probe = None
+                stop_reason = f"{stop_reason or 'stopped'}; {PROBE_NOT_NEEDED}"
+            else:
+                depth_state = self.probe_first(probe, probe_steps, n_depth, depth_state)
         while rule and probe and self.probe_may_repeat(probe, rule):
             known = rule.reason(self.probe_rates(probe), probe_steps)
             if known or rule.settled(rates, key, rule.upper(self.probe_rates(probe), probe_steps)):
@@ -319,6 +331,12 @@ class Child:
             return None
         return {"n_threads": threads, "n_gen": min(n_gen, self.req.get("probe_tokens", 16)), "samples_ns": []}
 
+    def probe_first(self, probe: Any, steps: list[int], n_depth: int, depth_state: Any) -> Any:
+        """The probe's first repetitions (2 unless the request says); returns the depth state."""
+        for _ in range(self.req.get("probe_reps", 2)):
+            depth_state = self.probe_rep(probe, steps, n_depth, depth_state)
+        return depth_state
+
     def probe_rep(self, probe: Any, steps: list[int], n_depth: int, depth_state: Any) -> Any:
         """One repetition of the thread probe; returns the saved state at the depth."""
         ll = self.ll
@@ -338,8 +356,8 @@ class Child:
 
     @staticmethod
     def probe_may_repeat(probe: Any, rule: StopRule) -> bool:
-        """Below its cap: half the test's, at least the fixed count."""
-        return probe is not None and len(probe["samples_ns"]) < max(2, rule.max_reps // 2)
+        """Run (not deferred) and below its cap: half the test's, at least the fixed count."""
+        return probe is not None and 0 < len(probe["samples_ns"]) < max(2, rule.max_reps // 2)
 
     def to_depth(self, n_depth: int, state: Any) -> Any:
         """Prefill n_depth tokens, untimed; later repetitions restore the saved state (as llama-bench)."""

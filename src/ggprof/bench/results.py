@@ -30,6 +30,10 @@ MIN_STEP_SAMPLES = 32
 # 11% (CV, docs/calibration-threads-2026-11-29-epyc.jsonl). Nearer its edges a verdict takes
 # the interval of several repetitions.
 SINGLE_REP_MARGIN = 2.0
+# A decode whose interval lies wholly in the range where its verdict is plausible before any
+# thread probe has its verdict without one (the probe only lowers the range's low end): the
+# probe is not run, and its stop reason ends with this
+PROBE_NOT_NEEDED = "no thread probe: the decode lies wholly in the range"
 # An adaptive run on the CPU alone warms a prompt test up with this many tokens, not the whole
 # prompt (llama-bench's full-size warm-up): every weight is read and the threads woken alike,
 # and the first repetition after it was no slower than after a full one (first over the later

@@ -31,7 +31,16 @@ from typing import IO, TYPE_CHECKING, Any
 import psutil
 
 from ggprof.bench.context import RunContext
-from ggprof.bench.results import NOISE_PROBE_REPS, BenchResult, BenchRow, ModelInfo, ThreadProbe, interval, stop_key
+from ggprof.bench.results import (
+    NOISE_PROBE_REPS,
+    PROBE_NOT_NEEDED,
+    BenchResult,
+    BenchRow,
+    ModelInfo,
+    ThreadProbe,
+    interval,
+    stop_key,
+)
 from ggprof.bench.supervise import drain, kill_group, spawn
 from ggprof.engines import Engine, ProgressFn
 from ggprof.errors import BadInputError, RunError
@@ -122,7 +131,9 @@ class LlamaBenchEngine(Engine):
         probes: dict[int, ThreadProbe] = {}
         first = rows[0] if rows else {}
         cpu_only = backend_names(str(first.get("backends", "CPU"))) in {(), ("cpu",)} or params.n_gpu_layers == 0
-        if params.probe_threads and cpu_only and any(params.n_gen):
+        wants_probe = params.probe_threads is not None and cpu_only and any(params.n_gen)
+        probe_skipped = wants_probe and _decode_settled(params, rows)
+        if params.probe_threads and wants_probe and not probe_skipped:
             probe_params = replace(params, n_prompt=(0,), n_gen=(PROBE_TOKENS,), reps=PROBE_REPS)
             probe_params = replace(probe_params, n_threads=params.probe_threads)
             probe = _Run(program, _arguments(probe_params, amx), probe_params, None, what="thread probe")
@@ -131,6 +142,10 @@ class LlamaBenchEngine(Engine):
                     n_threads=params.probe_threads, n_gen=int(r["n_gen"]), samples_ns=tuple(r["samples_ns"])
                 )
         reasons = _until_known(program, params, amx, rows, probes, overhead_s, progress) if params.stop else {}
+        if probe_skipped:
+            for i, r in enumerate(rows):
+                if int(r["n_gen"]) and i in reasons:
+                    reasons[i] += f"; {PROBE_NOT_NEEDED}"
         bench_rows = tuple(
             replace(_bench_row(r, probes.get(int(r["n_depth"])) if r["n_gen"] else None), stop_reason=reasons.get(i))
             for i, r in enumerate(rows)
@@ -157,6 +172,19 @@ class LlamaBenchEngine(Engine):
             test_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
             elapsed_s=wall,
         )
+
+
+def _decode_settled(params: BenchParams, rows: list[dict[str, Any]]) -> bool:
+    """Whether every decode test's first repetitions lie wholly in the range where its verdict
+    is plausible without a thread probe (the probe only lowers that range's low end): then the
+    probe, another llama-bench invocation, is not run."""
+    if params.stop is None:
+        return False
+    rule = params.stop.for_backends(("cpu",))
+    decode = [r for r in rows if int(r["n_gen"])]
+    return bool(decode) and all(
+        rule.settled(_rates(r), stop_key(int(r["n_prompt"]), int(r["n_gen"]), int(r["n_depth"]))) for r in decode
+    )
 
 
 def _until_known(
