@@ -62,3 +62,31 @@ def test_every_package_is_in_the_layer_contract_and_the_readme_table() -> None:
     table = readme.split("| layer | path | what it does |", 1)[1].split("\n\n", 1)[0]
     for name in modules:
         assert f"`src/ggprof/{name}/`" in table or f"{name}.py`" in table, name
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_every_link_between_the_docs_resolves() -> None:
+    """README and docs/ point into each other (the reference moved out of README): each relative
+    link names a file that exists and, with #anchor, a heading of that file."""
+    root = Path(__file__).resolve().parents[1]
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    anchors = {
+        page: {github_anchor(h) for h in re.findall(r"^#+ (.+)$", page.read_text(), re.M)} for page in pages
+    }
+    checked = 0
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            assert dest.exists(), f"{page.name}: {target}"
+            if anchor:
+                assert anchor in anchors.get(dest, set()), f"{page.name}: {target}"
+            checked += 1
+    assert checked > 30
