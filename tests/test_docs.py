@@ -75,9 +75,7 @@ def test_every_link_between_the_docs_resolves() -> None:
     link names a file that exists and, with #anchor, a heading of that file."""
     root = Path(__file__).resolve().parents[1]
     pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
-    anchors = {
-        page: {github_anchor(h) for h in re.findall(r"^#+ (.+)$", page.read_text(), re.M)} for page in pages
-    }
+    anchors = {page: {github_anchor(h) for h in re.findall(r"^#+ (.+)$", page.read_text(), re.M)} for page in pages}
     checked = 0
     for page in pages:
         for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):

@@ -47,18 +47,39 @@ def test_profile_a_real_llama_server(llama_server: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_cpu_server_profile_is_adaptive_with_its_probe_first(llama_server: str) -> None:
-    """Without -r: the requests repeat until the answer is known (the reason said), and the
-    compute roof of ggprof's own llama.cpp is measured before them, so that the stop rule
-    judges with the range the verdict will use."""
+def test_a_cpu_server_profile_is_adaptive(llama_server: str) -> None:
+    """Without -r: the requests repeat until the answer is known, and the reason is said."""
     r = as_process("profile", "--server", llama_server, "-p", "32", "-n", "32", "--json", "--no-save", timeout_s=300)
-    d = judged(r)
-    tg = d["bench"][1]
+    tg = judged(r)["bench"][1]
     assert tg["stop_reason"] and 1 <= len(tg["samples_ns"]) <= 10
-    assert d["depths"][0]["probe_threads"] == 1 and d["depths"][0]["probe_tg_tok_s"] > 0
-    notes = d["context"]["notes"]
-    roof = next(i for i, n in enumerate(notes) if n.startswith("compute roof: ggprof's own llama.cpp"))
-    assert roof < next(i for i, n in enumerate(notes) if n.startswith("as the client saw it"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("low_tok_s", "probed"), [(1e6, True), (1e-3, False)])
+def test_a_cpu_server_is_probed_only_where_the_decode_verdict_turns_on_it(
+    llama_server: str, gemma_path: Path, low_tok_s: float, probed: bool
+) -> None:
+    """The compute roof of ggprof's own llama.cpp only lowers the low end of the range where the
+    decode is plausible. Below a low end no decode reaches (1e6 tok/s), it is measured after the
+    first request, between requests, and the stop rule uses it; above a low end every decode
+    clears (0.001 tok/s), it is not measured at all, and the reason says so."""
+    from ggprof.bench.results import BenchParams, StopRule
+    from ggprof.engines.server import ServerEngine
+    from ggprof.machine.facts import gather_facts
+    from ggprof.model.spec import load_model
+
+    rule = StopRule(clear=(("tg@0", low_tok_s, 1e9, 1.14),))
+    params = BenchParams(model=gemma_path, n_prompt=(16,), n_gen=(16,), n_threads=2, stop=rule)
+    result = ServerEngine(llama_server).run(load_model(gemma_path), params, gather_facts())
+    tg = result.row("tg")
+    assert tg is not None and tg.stop_reason
+    notes = result.context.notes
+    roof = [i for i, n in enumerate(notes) if n.startswith("compute roof: ggprof's own llama.cpp")]
+    assert (tg.probe is not None) == probed and len(roof) == int(probed)
+    assert tg.stop_reason.endswith("; no thread probe: the decode lies wholly in the range") != probed
+    if probed:  # measured before the client's summary of the timed requests is written
+        assert roof[0] < next(i for i, n in enumerate(notes) if n.startswith("as the client saw it"))
+        assert tg.probe is not None and tg.probe.n_threads == 1
 
 
 @pytest.mark.slow

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from ggprof.bench.context import UNKNOWN_PLACEMENT, RunContext
-from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo, ThreadProbe, stop_key
+from ggprof.bench.results import PROBE_NOT_NEEDED, BenchParams, BenchResult, BenchRow, ModelInfo, ThreadProbe, stop_key
 from ggprof.bench.runner import default_threads
 from ggprof.engines import Engine, ProgressFn
 from ggprof.engines.server_api import (
@@ -181,17 +181,28 @@ class ServerEngine(Engine):
         busy = _busy_slots(server, client)  # others' requests in flight share the device
         placement = self._placement(server, requester.runtime)  # LM Studio names it with each answer
         notes = [f"found {server.found}" if server.found else "", f"placement: {placement.evidence}"]
-        threads, probe = placement.n_threads, None
-        if placement.backends_used == ("cpu",) and server.endpoint.is_local and spec.path.is_file():
-            # a CPU server cannot be thread-probed: its compute roof comes from ggprof's own llama.cpp
-            # decoding the same file at half the server's threads, with the server idle; before the
-            # timed requests, so that the stop rule knows the roof the verdict will use
-            if threads is None:
-                threads = default_threads(facts)
-                notes.append(f"threads: not on the server's command line; llama.cpp's default ({threads}) assumed")
-            probe, said = _own_probe(spec, params, facts, threads)
-            notes.append(said)
+        threads = placement.n_threads
         n_prompt, n_gen = params.n_prompt[0], params.n_gen[0]
+        key = stop_key(0, n_gen, 0)
+        wants_probe = placement.backends_used == ("cpu",) and server.endpoint.is_local and spec.path.is_file()
+        if wants_probe and threads is None:
+            threads = default_threads(facts)
+            notes.append(f"threads: not on the server's command line; llama.cpp's default ({threads}) assumed")
+        # a CPU server cannot be thread-probed: its compute roof comes from ggprof's own llama.cpp
+        # decoding the same file at half the server's threads, with the server idle (between
+        # requests). The roof only lowers the low end of the range where the decode is plausible:
+        # with that range known it waits for a request below it, or for a decode not wholly
+        # inside it; without it, it runs before the timed requests
+        plausible = params.stop.plausible(key) if params.stop and wants_probe else None
+        probes: list[ThreadProbe | None] = []  # at most one: ggprof's own decode, once run
+
+        def run_probe() -> None:
+            probe, said = _own_probe(spec, params, facts, threads or 1)
+            probes.append(probe)
+            notes.append(said)
+
+        if wants_probe and plausible is None:
+            run_probe()
         rows: list[BenchRow] = []
         samples: list[Sample] = []
         try:
@@ -201,9 +212,18 @@ class ServerEngine(Engine):
                 if progress:
                     progress(test_name(n_prompt, n_gen), rep + 1, params.max_reps)
                 rates = [r for x in samples if (r := _decode_tok_s(x)) is not None]
+                if plausible and not probes and rates and min(rates) < plausible[0]:
+                    run_probe()
+                probe = probes[0] if probes else None
                 steps, probe_tok_s = _token_steps_ns(samples), probe.tok_s if probe else None
-                if params.stop and (stop := params.stop.reason(rates, steps, stop_key(0, n_gen, 0), probe_tok_s)):
+                if params.stop and (stop := params.stop.reason(rates, steps, key, probe_tok_s)):
                     break
+            if plausible and not probes and params.stop:
+                rates = [r for x in samples if (r := _decode_tok_s(x)) is not None]
+                if params.stop.settled(rates, key):
+                    stop = f"{stop or 'stopped'}; {PROBE_NOT_NEEDED}"
+                else:
+                    run_probe()
             n_prompt = _prompt_tokens(samples) or n_prompt  # the prompt as the server counted it
             rows += [
                 replace(r, stop_reason=stop) if r.kind == "tg" else r for r in _single_rows(samples, n_prompt, n_gen)
@@ -228,7 +248,7 @@ class ServerEngine(Engine):
         if requester.runtime:
             self._server = server = replace(server, runtime=requester.runtime)
         notes += [_client_note(samples)] if samples else []
-        if probe is not None:
+        if probes and (probe := probes[0]) is not None:
             rows = [replace(r, probe=probe) if r.kind == "tg" and r.n_parallel == 1 else r for r in rows]
         run_params = replace(
             params,
