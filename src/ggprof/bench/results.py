@@ -66,7 +66,7 @@ class StopRule:
     # where each test's verdict is plausible whatever its noise ("tg@0", low, high tok/s, roof),
     # from the prediction made before the run: a test whose interval lies wholly inside stops,
     # as its verdict cannot change within it, if its repetitions vary by at most `clear_cv`.
-    # `roof` (0: none): a decode test's thread probe, run before it, lowers the low end to the
+    # `roof` (0: none): a decode test's thread probe, where it runs, lowers the low end to the
     # probe's tok/s x roof where that is lower (the compute roof its verdict will use)
     clear: tuple[tuple[str, float, float, float], ...] = ()
     clear_cv: float = 0.10
@@ -98,7 +98,7 @@ class StopRule:
         per-token times over all its repetitions, samples too where they are honest: when the
         repetitions agree within the target (a burst of noise between them would part them),
         the interval of the mean token time stands for the interval of tok/s. `probe_tok_s`:
-        the test's thread probe, run before it."""
+        the test's thread probe, where it has run."""
         n = len(tok_s)
         plausible = self.plausible(key, probe_tok_s)
         if n == 1 and plausible is not None and self.settled(tok_s, key, probe_tok_s):
