@@ -88,3 +88,21 @@ def test_every_link_between_the_docs_resolves() -> None:
                 assert anchor in anchors.get(dest, set()), f"{page.name}: {target}"
             checked += 1
     assert checked > 30
+
+
+def test_every_finding_code_is_documented_with_its_severity() -> None:
+    """Scripts match on finding codes: each code ggprof and its built-in plugins can emit is in
+    docs/commands.md's table of codes, with the severity it is emitted with, and the table
+    names no code that nothing emits."""
+    root = Path(__file__).resolve().parents[1]
+    emitted: dict[str, set[str]] = {}
+    for path in [*(root / "src").rglob("*.py"), *(root / "plugins").rglob("*.py")]:
+        for severity, code in re.findall(r'severity="(\w+)",\s*code="(\w+)"', path.read_text()):
+            emitted.setdefault(code, set()).add(severity)
+    table = (root / "docs" / "commands.md").read_text().split("| code | severity | rule |", 1)[1].split("\n\n", 1)[0]
+    documented: dict[str, set[str]] = {}
+    for codes, severity in re.findall(r"^\| (`[A-Z_]+`(?:, `[A-Z_]+`)*) \| (\w+) \|", table, re.M):
+        for code in re.findall(r"`([A-Z_]+)`", codes):
+            documented.setdefault(code, set()).add(severity)
+    assert len(emitted) >= 18
+    assert documented == emitted
