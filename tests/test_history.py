@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import sys
@@ -208,6 +209,8 @@ def test_report_and_plot_of_a_real_profile(tmp_path: Path, run_cli, monkeypatch:
     assert md.startswith("### ggprof profile: ") and f"**Verdict: {verdict}.**" in md
     for part in ("- **host:**", "- **bandwidth:**", "- **llama.cpp:** llama-cpp-python", "- **flags:** -t", "| tg8 |"):
         assert part in md
+    assert re.search(r"^\| tg8 \| [^|]+ \| [^|]+ \| 3 \|$", md, re.M)  # -r 3: its repetitions, no stop reason
+    assert "stopped after" not in md
     assert "tiny.gguf" in md and str(home) not in md and "models/tiny.gguf" not in md  # a file name, no path
     d = json.loads(run_cli("report", "1", "--db", str(db), "--format", "json").stdout)
     assert d["verdict"] == verdict and d["model"]["file"] == "tiny.gguf" and "fingerprint" not in d["host"]
@@ -219,6 +222,16 @@ def test_report_and_plot_of_a_real_profile(tmp_path: Path, run_cli, monkeypatch:
     png = tmp_path / "again.png"
     assert run_cli("plot", "--db", str(db), "-o", str(png)).exit_code == 0
     assert png.read_bytes()[:4] == b"\x89PNG"
+    # without -r the run repeats until its answer is known: the report says why each test stopped
+    kept_rows = json.loads(
+        run_cli("profile", str(model), "-p", "16", "-n", "8", *figures, "--db", str(db), "--json").stdout
+    )
+    md = run_cli("report", "--db", str(db)).stdout
+    reasons = [line for line in md.splitlines() if re.match(r"- (pp16|tg8): ", line)]
+    assert reasons == [
+        f"- {name}: {row['stop_reason']}" for name, row in zip(("pp16", "tg8"), kept_rows["bench"], strict=True)
+    ]
+    assert all(row["stop_reason"] for row in kept_rows["bench"])
 
 
 def test_predict_draws_its_roofline(gemma_path: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]

@@ -97,7 +97,7 @@ def triage_markdown(run: Run) -> str:
             "flags",
             f"-t {first.get('n_threads')} -ngl {first.get('n_gpu_layers')} -b {first.get('n_batch')} "
             f"-ub {first.get('n_ubatch')} -fa {first.get('flash_attn')} -ctk {first.get('type_k')} "
-            f"-ctv {first.get('type_v')}",
+            f"-ctv {first.get('type_v')}" + (" --repack 0" if ctx.get("repack") is False else ""),
         ),
         _line("compiled with", " ".join(ctx.get("simd_compiled") or []) or "?"),
         _line(
@@ -108,11 +108,16 @@ def triage_markdown(run: Run) -> str:
         ),
         _line("command", f"`{d['command']}`"),
         "",
-        "| test | t/s | ± |",
-        "| --- | ---: | ---: |",
+        "| test | t/s | ± | repetitions |",
+        "| --- | ---: | ---: | ---: |",
     ]
     for r in rows:
-        lines.append(f"| {label_of(r)} | {sig3(r.get('avg_ts') or 0)} | {sig3(r.get('stddev_ts') or 0)} |")
+        n = len(r.get("samples_ns") or r.get("samples_ts") or [])
+        lines.append(f"| {label_of(r)} | {sig3(r.get('avg_ts') or 0)} | {sig3(r.get('stddev_ts') or 0)} | {n} |")
+    # why each test stopped repeating (an adaptive run), for whoever judges the spread
+    stops = [f"- {label_of(r)}: {private(str(r['stop_reason']))}" for r in rows if r.get("stop_reason")]
+    if stops:
+        lines += ["", *stops]
     result = run.payload.get("result") or {}
     if d["verdict"]:
         tg = sig3(result.get("measured_tg_tok_s") or 0)
