@@ -131,15 +131,15 @@ class LlamaBenchEngine(Engine):
         probes: dict[int, ThreadProbe] = {}
         first = rows[0] if rows else {}
         cpu_only = backend_names(str(first.get("backends", "CPU"))) in {(), ("cpu",)} or params.n_gpu_layers == 0
-        wants_probe = params.probe_threads is not None and cpu_only and any(params.n_gen)
-        probe_skipped = wants_probe and _decode_settled(params, rows)
-        if params.probe_threads and wants_probe and not probe_skipped:
+        probe_threads = params.probe_threads if cpu_only and any(params.n_gen) else None
+        probe_skipped = bool(probe_threads) and _decode_settled(params, rows)
+        if probe_threads and not probe_skipped:
             probe_params = replace(params, n_prompt=(0,), n_gen=(PROBE_TOKENS,), reps=PROBE_REPS)
-            probe_params = replace(probe_params, n_threads=params.probe_threads)
+            probe_params = replace(probe_params, n_threads=probe_threads)
             probe = _Run(program, _arguments(probe_params, amx), probe_params, None, what="thread probe")
             for r in probe.rows():
                 probes[int(r["n_depth"])] = ThreadProbe(
-                    n_threads=params.probe_threads, n_gen=int(r["n_gen"]), samples_ns=tuple(r["samples_ns"])
+                    n_threads=probe_threads, n_gen=int(r["n_gen"]), samples_ns=tuple(r["samples_ns"])
                 )
         reasons = _until_known(program, params, amx, rows, probes, overhead_s, progress) if params.stop else {}
         if probe_skipped:
