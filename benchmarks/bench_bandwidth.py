@@ -1,83 +1,143 @@
-"""ggprof's measured bandwidth vs a compiled C reference kernel (OpenMP, -O3 -march=native),
-run alternately in one script with the same threads and array size.
+"""ggprof's measured read bandwidth against a compiled C reference kernel (OpenMP, -O3
+-march=native, benchmarks/stream_ref.c), with the same threads and array size, in alternating
+pairs (the order flips every pair), under three conditions:
 
-    python benchmarks/bench_bandwidth.py [--rounds 3] [--full]
+- quiet: nothing else running;
+- one CPU: every worker of both pinned to one CPU (`taskset -c 0`): oversubscribed;
+- busy: a competing busy loop pinned to one CPU for the whole condition.
 
-Builds benchmarks/_build/stream_ref when a C compiler with OpenMP is present, else says
-so and prints ggprof's figures alone. Goal: ggprof's read and triad >= 90% of the C
-reference, within the `ggprof host --quick` time budget (~2 s).
+    python benchmarks/bench_bandwidth.py [--pairs 5] [--out benchmarks/data/bandwidth-DATE.txt]
+
+Each measurement runs in its own process (so an affinity set holds for all its threads). The
+target: ggprof's read within 0.85-1.3x of the C reference (medians, quiet), and no pair above
+1.3x in any condition (oversubscription may make both slower; it must never make ggprof's
+figure higher). Needs a C compiler with OpenMP and `taskset` (util-linux).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import shutil
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 
-from ggprof.machine.facts import gather_facts
-from ggprof.machine.stream import array_bytes_for, measure_bandwidth
-
 HERE = Path(__file__).resolve().parent
+LOW, HIGH = 0.85, 1.3
+GGPROF_READ = """
+import json, sys
+from ggprof.machine.stream import measure_bandwidth
+threads, size = int(sys.argv[1]), int(sys.argv[2])
+# an LLC of a quarter and free RAM of six times the size: array_bytes_for gives exactly `size`
+m = measure_bandwidth(threads, size // 4, size * 6, quick=True)
+print(json.dumps({"read": m.read.best_bytes_per_s / 1e9, "array_bytes": m.array_bytes, "threads": m.threads}))
+"""
 
 
-def build_reference() -> Path | None:
+def build_reference() -> Path:
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
-        print("no C compiler found: the C reference is skipped")
-        return None
+        sys.exit("no C compiler found: the C reference cannot be built")
     out = HERE / "_build" / "stream_ref"
     out.parent.mkdir(exist_ok=True)
     cmd = [cc, "-O3", "-march=native", "-ffast-math", "-fopenmp", str(HERE / "stream_ref.c"), "-o", str(out)]
     r = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if r.returncode != 0:
-        print(f"building the C reference failed (needs OpenMP): {r.stderr.strip()[:300]}")
-        return None
+        sys.exit(f"building the C reference failed (needs OpenMP): {r.stderr.strip()[:300]}")
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--full", action="store_true", help="ggprof's full measurement instead of --quick")
-    args = ap.parse_args()
-    facts = gather_facts()
-    threads, quick = facts.physical_cores, not args.full
-    size, _ = array_bytes_for(facts.llc_bytes, facts.ram_available_bytes, quick)
-    ref = build_reference()
-    print(
-        f"{threads} threads, {size >> 20} MiB arrays, {args.rounds} alternating rounds "
-        f"({'quick' if quick else 'full'} ggprof measurement)"
+def run(cmd: list[str], pin: str | None, env: dict[str, str] | None = None) -> dict[str, float]:
+    full = (["taskset", "-c", pin] if pin is not None else []) + cmd
+    out = subprocess.run(full, capture_output=True, text=True, check=True, env={**os.environ, **(env or {})})
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def pair(ref: Path, threads: int, size: int, pin: str | None, ggprof_first: bool) -> tuple[float, float]:
+    def ggprof() -> float:
+        return run([sys.executable, "-c", GGPROF_READ, str(threads), str(size)], pin)["read"]
+
+    def c() -> float:
+        env = {"OMP_NUM_THREADS": str(threads), "OMP_PROC_BIND": "spread", "OMP_PLACES": "cores"}
+        return run([str(ref), str(size // 8), "5"], pin, env)["read"]
+
+    if ggprof_first:
+        g = ggprof()
+        return g, c()
+    r = c()
+    return ggprof(), r
+
+
+def condition(name: str, ref: Path, threads: int, size: int, pairs: int, pin: str | None, out: list[str]) -> bool:
+    ratios, gs, cs = [], [], []
+    for i in range(pairs):
+        g, c = pair(ref, threads, size, pin, ggprof_first=i % 2 == 0)
+        gs.append(g)
+        cs.append(c)
+        ratios.append(g / c)
+        say(out, f"  {name} pair {i + 1}: ggprof read {g:6.1f} GB/s, C read {c:6.1f} GB/s, ratio {g / c:.3f}")
+    med = statistics.median(gs) / statistics.median(cs)
+    worst = max(ratios)
+    ok = worst <= HIGH and (name != "quiet" or LOW <= med <= HIGH)
+    say(
+        out,
+        f"{name}: median ggprof {statistics.median(gs):.1f} GB/s, C {statistics.median(cs):.1f} GB/s, "
+        f"ratio of medians {med:.3f} (pairs {min(ratios):.3f}-{worst:.3f}) -> "
+        + ("ok" if ok else f"MISSED (target: quiet {LOW}-{HIGH}x, no pair above {HIGH}x)"),
     )
-    rows: dict[str, list[float]] = {k: [] for k in ("g_read", "g_triad", "c_read", "c_triad", "g_s")}
-    for i in range(args.rounds):
-        t = time.perf_counter()
-        m = measure_bandwidth(threads, facts.llc_bytes, facts.ram_available_bytes, quick=quick)
-        rows["g_s"].append(time.perf_counter() - t)
-        rows["g_read"].append(m.read.best_bytes_per_s / 1e9)
-        rows["g_triad"].append(m.triad.best_bytes_per_s / 1e9)
-        line = (
-            f"round {i + 1}: ggprof read {rows['g_read'][-1]:5.1f} triad {rows['g_triad'][-1]:5.1f} GB/s "
-            f"({rows['g_s'][-1]:.1f} s)"
-        )
-        if ref is not None:
-            env = {"OMP_NUM_THREADS": str(threads), "OMP_PROC_BIND": "spread", "PATH": "/usr/bin:/bin"}
-            out = subprocess.run([str(ref), str(size // 8), "5"], capture_output=True, text=True, check=True, env=env)
-            c = json.loads(out.stdout)
-            rows["c_read"].append(c["read"])
-            rows["c_triad"].append(c["triad"])
-            line += f" | C read {c['read']:5.1f} triad {c['triad']:5.1f} GB/s"
-        print(line)
-    med = {k: statistics.median(v) for k, v in rows.items() if v}
-    print(f"median: ggprof read {med['g_read']:.1f}, triad {med['g_triad']:.1f} GB/s in {med['g_s']:.1f} s")
-    if ref is not None:
-        print(f"median: C      read {med['c_read']:.1f}, triad {med['c_triad']:.1f} GB/s")
-        print(
-            f"ratio ggprof / C: read {med['g_read'] / med['c_read']:.0%}, triad {med['g_triad'] / med['c_triad']:.0%}"
-        )
+    return ok
+
+
+def say(out: list[str], line: str) -> None:
+    print(line, flush=True)
+    out.append(line)
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def main() -> None:
+    from ggprof.machine.facts import gather_facts
+    from ggprof.machine.stream import array_bytes_for
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=HERE / "data" / f"bandwidth-{time.strftime('%Y-%m-%d')}.txt")
+    args = ap.parse_args()
+    if shutil.which("taskset") is None:
+        sys.exit("taskset (util-linux) is needed to pin the workers")
+    facts = gather_facts()
+    threads = facts.usable_cores
+    size, _ = array_bytes_for(facts.llc_bytes, facts.ram_available_bytes, quick=True)
+    ref = build_reference()
+    out: list[str] = []
+    say(out, f"CPU: {cpu_model()} ({facts.physical_cores} physical / {facts.logical_cores} logical cores)")
+    say(out, f"{threads} threads, {size >> 20} MiB arrays, {args.pairs} alternating pairs per condition")
+    ok = condition("quiet", ref, threads, size, args.pairs, None, out)
+    ok &= condition("one CPU", ref, threads, size, args.pairs, "0", out)
+    busy = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        ok &= condition("busy", ref, threads, size, args.pairs, None, out)
+    finally:
+        busy.kill()
+        busy.wait()
+    say(out, "all targets met" if ok else "a target was missed")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(out) + "\n")
+    print(f"kept in {args.out}")
 
 
 if __name__ == "__main__":

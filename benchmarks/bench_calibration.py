@@ -30,7 +30,6 @@ def models() -> dict[str, Path]:
 
 def main() -> None:
     from ggprof.bench.results import BenchParams
-    from ggprof.bench.runner import default_threads
     from ggprof.machine.facts import gather_facts
     from ggprof.machine.target import DeviceChoice
     from ggprof.model.spec import load_model
@@ -45,7 +44,7 @@ def main() -> None:
     ap.add_argument("-r", type=int, default=3)
     args = ap.parse_args()
     ext = extensions()
-    threads = default_threads(gather_facts())
+    threads = gather_facts().default_threads
     print(f"{threads} threads; each run: pp{args.p} tg{args.n} x {args.r} reps at depths 0 and {args.depth}")
     print(f"{'model':<12} {'depth':>5} {'run':>3} {'tg tok/s':>9} {'band':>15} {'mid err':>7}  verdict  basis")
     rows = []

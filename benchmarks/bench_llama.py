@@ -120,7 +120,6 @@ def run_ggprof(model: Path, args: argparse.Namespace, repack: bool) -> dict[str,
 
 
 def main() -> None:
-    from ggprof.bench.runner import default_threads
     from ggprof.machine.facts import gather_facts
 
     ap = argparse.ArgumentParser()
@@ -129,7 +128,7 @@ def main() -> None:
     ap.add_argument("-p", type=int, default=256)
     ap.add_argument("-n", type=int, default=64)
     ap.add_argument("-r", type=int, default=5)
-    ap.add_argument("-t", type=int, default=default_threads(gather_facts()))
+    ap.add_argument("-t", type=int, default=gather_facts().default_threads)
     args = ap.parse_args()
     if args.model:
         model = Path(args.model)

@@ -81,11 +81,11 @@ def test_depths_and_output_formats(tiny: Path, run_cli) -> None:  # type: ignore
 
 def test_run_context_is_recorded(tiny: Path) -> None:
     from ggprof.bench.results import BenchParams
-    from ggprof.bench.runner import default_threads, run_bench
+    from ggprof.bench.runner import run_bench
     from ggprof.machine.facts import gather_facts
 
     facts = gather_facts()
-    params = BenchParams(model=tiny, n_prompt=(8,), n_gen=(2,), reps=1, n_threads=default_threads(facts))
+    params = BenchParams(model=tiny, n_prompt=(8,), n_gen=(2,), reps=1, n_threads=facts.default_threads)
     result = run_bench(params, facts)
     ctx = result.context
     assert ctx.n_threads == ctx.physical_cores - (ctx.efficiency_cores or 0)

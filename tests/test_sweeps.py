@@ -81,7 +81,7 @@ def tg_result(threads: int, tg: float, pp: float) -> BenchResult:
 def test_why_the_thread_curve_stops(
     facts_change: dict, curve: list[float], bandwidth: float | None, reason: str
 ) -> None:
-    facts = replace(gather_facts(), **facts_change)
+    facts = replace(gather_facts(), cpus=None, **facts_change)  # the cores given, no affinity or quota
     runs = [tg_result(n, tg, 10 * tg) for n, tg in enumerate(curve, 1)]
     s = thread_sweep(runs, facts, bytes_per_token=10**9, bandwidth=bandwidth)
     best = curve.index(max(curve)) + 1

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from ggprof_backends._diagnosis import OTHER_LOAD_CPU_PERCENT
 from ggufs import LLAMA_70B_F16, Q4_8B_TIED, Shape, write_model
 
 from ggprof.bench.context import RunContext
@@ -147,7 +148,23 @@ def test_model_in_llc_is_not_called_impossible(tmp_path: Path) -> None:
     case = cpu_case(tmp_path, 1e6, cpu_device(30, llc=256 * 2**20))
     v = judge(case)
     assert v.severity == "unknown" and v.findings[0].code == "DECODE_CEILING_NOT_APPLICABLE"
-    assert judge(replace(case, prediction=replace(case.prediction, device=cpu_device(30)))).severity == "impossible"
+    reported = replace(
+        case, prediction=replace(case.prediction, device=cpu_device(30)), context=None, source="reported"
+    )
+    assert judge(reported).severity == "impossible"
+
+
+def test_a_run_this_machine_made_is_never_impossible_on_the_host_figure_alone(tmp_path: Path) -> None:
+    """A measured run that moves more bytes per second than the host's measured bandwidth: the
+    figure is what is wrong; the same number reported (`check`), or against a profile's
+    bandwidth, is impossible."""
+    case = cpu_case(tmp_path, 1e6, cpu_device(30))
+    (f,) = [f for f in judge(case).findings if f.code == "BANDWIDTH_BELOW_RUN"]
+    assert f.severity == "unknown" and judge(case).severity != "impossible"
+    assert "more than the 30.0 GB/s measured on this host" in f.title and "ggprof host --refresh" in (f.next_step or "")
+    assert judge(replace(case, source="reported", context=None)).severity == "impossible"
+    profiled = replace(cpu_device(30), bandwidth=Figure(30e9, "profile", "ddr5-5600-dual"))
+    assert judge(replace(case, prediction=replace(case.prediction, device=profiled))).severity == "impossible"
 
 
 @pytest.mark.parametrize(
@@ -253,44 +270,45 @@ PROFILE_KEYS = {
 
 @pytest.mark.slow
 def test_profile_gemma_end_to_end(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
-    """An honest run of the real Gemma model on this machine's 2 threads is plausible, with the
-    thread probe (1 thread) giving the compute roof the band is capped by."""
-    for attempt in range(2):  # a run disturbed by a neighbour (shared machine) says so; then once more
-        r = run_cli("profile", str(gemma_path), "-p", "128", "-n", "64", "-r", "5", "-t", "2", "--json")
-        d = json.loads(r.stdout)
-        noted = [(f["code"], f["observed"], f["expected"]) for f in d["findings"] if f["severity"] != "plausible"]
-        if r.exit_code == 0 or attempt == 1:
-            break
-        assert "RUN_TOO_NOISY" in {code for code, _, _ in noted}, noted  # not plausible only when it was noisy
-    assert r.exit_code == 0, (noted, d["context"]["cpu_load_during_percent"])  # a quiet machine: nothing else running
+    """An honest run of the real Gemma model on 2 threads, with the thread probe (1 thread)
+    giving the compute roof the band is capped by. What holds whatever else this machine is
+    running: it is never impossible, and a verdict that is not plausible names why: the
+    noise of its repetitions, or the other processes that shared its CPUs (measured while it
+    ran, first among the causes). On a quiet machine that leaves plausible only."""
+    r = run_cli("profile", str(gemma_path), "-p", "128", "-n", "64", "-r", "5", "-t", "2", "--json")
+    d = json.loads(r.stdout)
+    assert r.exit_code == d["exit_status"] and d["verdict"] != "impossible"
+    load = d["context"]["cpu_load_during_percent"]
+    for f in (f for f in d["findings"] if f["severity"] not in ("plausible", "unknown")):
+        named = f["code"] == "RUN_TOO_NOISY" or f["causes"][0].startswith("other load: other processes used")
+        assert named, (f, load)
+    assert ("CPU_OTHER_LOAD" in codes(d)) == (load > OTHER_LOAD_CPU_PERCENT)
     assert set(d) >= PROFILE_KEYS
-    assert d["verdict"] == "plausible"
     assert d["efficiency"] == pytest.approx(d["measured_tg_tok_s"] / d["decode_ceiling_tok_s"])
     assert d["device"]["bandwidth_source"] == "measured"
     assert d["model"]["architecture"] == "gemma3" and d["context"]["n_threads"] == 2
     assert d["depths"][0]["probe_threads"] == 1
-    assert d["expected_tok_s_low"] <= d["measured_tg_tok_s"] * 1.1
     text = run_cli("profile", str(gemma_path), "-p", "32", "-n", "8", "-r", "1").stdout
     assert "verdict:" in text and "pp32" in text and "tg8" in text
 
 
 @pytest.mark.slow
 def test_profile_oversubscribed_threads_is_named(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
-    """A real run with 4x the physical cores: the run context records it and the CPU plugin names
-    it with the fix, whether or not it slowed this tiny model below the band."""
-    import psutil
-
+    """A real run with 4x the cores this process may use: the run context records it and the CPU
+    plugin names it with the fix, whether or not it slowed this tiny model below the band."""
+    from ggprof.machine.facts import gather_facts
     from ggprof.model.synth import SHAPES
     from ggprof.model.synth import write_model as synth
 
     model = synth(SHAPES["tiny"], "q4_0", tmp_path / "tiny.gguf")
-    cores = psutil.cpu_count(logical=False) or 1
-    threads = 4 * cores
+    facts = gather_facts()
+    threads = 4 * facts.usable_cores
     r = run_cli("profile", str(model), "-p", "16", "-n", "32", "-r", "3", "-t", str(threads), "--json")
     d = json.loads(r.stdout)
-    assert d["context"]["n_threads"] == threads and d["context"]["physical_cores"] == cores
+    assert d["context"]["n_threads"] == threads and d["context"]["physical_cores"] == facts.physical_cores
+    assert d["context"]["usable_cores"] == facts.usable_cores
     note = next(f for f in d["findings"] if f["code"] == "CPU_THREADS_OVERSUBSCRIBED")
-    assert (note["observed"], note["next_step"]) == (f"-t {threads}", f"run with -t {cores}")
+    assert (note["observed"], note["next_step"]) == (f"-t {threads}", f"run with -t {facts.default_threads}")
     assert r.exit_code == d["exit_status"]
 
 

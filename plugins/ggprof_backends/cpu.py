@@ -112,10 +112,11 @@ class CPUBackend(Backend):
             memory_bytes=facts.ram_total_bytes,
             memory_source="os",
             bandwidth=bandwidth,
-            peak_flops=peak_int8_flops(facts.simd, facts.physical_cores, facts.freq_max_mhz, facts.freq_current_mhz),
+            peak_flops=peak_int8_flops(facts.simd, facts.usable_cores, facts.freq_max_mhz, facts.freq_current_mhz),
             profile_id=profile_id,
             llc_bytes=facts.llc_bytes,
             memory_available_bytes=facts.ram_available_bytes,
+            notes=(f"measured bandwidth refused: {host.refused_bandwidth[1]}",) if host.refused_bandwidth else (),
         )
         return Detection(backend=self.name, devices=[device])
 
@@ -125,10 +126,10 @@ BACKEND = CPUBackend()
 
 def compute_roof(case: JudgeCase) -> ExpectedSpeed | None:
     """The probe's decode rate scaled to the run's threads by the calibrated parallel efficiency."""
-    probe, ctx = case.probe, case.context
-    if probe is None or ctx is None or not ctx.n_threads or probe.n_threads >= ctx.n_threads:
+    probe, threads = case.probe, case.run_threads
+    if probe is None or not threads or probe.n_threads >= threads:
         return None
-    scale = ctx.n_threads / probe.n_threads
+    scale = threads / probe.n_threads
     kind = "moe" if case.model.n_experts else "dense"
     lo, hi = PARALLEL_EFFICIENCY[kind]
     how = (
@@ -141,11 +142,11 @@ def compute_roof(case: JudgeCase) -> ExpectedSpeed | None:
 def compute_bound_note(case: JudgeCase) -> Finding | None:
     """Name compute-bound decode with its evidence: tok/s still rising with threads, and the
     weights consumed per second below what memory supplies."""
-    probe, ctx, p, tg = case.probe, case.context, case.prediction, case.measured_tg_tok_s
-    if probe is None or ctx is None or p is None or tg is None or p.band is None or not ctx.n_threads:
+    probe, threads, p, tg = case.probe, case.run_threads, case.prediction, case.measured_tg_tok_s
+    if probe is None or p is None or tg is None or p.band is None or not threads:
         return None
     bandwidth_low = p.band.low * p.decode_ceiling_tok_s
-    scale = ctx.n_threads / probe.n_threads
+    scale = threads / probe.n_threads
     gain = tg / probe.tok_s if probe.tok_s else 0.0
     if tg >= bandwidth_low or gain < 1 + PARALLEL_EFFICIENCY["dense"][0] * (scale - 1):
         return None
@@ -155,12 +156,12 @@ def compute_bound_note(case: JudgeCase) -> Finding | None:
     return Finding(
         severity="plausible",
         code="CPU_COMPUTE_BOUND",
-        title=f"decode is compute-bound on {ctx.n_threads} threads, not bandwidth-bound",
+        title=f"decode is compute-bound on {threads} threads, not bandwidth-bound",
         expected=f"memory alone would allow {sig3(p.decode_ceiling_tok_s)} tok/s",
         observed=f"{sig3(tg)} tok/s",
         evidence=(
             f"tok/s still rises with threads: {sig3(probe.tok_s)} on {probe.n_threads}, {sig3(tg)} on "
-            f"{ctx.n_threads} (x{gain:.2f} for x{sig3(scale)} threads)",
+            f"{threads} (x{gain:.2f} for x{sig3(scale)} threads)",
             f"the kernels consume {fmt_rate(consumed)} of weights and KV, {share:.0%} of the "
             f"{fmt_rate(p.bandwidth_bytes_per_s)} memory supplies",
             f"weights by type: {types}",
@@ -186,7 +187,15 @@ def cpu_checks(case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
     checks: list[str] = []
     threads, cores, e_cores = ctx.n_threads or 0, ctx.physical_cores or 0, ctx.efficiency_cores or 0
     checks.append(f"threads {threads} of {cores} physical cores" + (f" ({e_cores} efficiency)" if e_cores else ""))
-    if cores and threads > cores:
+    usable = ctx.usable_cores
+    if usable and cores and usable < cores:
+        checks.append(f"{usable} of the {cores} cores usable by this process (limited by {ctx.cores_limited_by})")
+    if usable and cores and usable < cores and threads > usable:
+        causes.append(
+            f"more threads ({threads}) than the {usable} cores this process may use (limited by "
+            f"{ctx.cores_limited_by}): threads wait for CPU time"
+        )
+    elif cores and threads > cores:
         causes.append(f"more threads ({threads}) than physical cores ({cores}): threads contend for cores")
     elif e_cores and threads > cores - e_cores:
         causes.append(f"threads on efficiency cores: {threads} threads, {cores - e_cores} performance cores")
@@ -227,9 +236,9 @@ def cpu_checks(case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if simd:  # an engine that does not report its build's features (llama-bench, a server) says nothing
         checks.append("llama.cpp built with " + " ".join(sorted(simd)))
     if ctx.cpu_load_during_percent is not None:
-        checks.append(f"other processes used {ctx.cpu_load_during_percent:.0f}% of the CPU during the run")
-        if ctx.cpu_load_during_percent > OTHER_LOAD_CPU_PERCENT:
-            causes.append(f"other load: other processes used {ctx.cpu_load_during_percent:.0f}% of the CPU")
+        checks.append(f"other processes used {ctx.cpu_load_during_percent:.0f}% of the run's CPUs during the run")
+        if ctx.cpu_load_during_percent > OTHER_LOAD_CPU_PERCENT:  # the likeliest cause there is: first
+            causes.insert(0, f"other load: other processes used {ctx.cpu_load_during_percent:.0f}% of the run's CPUs")
     if case.tg_cv is not None:
         checks.append(f"repetitions vary by {case.tg_cv:.1%} (coefficient of variation)")
         if case.tg_cv > NOISY_REPETITIONS_CV:
@@ -298,26 +307,55 @@ def oversubscribed_note(case: JudgeCase) -> Finding | None:
     """More threads than physical cores: named whatever the speed (llama.cpp's own advice is
     one thread per physical core), so a user sees the fix even when the run was not slowed."""
     ctx = case.context
-    if ctx is None or not ctx.n_threads or not ctx.physical_cores or ctx.n_threads <= ctx.physical_cores:
+    if ctx is None or not ctx.n_threads or not ctx.physical_cores:
         return None
-    best = ctx.physical_cores - (ctx.efficiency_cores or 0)
+    usable = min(ctx.usable_cores or ctx.physical_cores, ctx.physical_cores)
+    if ctx.n_threads <= usable:
+        return None
+    best = max(min(usable, ctx.physical_cores - (ctx.efficiency_cores or 0)), 1)
+    if usable < ctx.physical_cores:
+        where = f"{usable} usable cores (limited by {ctx.cores_limited_by}; {ctx.physical_cores} in the machine)"
+        cause = f"-t / --threads above the cores this process may use ({ctx.cores_limited_by})"
+    else:
+        where, cause = f"{ctx.physical_cores} physical cores", "-t / --threads above the physical core count"
     return Finding(
         severity="plausible",
         code="CPU_THREADS_OVERSUBSCRIBED",
-        title=f"{ctx.n_threads} threads on {ctx.physical_cores} physical cores: threads contend for cores",
+        title=f"{ctx.n_threads} threads on {where}: threads contend for cores",
         expected=f"-t {best}",
         observed=f"-t {ctx.n_threads}",
-        evidence=(f"threads {ctx.n_threads} of {ctx.physical_cores} physical cores",),
-        causes=("-t / --threads above the physical core count",),
+        evidence=(f"threads {ctx.n_threads} of {where}",),
+        causes=(cause,),
         next_step=f"run with -t {best}",
+        plugin="cpu",
+    )
+
+
+def other_load_note(case: JudgeCase) -> Finding | None:
+    """Other processes busy on the run's CPUs while it measured: named whatever the speed, since
+    every figure of the run (and its thread probe) read less than a quiet machine gives."""
+    ctx = case.context
+    if ctx is None or ctx.cpu_load_during_percent is None or ctx.cpu_load_during_percent <= OTHER_LOAD_CPU_PERCENT:
+        return None
+    load, cores = ctx.cpu_load_during_percent, ctx.usable_cores or ctx.physical_cores
+    return Finding(
+        severity="plausible",
+        code="CPU_OTHER_LOAD",
+        title=f"other processes used {load:.0f}% of the run's CPUs while it measured: its tok/s read low",
+        expected=f"at most {OTHER_LOAD_CPU_PERCENT:.0f}% by other processes",
+        observed=f"{load:.0f}%",
+        evidence=(f"other processes' CPU time over the run on the {cores or '?'} cores it may use, its own left out",),
+        causes=("another program ran on the same CPUs (llama.cpp's threads wait for it at every step)",),
+        next_step="run again on a quiet machine for figures that show the hardware",
         plugin="cpu",
     )
 
 
 @hookimpl
 def judge(case: JudgeCase) -> list[Finding]:
-    """Extra findings on CPU runs: compute-bound decode and oversubscribed threads, with evidence."""
+    """Extra findings on CPU runs: compute-bound decode, oversubscribed threads and other load,
+    with evidence."""
     if case.backend != BACKEND.name:
         return []
-    notes = (compute_bound_note(case), oversubscribed_note(case))
+    notes = (compute_bound_note(case), oversubscribed_note(case), other_load_note(case))
     return [n for n in notes if n is not None]

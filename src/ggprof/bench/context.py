@@ -24,6 +24,8 @@ class RunContext:
     n_threads: int | None = None
     physical_cores: int | None = None
     efficiency_cores: int | None = None
+    usable_cores: int | None = None  # physical cores this process may use (affinity set, cgroup quota)
+    cores_limited_by: str | None = None  # what sets them: "physical cores", "CPU affinity", "cgroup quota"
     n_gpu_layers_requested: int | None = None
     n_gpu_layers_offloaded: int | None = None
     n_layers: int | None = None
@@ -33,7 +35,8 @@ class RunContext:
     gpu_offload_supported: bool | None = None
     llama_cpp_python_version: str | None = None
     cpu_load_before_percent: float | None = None
-    cpu_load_during_percent: float | None = None  # other processes' CPU use while the run measured
+    # other processes' CPU use while the run measured, percent of the CPUs it may use (its affinity set)
+    cpu_load_during_percent: float | None = None
     ram_available_before_bytes: int | None = None
     ram_available_after_bytes: int | None = None
     swap_used_before_bytes: int | None = None

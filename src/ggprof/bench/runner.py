@@ -28,16 +28,12 @@ from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo, 
 from ggprof.bench.supervise import drain, kill_group, spawn
 from ggprof.errors import BadInputError, RunError
 from ggprof.machine.facts import HostFacts, cpu_clock, page_cache_resident_fraction
+from ggprof.machine.load import cpu_times, others_load, own_cpu_s, sample_load
 from ggprof.units import clean
 
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _SIMD = re.compile(r"(\w+) = 1")
 ProgressFn = Callable[[str, int, int], None]
-
-
-def default_threads(facts: HostFacts) -> int:
-    """Physical cores, not logical and not efficiency cores (what llama-bench uses)."""
-    return max(facts.physical_cores - (facts.efficiency_cores or 0), 1)
 
 
 class _Child:
@@ -94,9 +90,10 @@ def run_bench(params: BenchParams, facts: HostFacts, progress: ProgressFn | None
     """Run the tests in a child process; BadInputError if llama.cpp refuses the model, RunError if
     the child crashes, is killed, or runs past `params.timeout_s`. `facts`: this host's, gathered
     once by the caller, for the run context."""
-    before = _host_state(params)
+    before = _host_state(params, facts)
     t_start = time.time()
-    wall0, sys0 = time.monotonic(), psutil.cpu_times()
+    affinity = facts.cpus.affinity if facts.cpus else None
+    wall0, sys0, own0 = time.monotonic(), cpu_times(), own_cpu_s(children=False)
     child = _Child(params)
     events: dict[str, Any] = {
         "rows": [],
@@ -123,8 +120,10 @@ def run_bench(params: BenchParams, facts: HostFacts, progress: ProgressFn | None
     if rc != 0 or "done" not in events:
         _raise_failure(params, events, child, rc)
     wall = time.monotonic() - wall0
-    during = _other_load(sys0, psutil.cpu_times(), child_cpu, wall)
-    context = _context(params, facts, events, child, before, _host_state(params, after=True), during)
+    own = child_cpu + own_cpu_s(children=False) - own0  # the child's time, and this process's
+    load = others_load(sys0, cpu_times(), affinity, own, wall)
+    during = 100 * load.share if load is not None else None
+    context = _context(params, facts, events, child, before, _host_state(params, facts, after=True), during)
     return BenchResult(
         params=params,
         model=ModelInfo(**events["model"]),
@@ -199,26 +198,17 @@ def _raise_failure(params: BenchParams, events: dict[str, Any], child: _Child, r
 def _child_cpu(pid: int, last: float) -> float:
     """The child's CPU seconds so far (kept from the last reading once it has exited)."""
     try:
-        t = psutil.Process(pid).cpu_times()
-        return float(t.user + t.system + t.children_user + t.children_system)
+        return own_cpu_s(pid)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return last
 
 
-def _other_load(before: Any, after: Any, child_cpu_s: float, wall_s: float) -> float | None:
-    """Percent of the machine's CPU that other processes used while the child ran."""
-    busy = sum(getattr(after, f) - getattr(before, f) for f in ("user", "system", "nice") if hasattr(after, f))
-    n_cpu = psutil.cpu_count() or 1
-    if wall_s <= 0:
-        return None
-    return float(max(0.0, min(100.0, 100 * (busy - child_cpu_s) / (wall_s * n_cpu))))
-
-
-def _host_state(params: BenchParams, after: bool = False) -> dict[str, Any]:
+def _host_state(params: BenchParams, facts: HostFacts, after: bool = False) -> dict[str, Any]:
     vm, swap = psutil.virtual_memory(), psutil.swap_memory()
     state: dict[str, Any] = {"ram_available": int(vm.available), "swap_used": int(swap.used), "clock": cpu_clock()}
     if not after:
-        state["cpu_load"] = psutil.cpu_percent(interval=0.2)
+        load = sample_load(facts.cpus.affinity if facts.cpus else None, 0.2)  # others', on this run's CPUs
+        state["cpu_load"] = 100 * load.share if load is not None else None
         state["page_cache"] = page_cache_resident_fraction(params.model)
     return state
 
@@ -254,6 +244,8 @@ def _context(
         n_threads=params.n_threads,
         physical_cores=facts.physical_cores,
         efficiency_cores=facts.efficiency_cores,
+        usable_cores=facts.usable_cores,
+        cores_limited_by=facts.cpus.limited_by if facts.cpus else None,
         n_gpu_layers_requested=params.n_gpu_layers,
         n_gpu_layers_offloaded=offloaded,
         n_layers=events["model"]["n_layer"],

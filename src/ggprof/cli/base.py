@@ -378,12 +378,16 @@ def bench_options(f: Any) -> Any:
 
 
 def thread_counts(threads: str | None, facts: HostFacts) -> tuple[int, ...]:
-    """-t N or -t 1,2,4 (each 1 to GGML_MAX_N_THREADS); the default is the physical (performance) cores."""
-    from ggprof.bench.runner import default_threads
-
-    counts = int_list(threads, "-t", low=1, high=MAX_THREADS) if threads else (default_threads(facts),)
+    """-t N or -t 1,2,4 (each 1 to GGML_MAX_N_THREADS); the default is the physical (performance)
+    cores this process may use (its affinity set and cgroup quota: HostFacts.default_threads)."""
+    counts = int_list(threads, "-t", low=1, high=MAX_THREADS) if threads else (facts.default_threads,)
     for n in counts:
-        if n > facts.logical_cores:
+        if n > facts.usable_cores < facts.physical_cores and facts.cpus is not None:
+            warn(
+                f"-t {n} is more than the {facts.usable_cores} cores this process may use "
+                f"(limited by {facts.cpus.limited_by}): llama.cpp's threads will wait for CPU time"
+            )
+        elif n > facts.logical_cores:
             warn(
                 f"-t {n} is more than this machine's {facts.logical_cores} logical cores: "
                 "llama.cpp's threads will contend for them"

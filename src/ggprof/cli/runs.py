@@ -215,7 +215,8 @@ def profile(
     from ggprof.cli.progress import ProgressBar
     from ggprof.machine.facts import gather_facts
     from ggprof.machine.host import describe_host
-    from ggprof.pipelines.profile import gpu_left_out, run_profile
+    from ggprof.machine.load import sample_load
+    from ggprof.pipelines.profile import busy_note, for_load, gpu_left_out, run_profile
     from ggprof.pipelines.sweep import sweep_counts
     from ggprof.report.verdict import profile_dict, profile_text
     from ggprof.verdict.finding import EXIT
@@ -247,6 +248,11 @@ def profile(
         raise click.UsageError("-d measures llama.cpp at a depth: a server's cache cannot be filled to one")
     if concurrency is not None:
         params = replace(params, n_parallel=int_list(concurrency, "--concurrency", low=1, high=256))
+    # how busy this machine is, before anything is measured on it (a remote server's is not)
+    on_host = engine.name != "server" or engine.host_cpu_threads(facts) is not None
+    load = sample_load(facts.cpus.affinity if facts.cpus else None) if on_host else None
+    if (busy := busy_note(load)) is not None:
+        warn(busy)
     if not as_json:
         click.echo("measuring the host (or reusing its cached measurement) and running llama.cpp...", err=True)
     host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True, refine=True, facts=facts)
@@ -268,12 +274,22 @@ def profile(
         engine.gpu_backend = next((d.backend for d in host.devices if d.backend != "cpu"), None)
     if (left_out := gpu_left_out(engine, host, choice, params, ext)) is not None:
         warn(left_out)
+    params = for_load(params, load)
     sweep_runs = len(sweep_counts(host.facts)) * (len(params.tests()) // max(len(params.n_depth), 1))
     tests = 1 + len([n for n in params.n_parallel if n > 1]) if engine.name == "server" else len(params.tests())
     bar = ProgressBar((tests + (sweep_runs if threads_sweep else 0)) * params.max_reps)
     try:
         report = run_profile(
-            spec, params, choice, ext, engine, host=host, progress=bar, threads_sweep=threads_sweep, split=split
+            spec,
+            params,
+            choice,
+            ext,
+            engine,
+            host=host,
+            progress=bar,
+            threads_sweep=threads_sweep,
+            split=split,
+            load=load,
         )
     finally:
         bar.close()

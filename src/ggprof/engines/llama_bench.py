@@ -45,6 +45,7 @@ from ggprof.bench.supervise import drain, kill_group, spawn
 from ggprof.engines import Engine, ProgressFn
 from ggprof.errors import BadInputError, RunError
 from ggprof.llamacpp import BACKEND_NAMES, N_BATCH, N_UBATCH, backend_names, test_name
+from ggprof.machine.load import sample_load
 from ggprof.units import MAX_TOKENS, clean, clean_name
 
 if TYPE_CHECKING:
@@ -120,7 +121,8 @@ class LlamaBenchEngine(Engine):
             raise BadInputError("--parallel (a batch sweep) needs the python engine: llama-bench has no batched decode")
         program = self.program()
         t_start, wall0 = time.time(), time.monotonic()
-        load_before = psutil.cpu_percent(interval=0.1)
+        load = sample_load(facts.cpus.affinity if facts.cpus else None, 0.1)  # others', on this run's CPUs
+        load_before = 100 * load.share if load is not None else None
         ram_before = int(psutil.virtual_memory().available)
         amx = "AMX_INT8" in facts.simd
         first_params = replace(params, reps=FIRST_REPS) if params.stop else params
@@ -452,7 +454,7 @@ def _bench_row(r: dict[str, Any], probe: ThreadProbe | None) -> BenchRow:
 
 
 def _context(
-    params: BenchParams, facts: HostFacts, row: dict[str, Any], run: _Run, load_before: float, ram_before: int
+    params: BenchParams, facts: HostFacts, row: dict[str, Any], run: _Run, load_before: float | None, ram_before: int
 ) -> RunContext:
     compiled = backend_names(str(row.get("backends", "CPU"))) or ("cpu",)
     gpus = tuple(b for b in compiled if b != "cpu")
@@ -473,6 +475,8 @@ def _context(
         n_threads=params.n_threads,
         physical_cores=facts.physical_cores,
         efficiency_cores=facts.efficiency_cores,
+        usable_cores=facts.usable_cores,
+        cores_limited_by=facts.cpus.limited_by if facts.cpus else None,
         n_gpu_layers_requested=params.n_gpu_layers,
         # a CPU-only build logs "offloaded N/N layers to GPU" too: no GPU backend, nothing offloaded
         n_gpu_layers_offloaded=0 if not gpus else offloaded[0] if offloaded else None,

@@ -32,7 +32,6 @@ import psutil
 
 from ggprof.bench.context import UNKNOWN_PLACEMENT, RunContext
 from ggprof.bench.results import PROBE_NOT_NEEDED, BenchParams, BenchResult, BenchRow, ModelInfo, ThreadProbe, stop_key
-from ggprof.bench.runner import default_threads
 from ggprof.engines import Engine, ProgressFn
 from ggprof.engines.server_api import (
     Client,
@@ -186,7 +185,7 @@ class ServerEngine(Engine):
         key = stop_key(0, n_gen, 0)
         wants_probe = placement.backends_used == ("cpu",) and server.endpoint.is_local and spec.path.is_file()
         if wants_probe and threads is None:
-            threads = default_threads(facts)
+            threads = llama_cpp_default_threads(facts)
             notes.append(f"threads: not on the server's command line; llama.cpp's default ({threads}) assumed")
         # a CPU server cannot be thread-probed: its compute roof comes from ggprof's own llama.cpp
         # decoding the same file at half the server's threads, with the server idle (between
@@ -274,6 +273,8 @@ class ServerEngine(Engine):
                 cpu_model=facts.cpu_model if server.endpoint.is_local else None,
                 n_threads=threads,
                 physical_cores=facts.physical_cores if server.endpoint.is_local else None,
+                usable_cores=facts.usable_cores if server.endpoint.is_local else None,
+                cores_limited_by=facts.cpus.limited_by if server.endpoint.is_local and facts.cpus else None,
                 n_gpu_layers_requested=placement.n_gpu_layers,
                 n_gpu_layers_offloaded=_layers(placement, spec) if placement.gpu_fraction is not None else None,
                 n_layers=spec.n_layers,
@@ -293,7 +294,7 @@ class ServerEngine(Engine):
         server = self.server()
         if not server.endpoint.is_local or self._placement(server, None).backends_used != ("cpu",):
             return None
-        return server.placement.n_threads or default_threads(facts)
+        return server.placement.n_threads or llama_cpp_default_threads(facts)
 
     def _placement(self, server: Server, runtime: str | None) -> Placement:
         """The server's placement with "gpu" named: LM Studio's runtime, or this host's GPU."""
@@ -751,3 +752,10 @@ def _flag(cmdline: list[str], names: tuple[str, ...]) -> int | None:
             if arg.startswith(name + "=") and re.fullmatch(r"-?\d{1,6}", arg[len(name) + 1 :]):
                 return int(arg[len(name) + 1 :])
     return None
+
+
+def llama_cpp_default_threads(facts: HostFacts) -> int:
+    """The threads a llama.cpp server started without -t runs: the machine's physical
+    (performance) cores, whatever its affinity set or cgroup quota (llama.cpp's
+    cpu_get_num_math reads the topology, not the process's limits)."""
+    return max(facts.physical_cores - (facts.efficiency_cores or 0), 1)

@@ -147,6 +147,7 @@ class RunRecord:
                 "cpu_model": facts.cpu_model,
                 "physical_cores": facts.physical_cores,
                 "logical_cores": facts.logical_cores,
+                "usable_cores": facts.usable_cores,
                 "ram_total_bytes": facts.ram_total_bytes,
                 "os": facts.os,
                 "devices": devices,

@@ -18,7 +18,9 @@ from ggprof.machine.facts import HostFacts
 from ggprof.machine.measurements import BandwidthMeasurement, KernelResult, SgemmMeasurement
 from ggprof.paths import cache_dir
 
-CACHE_VERSION = 1
+# 2: worker-timed passes on private huge-page arrays, a one-thread read beside each figure, the
+# usable cores in the fingerprint; figures of version 1 (timed by the main thread) are never reused
+CACHE_VERSION = 2
 MAX_CACHE_BYTES = 1 << 20
 
 
@@ -31,6 +33,7 @@ def fingerprint(facts: HostFacts) -> str:
             facts.machine,
             str(facts.physical_cores),
             str(facts.logical_cores),
+            str(facts.usable_cores),  # a container's quota or an affinity set: its own figure
             str(round(facts.ram_total_bytes / 2**30)),
         ]
     )
@@ -104,6 +107,7 @@ def _bandwidth(d: dict[str, Any]) -> BandwidthMeasurement:
         elapsed_s=float(d["elapsed_s"]),
         notes=tuple(str(n) for n in d.get("notes", ())),
         sessions=_positive_int(d.get("sessions", 1)),
+        read_one_thread=_kernel(d["read_one_thread"]) if d.get("read_one_thread") is not None else None,
     )
     if not bw.first_run_reads:  # more refining rounds than its reads can hold
         raise ValueError("sessions")

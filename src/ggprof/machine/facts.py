@@ -14,7 +14,12 @@ from pathlib import Path
 
 import psutil
 
+from ggprof.machine.cpus import CpuBudget, read_budget
 from ggprof.machine.tools import run_tool
+
+# Where the OS's files are read from (/proc, /sys): None is the real root; a test gives a
+# folder that stands in for it (a container's cgroup quota, an affinity set).
+SYSTEM_ROOT: Path | None = None
 
 # SIMD features that matter to llama.cpp's CPU kernels, by the names the OS uses.
 SIMD_FLAGS = {
@@ -53,10 +58,23 @@ class HostFacts:
     swap_used_bytes: int
     governor: str | None
     notes: tuple[str, ...] = field(default=())
+    cpus: CpuBudget | None = None  # the affinity set and cgroup quota (None: all the cores)
 
     @property
     def llc_bytes(self) -> int | None:
         return self.l3_bytes or self.l2_bytes
+
+    @property
+    def usable_cores(self) -> int:
+        """The physical cores this process may really use: the machine's, its affinity set's
+        and its cgroup quota's, whichever is smallest (ggprof.machine.cpus)."""
+        return min(self.cpus.usable, self.physical_cores) if self.cpus else self.physical_cores
+
+    @property
+    def default_threads(self) -> int:
+        """The threads llama.cpp and the bandwidth kernels get: one per usable physical core,
+        performance cores only where the machine has efficiency cores (what llama-bench uses)."""
+        return max(min(self.usable_cores, self.physical_cores - (self.efficiency_cores or 0)), 1)
 
 
 def _read(path: str | Path) -> str | None:
@@ -102,6 +120,7 @@ def gather_facts() -> HostFacts:
         swap_total_bytes=int(swap.total),
         swap_used_bytes=int(swap.used),
         governor=_read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        cpus=read_budget(physical, logical, root=SYSTEM_ROOT),
     )
 
 

@@ -32,6 +32,9 @@ class HostContext:
     bandwidth: BandwidthMeasurement | None
     sgemm: SgemmMeasurement | None
     profiles: ProfileDB
+    # a measurement that cannot be what memory delivered, and why: never a basis (`bandwidth` is
+    # None then), shown by `ggprof host` and named in the warning
+    refused_bandwidth: tuple[BandwidthMeasurement, str] | None = None
 
 
 class Detector(Protocol):
@@ -89,6 +92,8 @@ def describe_host(
     first run measures quickly; the next ones make the figure firm, a second or so each).
     `facts`: the OS facts when the caller has gathered them already."""
     facts = facts or gather_facts()
+    memory = detect_memory()  # its theoretical peak bounds what a measurement may claim
+    peak = memory.theoretical_bandwidth_bytes_per_s if memory and memory.names_dram else None
     warnings: list[str] = []
     cached = None if refresh else cache.load(facts)
     if cached and cached[0].unreliable and measure:
@@ -98,34 +103,43 @@ def describe_host(
             f"(over {MAX_BANDWIDTH_SPREAD:.0%}): measured again"
         )
         cached = None
+    elif cached and (why := cached[0].implausible(peak)):
+        warnings.append(f"the cached bandwidth measurement cannot be right ({why}): not used")
+        cached = None
     bandwidth = sgemm = None
+    refused: tuple[BandwidthMeasurement, str] | None = None
     measured_at: float | None = None
     refined_now = False
     if cached:
         bandwidth, sgemm, measured_at = cached
         if refine and measure and bandwidth.needs_refining:
             before = bandwidth
-            bandwidth = _refined(facts, bandwidth, sgemm, warnings)
+            bandwidth = _refined(facts, bandwidth, sgemm, peak, warnings)
             refined_now = bandwidth is not before
     elif measure:
         # imported here, not at the top: the kernels need numpy (~60 ms), which a command that
         # only reads a cached measurement (or `ggprof --help`) should not pay for
-        from ggprof.machine.stream import measure_bandwidth, measure_sgemm
+        from ggprof.machine.stream import measure_sgemm
 
-        bandwidth = measure_bandwidth(facts.physical_cores, facts.llc_bytes, facts.ram_available_bytes, quick)
+        bandwidth, refused = _measured(facts, quick, peak, warnings)
         sgemm = measure_sgemm(quick)
         measured_at = time.time()
-        try:
-            cache.save(facts, bandwidth, sgemm)
-        except OSError as e:  # the measurement stands; only reusing it later is lost
-            warnings.append(f"could not cache the measurement in {cache.cache_path(facts).parent}: {e.strerror or e}")
+        if bandwidth is not None:
+            try:
+                cache.save(facts, bandwidth, sgemm)
+            except OSError as e:  # the measurement stands; only reusing it later is lost
+                warnings.append(
+                    f"could not cache the measurement in {cache.cache_path(facts).parent}: {e.strerror or e}"
+                )
     if bandwidth is not None and bandwidth.unreliable:
         warnings.append(
             f"the bandwidth measurement is unreliable: its repetitions disagree by {bandwidth.own_spread:.0%} "
             "(another program is using memory?); verdicts that rest on it say so. "
             "`ggprof host --refresh` on a quiet machine measures it again"
         )
-    context = HostContext(facts=facts, memory=detect_memory(), bandwidth=bandwidth, sgemm=sgemm, profiles=profiles)
+    context = HostContext(
+        facts=facts, memory=memory, bandwidth=bandwidth, sgemm=sgemm, profiles=profiles, refused_bandwidth=refused
+    )
     detections = [_detect(d, context) for d in detectors]
     return HostReport(
         context=context,
@@ -138,10 +152,42 @@ def describe_host(
     )
 
 
+def _measured(
+    facts: HostFacts, quick: bool, peak: float | None, warnings: list[str]
+) -> tuple[BandwidthMeasurement | None, tuple[BandwidthMeasurement, str] | None]:
+    """A measurement on the usable cores (the figure, or None and the refused one with why): one
+    that cannot be what memory delivered is measured again, and refused if it still cannot."""
+    from ggprof.machine.stream import measure_bandwidth
+
+    def once() -> BandwidthMeasurement:
+        return measure_bandwidth(facts.usable_cores, facts.llc_bytes, facts.ram_available_bytes, quick)
+
+    first = once()
+    why = first.implausible(peak)
+    if why is None:
+        return first, None
+    again = once()
+    why_again = again.implausible(peak)
+    if why_again is None:
+        warnings.append(f"the first bandwidth measurement cannot be right ({why}): measured again")
+        return again, None
+    warnings.append(
+        f"the measured bandwidth is refused as a basis: measured twice, {why_again}; "
+        "verdicts use the theoretical peak or a profile where one is known (else they cannot judge decode); "
+        "pass --bandwidth GB/s or --device ID"
+    )
+    return None, (again, why_again)
+
+
 def _refined(
-    facts: HostFacts, bandwidth: BandwidthMeasurement, sgemm: SgemmMeasurement, warnings: list[str]
+    facts: HostFacts,
+    bandwidth: BandwidthMeasurement,
+    sgemm: SgemmMeasurement,
+    peak: float | None,
+    warnings: list[str],
 ) -> BandwidthMeasurement:
-    """The cached figure with more read repetitions, saved; a noisy round is left out."""
+    """The cached figure with more read repetitions, saved; a noisy round, or one that would
+    make the figure impossible, is left out."""
     from ggprof.machine.stream import measure_reads
 
     reads, elapsed_s = measure_reads(bandwidth.threads, bandwidth.array_bytes, REFINE_READS)
@@ -151,6 +197,9 @@ def _refined(
         )
         return bandwidth
     refined = bandwidth.refined(reads, elapsed_s)
+    if why := refined.implausible(peak):
+        warnings.append(f"refining the cached bandwidth: this round cannot be right ({why}); left out")
+        return bandwidth
     try:
         cache.save(facts, refined, sgemm)
     except OSError as e:

@@ -16,6 +16,16 @@ MAX_BANDWIDTH_SPREAD = 0.50
 # 24.1 GB/s a minute later: one burst of noise costs a quick figure a quarter of its value.
 REFINED_READS = 15
 REFINE_READS = 5
+# A team of N workers reads at most N times what one worker reads alone (each core's loads,
+# prefetchers and line fill buffers are its own; memory is shared): more than this margin over
+# N x the one-worker figure is a timing fault, not memory (the main thread's clock once made
+# 2 workers read 851 GB/s on a VM whose memory reads 60-80). Memory is shared, so honest teams
+# scale below N: 2 workers read 1.86x one on a 2-core Xeon VM (33.9 vs 18.2 GB/s).
+MAX_SCALING_MARGIN = 1.5
+# A read above the theoretical peak of the installed modules (MT/s x 8 B x channels) by more than
+# this is no DRAM figure: the channels are inferred from the populated modules (an overestimate
+# where two modules share a channel), so the margin only absorbs rounding and the clock.
+MAX_ABOVE_THEORETICAL = 1.10
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,27 @@ class BandwidthMeasurement:
     elapsed_s: float
     notes: tuple[str, ...] = ()
     sessions: int = 1  # runs whose read repetitions it holds (refined: more than one)
+    read_one_thread: KernelResult | None = None  # the read kernel on one worker, same arrays
+
+    def implausible(self, theoretical_bytes_per_s: float | None = None) -> str | None:
+        """Why this read figure cannot be what memory delivered, or None: above the theoretical
+        peak of the modules, or far above what the same kernel reads on one worker times the
+        workers. The reason names both figures."""
+        best = self.read.best_bytes_per_s
+        if theoretical_bytes_per_s and best > theoretical_bytes_per_s * MAX_ABOVE_THEORETICAL:
+            return (
+                f"read {best / 1e9:.3g} GB/s is above the installed memory's theoretical peak "
+                f"({theoretical_bytes_per_s / 1e9:.3g} GB/s)"
+            )
+        one = self.read_one_thread
+        if one is not None and self.threads > 1:
+            bound = one.best_bytes_per_s * self.threads * MAX_SCALING_MARGIN
+            if best > bound:
+                return (
+                    f"read {best / 1e9:.3g} GB/s on {self.threads} threads is over {MAX_SCALING_MARGIN:g}x "
+                    f"{self.threads} times what the same kernel reads on one ({one.best_bytes_per_s / 1e9:.3g} GB/s)"
+                )
+        return None
 
     @property
     def needs_refining(self) -> bool:

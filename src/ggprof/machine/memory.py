@@ -53,6 +53,12 @@ class MemoryConfig:
         return min(speeds) if speeds else None
 
     @property
+    def names_dram(self) -> bool:
+        """The modules name a DRAM generation (DDR4, LPDDR5X ...) and a speed: a peak worth
+        holding a measurement to (a VM's emulated modules say "RAM" or nothing)."""
+        return bool(self.type and self.type.upper().startswith(("DDR", "LPDDR")) and self.speed_mts)
+
+    @property
     def channels_inferred(self) -> int:
         return len(self.modules)
 

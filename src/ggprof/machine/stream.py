@@ -1,8 +1,25 @@
 """Measured memory bandwidth (STREAM-style read, copy, triad) and achievable sgemm FLOP/s.
 
-One worker thread per physical core streams its own slice of arrays far larger than
-the last-level cache; numpy releases the GIL inside each kernel. The figure reported is
-the best repetition (as STREAM does), with the spread of all repetitions.
+One worker thread per usable physical core (HostFacts.usable_cores: the machine's cores,
+its affinity set and its cgroup quota) streams its own slice of arrays far larger than the
+last-level cache; numpy releases the GIL inside each kernel. The figure reported is the best
+repetition (as STREAM does), with the spread of all repetitions.
+
+Timing: every worker stamps its own start and end, and a pass lasts from the earliest start
+to the latest end, as STREAM's OpenMP timing does (the clock is read around the parallel
+region, whose threads all do the work). A clock read by the main thread after releasing the
+workers would start late whenever the scheduler runs the workers first (as many workers as
+CPUs: the usual case), and a pass would look far shorter than it was: 59-1,135 GB/s on a
+2-vCPU VM whose memory reads 60.
+
+Memory: private anonymous mappings on transparent huge pages where the OS offers them, as a C
+program's malloc gets. Python's mmap(-1, n) is a *shared* mapping, backed by shmem, which the
+kernel gives huge pages only where shmem_enabled allows (rarely): on 4 KiB pages the read
+kernel lost a fifth of its speed to TLB misses (12.5 vs 15.8 GB/s a core on a 2-core Xeon VM).
+
+Read: a bitwise-or reduction over the array's 64-bit words (no NaN handling, one integer op
+per 8 bytes: memory-bound on any core); it read 0.96x what a compiled OpenMP loop reads on the
+same arrays and threads (benchmarks/bench_bandwidth.py), numpy's float max 0.86x.
 
 Triad: STREAM's a = b + q*c moves two read streams and one write stream per element;
 its multiply is free next to the memory traffic. numpy cannot fuse the multiply into
@@ -25,6 +42,7 @@ from ggprof.machine.measurements import BandwidthMeasurement, KernelResult, Sgem
 MiB = 1 << 20
 GiB = 1 << 30
 _TRIAD_SCALAR = 3.0
+ONE_THREAD_READS = 3  # passes of the read kernel on one worker: the per-CPU figure a team is held to
 
 
 def array_bytes_for(llc_bytes: int | None, available_bytes: int, quick: bool) -> tuple[int, list[str]]:
@@ -45,13 +63,19 @@ def array_bytes_for(llc_bytes: int | None, available_bytes: int, quick: bool) ->
 
 
 class _Team:
-    """Worker threads that run one kernel over their slices between two barriers."""
+    """Worker threads that run one kernel over their slices between two barriers, each
+    stamping its own start and end. `after_release` runs in the main thread right after the
+    start barrier (a test delays it there, as a busy scheduler would)."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, after_release: Callable[[], None] | None = None) -> None:
         self.threads = threads
         self.start = threading.Barrier(threads + 1)
         self.done = threading.Barrier(threads + 1)
         self.kernel: Callable[[int], None] | None = None
+        self.after_release = after_release
+        self.starts = [0.0] * threads
+        self.ends = [0.0] * threads
+        self.errors: list[BaseException] = []
         self.workers = [threading.Thread(target=self._loop, args=(k,), daemon=True) for k in range(threads)]
         for w in self.workers:
             w.start()
@@ -62,21 +86,42 @@ class _Team:
             kernel = self.kernel
             if kernel is None:
                 return
-            kernel(k)
+            self.starts[k] = time.perf_counter()
+            try:
+                kernel(k)
+            except BaseException as e:  # reported by time(), never a team left waiting at the barrier
+                self.errors.append(e)
+            self.ends[k] = time.perf_counter()
             self.done.wait()
 
     def time(self, kernel: Callable[[int], None]) -> float:
+        """Seconds from the earliest worker's start to the latest worker's end."""
         self.kernel = kernel
+        self.errors.clear()
         self.start.wait()
-        t0 = time.perf_counter()
+        if self.after_release is not None:
+            self.after_release()
         self.done.wait()
-        return time.perf_counter() - t0
+        if self.errors:
+            raise self.errors[0]
+        return max(max(self.ends) - min(self.starts), 1e-9)
 
     def close(self) -> None:
         self.kernel = None
         self.start.wait()
         for w in self.workers:
             w.join()
+
+
+def _bounds(n: int, threads: int) -> list[tuple[int, int]]:
+    """Each worker's slice of n elements, cut at 4 KiB (512 doubles) so no page is shared."""
+    cuts = [k * n // threads // 512 * 512 for k in range(threads)] + [n]
+    return [(cuts[k], cuts[k + 1]) for k in range(threads)]
+
+
+def read_words(x: np.ndarray) -> None:
+    """The read kernel: every byte of `x` (doubles) read once, as 64-bit words."""
+    np.bitwise_or.reduce(x.view(np.int64))
 
 
 def measure_bandwidth(
@@ -86,7 +131,7 @@ def measure_bandwidth(
     size, notes = array_bytes_for(llc_bytes, available_bytes, quick)
     n = size // 8
     reps = 5 if quick else 10
-    bounds = [(k * n // threads, (k + 1) * n // threads) for k in range(threads)]
+    bounds = _bounds(n, threads)
     a, b, c = _alloc(n), _alloc(n), _alloc(n)
     team = _Team(threads)
     try:
@@ -94,7 +139,7 @@ def measure_bandwidth(
 
         def read(k: int) -> None:
             lo, hi = bounds[k]
-            a[lo:hi].max()
+            read_words(a[lo:hi])
 
         def copy(k: int) -> None:
             lo, hi = bounds[k]
@@ -113,6 +158,7 @@ def measure_bandwidth(
             samples["triad"].append(3 * size / team.time(triad))
     finally:
         team.close()
+    one = _one_thread_reads(a) if threads > 1 else KernelResult("read", tuple(samples["read"]))
     results = {k: KernelResult(k, tuple(v)) for k, v in samples.items()}
     return BandwidthMeasurement(
         read=results["read"],
@@ -123,7 +169,19 @@ def measure_bandwidth(
         repetitions=reps,
         elapsed_s=time.perf_counter() - t_begin,
         notes=tuple(notes),
+        read_one_thread=one,
     )
+
+
+def _one_thread_reads(a: np.ndarray) -> KernelResult:
+    """The read kernel on one worker over the whole array: what a CPU reads alone, the figure a
+    team of N can never beat N times over (BandwidthMeasurement.implausible)."""
+    team = _Team(1)
+    try:
+        samples = tuple(a.nbytes / team.time(lambda _k: read_words(a)) for _ in range(ONE_THREAD_READS))
+    finally:
+        team.close()
+    return KernelResult("read", samples)
 
 
 def measure_reads(threads: int, array_bytes: int, reps: int) -> tuple[KernelResult, float]:
@@ -131,7 +189,7 @@ def measure_reads(threads: int, array_bytes: int, reps: int) -> tuple[KernelResu
     figure being refined used), and the seconds it took: a third of a full measurement's memory."""
     t_begin = time.perf_counter()
     n = array_bytes // 8
-    bounds = [(k * n // threads, (k + 1) * n // threads) for k in range(threads)]
+    bounds = _bounds(n, threads)
     a = _alloc(n)
     team = _Team(threads)
     try:
@@ -142,7 +200,7 @@ def measure_reads(threads: int, array_bytes: int, reps: int) -> tuple[KernelResu
 
         def read(k: int) -> None:
             lo, hi = bounds[k]
-            a[lo:hi].max()
+            read_words(a[lo:hi])
 
         team.time(fill)  # first touch in parallel
         team.time(read)  # warm-up
@@ -160,12 +218,15 @@ def _fill(bound: tuple[int, int], a: np.ndarray, b: np.ndarray, c: np.ndarray) -
 
 
 def _alloc(n: int) -> np.ndarray:
-    """n doubles, on transparent huge pages where the OS offers them (faster first touch)."""
-    if not hasattr(mmap, "MADV_HUGEPAGE"):
+    """n doubles in a private anonymous mapping, on transparent huge pages where the OS offers
+    them (see the module docstring: a shared one gets 4 KiB pages). Elsewhere: numpy's own."""
+    flags = getattr(mmap, "MAP_PRIVATE", None), getattr(mmap, "MAP_ANONYMOUS", None)
+    if flags[0] is None or flags[1] is None:
         return np.empty(n)
-    buf = mmap.mmap(-1, n * 8)
-    with contextlib.suppress(OSError):
-        buf.madvise(mmap.MADV_HUGEPAGE)
+    buf = mmap.mmap(-1, n * 8, flags=flags[0] | flags[1])
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        with contextlib.suppress(OSError):
+            buf.madvise(mmap.MADV_HUGEPAGE)
     return np.frombuffer(buf, dtype=np.float64)
 
 

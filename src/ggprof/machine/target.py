@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 from ggprof.errors import BadInputError, NoBandwidthError
 from ggprof.figures import Figure
+from ggprof.machine.cache import fingerprint
 from ggprof.machine.device import Device
 from ggprof.machine.host import HostReport
 from ggprof.machine.profiles import Profile, ProfileDB
@@ -37,6 +38,7 @@ class Target:
     device: Device
     cpu: Device | None  # the host CPU, for layers not offloaded (None when unknown)
     description: str  # where the device and its figures came from, in words
+    host_fingerprint: str | None = None  # the device is this host's (its cached figures' key)
 
 
 def device_from_profile(p: Profile) -> Device:
@@ -82,7 +84,8 @@ def resolve_target(
             "or pass --device ID or --bandwidth GB/s"
         )
     cpu = host.cpu if host is not None and device.is_discrete_gpu else None
-    return Target(device=device, cpu=cpu, description=description)
+    here = fingerprint(host.facts) if host is not None and choice.needs_host else None
+    return Target(device=device, cpu=cpu, description=description, host_fingerprint=here)
 
 
 def host_device(report: HostReport, backend: str | None = None) -> tuple[Device, str]:

@@ -125,6 +125,8 @@ class Prediction:
     warnings: tuple[str, ...] = ()  # what the user should know: a plugin that failed computing a band
     prefill_band: EfficiencyBand | None = None  # fraction of the compute ceiling (None: ceiling only)
     split: Split | None = None  # a model split over machines with llama.cpp's RPC backend
+    roof: ExpectedSpeed | None = None  # a compute roof measured on this host for the model (CPU)
+    roof_note: str | None = None  # where that roof came from, or why there is none
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -140,8 +142,9 @@ class Prediction:
 
     @property
     def expected(self) -> ExpectedSpeed | None:
-        """The expected decode band before any measurement (no compute roof known yet)."""
-        return expected_decode(self.decode_ceiling_tok_s, self.band)
+        """The expected decode band before a run: the band, capped by a compute roof measured
+        on this host for the model where one is kept (`roof`)."""
+        return expected_decode(self.decode_ceiling_tok_s, self.band, self.roof)
 
     @property
     def prefill_flops_per_token(self) -> float:

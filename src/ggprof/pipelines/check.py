@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ggprof.bench.llamabench import LlamaBenchRow, backend_of_row
+from ggprof.bench.roofs import StoredRoof
 from ggprof.errors import NoBandwidthError
 from ggprof.llamacpp import N_PROMPT
 from ggprof.machine.host import HostReport, describe_host
@@ -20,6 +21,7 @@ from ggprof.model.spec import ModelSpec
 from ggprof.physics.roofline import PredictInputs, Prediction, is_partial_offload
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
+from ggprof.pipelines.predict import kept_roof, roof_note
 from ggprof.pipelines.profile import prediction_for
 from ggprof.pipelines.rpc import SplitSetup, predict_split
 from ggprof.verdict.finding import JudgeCase
@@ -53,6 +55,7 @@ class Checker:
         # Many rows share a backend, depth, prompt and offload: predict each combination once.
         self._predictions: dict[tuple[str | None, int, int, int | None], tuple[Target | None, Prediction | None]] = {}
         self._index: dict[int, int] = {}  # id of each prediction made -> its place in predictions()
+        self._roofs: dict[int, StoredRoof | None] = {}  # depth -> the compute roof kept for it here
 
     def host(self) -> HostReport:
         if self._host is None:
@@ -105,6 +108,12 @@ class Checker:
                 self._index[id(made)] = len(self._index)
         return self._predictions[key]
 
+    def roof(self, target: Target, depth: int) -> StoredRoof | None:
+        """The thread probe kept for this model and depth on this host (read once per depth)."""
+        if depth not in self._roofs:
+            self._roofs[depth] = kept_roof(self.spec, target, depth)
+        return self._roofs[depth]
+
     def index_of(self, p: Prediction) -> int:
         """A prediction's place in predictions(): the same in a forked worker, which inherits
         every prediction made (judge_chunks makes them all before it forks)."""
@@ -118,6 +127,8 @@ class Checker:
     def check(self, r: Reported) -> Judged:
         target, prediction = self.predicted(r)
         used = r.backend or (target.device.backend if target else "cpu")
+        # this host's CPU: the compute roof `profile` measured for the model here, as profile judged
+        roof = self.roof(target, r.depth) if target is not None and used == "cpu" else None
         case = JudgeCase(
             model=self.spec,
             backend=used,
@@ -128,6 +139,9 @@ class Checker:
             depth=r.depth,
             tg_cv=r.cv,
             source="reported",
+            probe=roof.probe if roof else None,
+            n_threads=roof.run_threads if roof else None,
+            roof_note=roof_note(roof, target) if target is not None and used == "cpu" else None,
         )
         return Judged(
             label=r.label,

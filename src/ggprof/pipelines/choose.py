@@ -25,7 +25,7 @@ from ggprof.model.stores import Candidate, Location, Scan, Skipped
 from ggprof.physics.roofline import PredictInputs, Prediction
 from ggprof.physics.rpc import Member
 from ggprof.pipelines.extensions import Extensions
-from ggprof.pipelines.predict import predict_with
+from ggprof.pipelines.predict import predict_with, with_host_roof
 from ggprof.pipelines.rpc import predict_split
 from ggprof.units import clean_name, fmt_bytes
 
@@ -171,6 +171,8 @@ def _assess_alone(c: Candidate, spec: ModelSpec, target: Target, options: Choose
         return predict_with(spec, target, inputs, ext)
 
     p = at(None)
+    if not target.device.is_discrete_gpu:  # this host's CPU: capped by a compute roof kept here
+        p = with_host_roof(spec, p, target, ext)
     ngl = all_layers if target.device.is_discrete_gpu else 0
     if target.device.is_discrete_gpu and not _pool_fits(p, 0) and target.cpu is not None:
         ngl = _largest_split(at, spec.n_layers)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ggprof.bench import roofs
+from ggprof.bench.roofs import StoredRoof
 from ggprof.errors import NoBandwidthError
 from ggprof.machine.device import EfficiencyBand
 from ggprof.machine.host import describe_host
@@ -12,6 +14,7 @@ from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.roofline import PredictInputs, Prediction, is_partial_offload, predict
 from ggprof.pipelines.extensions import Extensions
+from ggprof.verdict.finding import JudgeCase
 
 if TYPE_CHECKING:
     from ggprof.pipelines.rpc import RpcChoice
@@ -31,7 +34,47 @@ def predict_on(
         raise NoBandwidthError(
             "--n-gpu-layers splits the model, but this host's CPU bandwidth is unknown: run `ggprof host` first"
         )
-    return predict_with(spec, target, inputs, ext), target
+    return with_host_roof(spec, predict_with(spec, target, inputs, ext), target, ext), target
+
+
+NO_ROOF = (
+    "no compute roof measured on this host for this model: the band rests on bandwidth alone "
+    "(`ggprof profile` measures one with its thread probe)"
+)
+
+
+def kept_roof(spec: ModelSpec, target: Target, depth: int, exact: bool = True) -> StoredRoof | None:
+    """The thread probe `ggprof profile` kept for this model on this host's CPU, or None (another
+    device, or never profiled here). `exact`: at this depth only; else the deepest not beyond it."""
+    if target.host_fingerprint is None or target.device.backend != "cpu":
+        return None
+    return roofs.load(target.host_fingerprint, spec, depth, exact=exact)
+
+
+def roof_note(roof: StoredRoof | None, target: Target) -> str | None:
+    """Which basis a CPU band on this host used: the kept probe, or bandwidth alone."""
+    if target.host_fingerprint is None or target.device.backend != "cpu":
+        return None
+    return f"compute roof from the thread probe {roof.describe()}" if roof else NO_ROOF
+
+
+def with_host_roof(spec: ModelSpec, p: Prediction, target: Target, ext: Extensions) -> Prediction:
+    """A prediction for this host's CPU capped by the compute roof its kept thread probe gives
+    (the CPU backend's compute_roof, as a verdict computes it), or noting that none is kept. A
+    roof measured at a shallower depth serves a deeper one: attention only adds work."""
+    roof = kept_roof(spec, target, p.inputs.depth, exact=False)
+    note = roof_note(roof, target)
+    backend = ext.backends.get("cpu")
+    if roof is None or backend is None:
+        return replace(p, roof_note=note) if note else p
+    case = JudgeCase(
+        model=spec, backend="cpu", prediction=p, depth=p.inputs.depth, probe=roof.probe, n_threads=roof.run_threads
+    )
+    try:
+        expected = backend.compute_roof(case)
+    except Exception as e:  # a backend plugin's bug: the band stands alone, and says why
+        return replace(p, roof_note=f"{NO_ROOF}; the cpu plugin failed: {type(e).__name__}: {e}")
+    return replace(p, roof=expected, roof_note=note)
 
 
 def predict_with(spec: ModelSpec, target: Target, inputs: PredictInputs, ext: Extensions) -> Prediction:

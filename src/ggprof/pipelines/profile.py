@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, replace
 
+from ggprof.bench import roofs
 from ggprof.bench.context import UNKNOWN_PLACEMENT, RunContext
 from ggprof.bench.results import WARMUP_PROMPT_CPU, BenchParams, BenchResult, ThreadProbe, range_key
 from ggprof.engines import Engine, ProgressFn
 from ggprof.llamacpp import BACKEND_TITLES, rebuild_command
+from ggprof.machine.cache import fingerprint
 from ggprof.machine.device import Device
 from ggprof.machine.host import HostReport, describe_host
+from ggprof.machine.load import Load
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.roofline import PredictInputs, Prediction, is_partial_offload
@@ -42,6 +46,32 @@ class ProfileReport:
         return worst([j.verdict for j in self.judged])
 
 
+# Other processes using more than this share of the CPUs a run may use, just before it: llama.cpp's
+# spinning threads stall behind them (decode steps of 2.4 s beside a 15 ms median were seen with
+# one busy loop on a 2-core VM), so the run is kept to BUSY_MAX_REPS repetitions a test rather
+# than repeating noisy tests to the cap, and the user is told before anything is measured.
+BUSY_SHARE = 0.25
+BUSY_MAX_REPS = 3
+
+
+def busy_note(load: Load | None) -> str | None:
+    """The one line said before a run on a busy machine (None: quiet enough)."""
+    if load is None or load.share <= BUSY_SHARE:
+        return None
+    return (
+        f"the machine is busy: {load.describe()}; llama.cpp's threads will wait for them, so tok/s will read "
+        f"low and vary, and the run is kept short (at most {BUSY_MAX_REPS} repetitions a test)"
+    )
+
+
+def for_load(params: BenchParams, load: Load | None) -> BenchParams:
+    """The run's parameters on a busy machine: its stop rule capped at BUSY_MAX_REPS (a fixed -r stands)."""
+    if busy_note(load) is None or params.stop is None or params.stop.max_reps <= BUSY_MAX_REPS:
+        return params
+    stop = replace(params.stop, max_reps=BUSY_MAX_REPS, min_reps=min(params.stop.min_reps, BUSY_MAX_REPS))
+    return replace(params, stop=stop)
+
+
 def probe_threads(n_threads: int) -> int | None:
     """Half the threads: one doubling, the step the CPU's parallel efficiency was calibrated on."""
     return max(n_threads // 2, 1) if n_threads >= 2 else None
@@ -57,10 +87,13 @@ def run_profile(
     progress: ProgressFn | None = None,
     threads_sweep: bool = False,
     split: tuple[Member, ...] = (),
+    load: Load | None = None,
 ) -> ProfileReport:
     """Measure the host (or reuse its cached measurement), run the benchmark, judge every depth.
     `host`: this host, when the caller already described it (facts are gathered once). `split`:
-    the remote devices of an RPC run (params.rpc), with their links."""
+    the remote devices of an RPC run (params.rpc), with their links. `load`: how busy this
+    machine was before the run (sample_load): a busy one gets a short run (for_load)."""
+    params = for_load(params, load)
     if host is None:
         host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True, refine=True)
     planned = planned_backend(spec, params, host, choice, engine)
@@ -87,6 +120,8 @@ def run_profile(
     if backend == "rpc" and split and host.cpu is not None:
         target = Target(device=host.cpu, cpu=host.cpu, description=_split_note(split))
     judged = [_judge_depth(spec, params, result, target, backend, depth, ext, split) for depth in params.n_depth]
+    if backend == "cpu" and choice.needs_host:
+        keep_roofs(spec, result, host)
     threads = sweep_threads(spec, params, host, engine, progress) if threads_sweep else None
     return ProfileReport(
         engine=engine.describe(),
@@ -99,6 +134,17 @@ def run_profile(
         judged=tuple(judged),
         threads=threads,
     )
+
+
+def keep_roofs(spec: ModelSpec, result: BenchResult, host: HostReport) -> None:
+    """Keep each depth's thread probe, so `check`, `predict` and `fit` judge this model on this
+    host with the compute roof measured here (ggprof.bench.roofs). A cache that cannot be
+    written loses only that reuse."""
+    threads = result.context.n_threads
+    for row in result.rows:
+        if row.probe is not None and threads and row.probe.n_threads < threads and row.n_parallel == 1:
+            with contextlib.suppress(OSError):
+                roofs.save(fingerprint(host.facts), spec, row.n_depth, threads, row.probe)
 
 
 def clear_ranges(

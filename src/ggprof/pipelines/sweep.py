@@ -179,8 +179,9 @@ class ThreadSweep:
 
 
 def sweep_counts(facts: HostFacts) -> tuple[int, ...]:
-    """1 .. the physical cores, and one count above (to show the drop)."""
-    cores = max(facts.physical_cores, 1)
+    """1 .. the usable physical cores (the affinity set and cgroup quota bound them), and one
+    count above (to show the drop)."""
+    cores = max(facts.usable_cores, 1)
     return tuple(range(1, cores + 2))
 
 
@@ -211,13 +212,18 @@ def thread_sweep(
 def _why_it_stops(
     points: tuple[ThreadPoint, ...], best: ThreadPoint, facts: HostFacts, bytes_per_token: int, bandwidth: float | None
 ) -> str:
-    n, cores, e_cores = best.threads, facts.physical_cores, facts.efficiency_cores or 0
+    n, cores, e_cores = best.threads, facts.usable_cores, facts.efficiency_cores or 0
     rate = best.tg_tok_s or 0.0
     consumed = rate * bytes_per_token
     if bandwidth and consumed >= BANDWIDTH_SHARE * bandwidth:
         return (
             f"bandwidth: at {n} threads decode consumes {fmt_rate(consumed)}, {consumed / bandwidth:.0%} of the "
             f"{fmt_rate(bandwidth)} measured; more threads cannot read memory faster"
+        )
+    if n == cores < facts.physical_cores and facts.cpus is not None:
+        return (
+            f"usable cores: {n} of the machine's {facts.physical_cores}, limited by {facts.cpus.limited_by}; "
+            "a thread more than that waits for CPU time"
         )
     if e_cores and n == cores - e_cores:
         return (

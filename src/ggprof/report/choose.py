@@ -42,6 +42,8 @@ def assessed_dict(f: Assessed) -> dict[str, Any]:
         "decode_ceiling_tok_s": p.decode_ceiling_tok_s,
         "expected_tok_s_low": f.expected_low_tok_s,
         "expected_tok_s_high": f.expected_high_tok_s,
+        "expected_basis": p.expected.basis if p.expected else None,
+        "compute_roof_note": p.roof_note,
         "ttft_ms": f.ttft_ms,
         "max_ctx": p.max_ctx_fits,
         "context_length": s.context_length,
@@ -103,6 +105,8 @@ def choose_text(r: ChoiceReport) -> str:
             f"{ngl:>4} {_tok_s(f):>11} {ttft:>7} {(f'{max_ctx:,}' if max_ctx is not None else '?'):>8}"
         )
         notes = [f.label_note] if f.label_note else []
+        if f.prediction.roof is not None and f.prediction.roof_note:
+            notes.append(f.prediction.roof_note)
         if f.split and f.prediction.split is not None:
             notes.append(f"split over RPC: the pace is set by {f.prediction.split.pace}")
         notes += (
@@ -112,6 +116,15 @@ def choose_text(r: ChoiceReport) -> str:
     if not r.models:
         lines.append("  (no readable GGUF model)")
     lines.append("tok/s: expected decode at a full context; TTFT: 512-token prompt; GB = 1e9 bytes; * the pick")
+    unroofed = [f for f in r.models if f.prediction.roof is None and f.prediction.roof_note]
+    if unroofed:
+        lines.append(
+            clean_name(
+                f"{len(unroofed)} of {len(r.models)} rest on bandwidth alone: no compute roof measured here "
+                "(`ggprof profile MODEL` measures one)",
+                WIDTH,
+            )
+        )
     for s in r.skipped:
         lines.append(clean_name(f"skipped {shown_path(s.path)}", WIDTH))
         lines += textwrap.wrap(clean_name(s.reason, 300), WIDTH, initial_indent="    ", subsequent_indent="    ")

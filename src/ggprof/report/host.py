@@ -6,7 +6,9 @@ import time
 from typing import Any
 
 from ggprof.figures import Figure
+from ggprof.machine.cpus import cpu_list
 from ggprof.machine.device import Device
+from ggprof.machine.facts import HostFacts
 from ggprof.machine.host import HostReport
 from ggprof.machine.measurements import KernelResult
 from ggprof.machine.profiles import Profile
@@ -47,6 +49,13 @@ def host_dict(r: HostReport) -> dict[str, Any]:
         "logical_cores": f.logical_cores,
         "performance_cores": f.performance_cores,
         "efficiency_cores": f.efficiency_cores,
+        "usable_cores": f.usable_cores,
+        "usable_cores_limited_by": f.cpus.limited_by if f.cpus else "physical cores",
+        "cpu_affinity": list(f.cpus.affinity) if f.cpus and f.cpus.affinity is not None else None,
+        "cpu_affinity_cores": f.cpus.affinity_cores if f.cpus else None,
+        "cpu_quota_cpus": f.cpus.quota_cpus if f.cpus else None,
+        "cpu_quota_source": f.cpus.quota_source if f.cpus else None,
+        "default_threads": f.default_threads,
         "freq_max_mhz": f.freq_max_mhz,
         "freq_current_mhz": f.freq_current_mhz,
         "l2_bytes": f.l2_bytes,
@@ -66,6 +75,16 @@ def host_dict(r: HostReport) -> dict[str, Any]:
         "measured_copy_bandwidth_bytes_per_s": bw.copy.best_bytes_per_s if bw else None,
         "measured_triad_bandwidth_bytes_per_s": bw.triad.best_bytes_per_s if bw else None,
         "measured_bandwidth_spread": {k.name: k.spread for k in (bw.read, bw.copy, bw.triad)} if bw else None,
+        "measured_read_one_thread_bytes_per_s": bw.read_one_thread.best_bytes_per_s
+        if bw and bw.read_one_thread
+        else None,
+        "refused_bandwidth": {
+            "read_bytes_per_s": ctx.refused_bandwidth[0].read.best_bytes_per_s,
+            "threads": ctx.refused_bandwidth[0].threads,
+            "why": ctx.refused_bandwidth[1],
+        }
+        if ctx.refused_bandwidth
+        else None,
         "measured_bandwidth_method": _method(r) if bw else None,
         "measured_sgemm_flops_per_s": sg.flops_per_s if sg else None,
         "measured_sgemm_method": f"numpy BLAS sgemm n={sg.n}, best of {len(sg.samples_flops_per_s)}" if sg else None,
@@ -90,8 +109,9 @@ def _method(r: HostReport) -> str:
     bw = r.context.bandwidth
     assert bw is not None
     return (
-        f"STREAM-style kernels, {bw.threads} threads, {bw.array_bytes >> 20} MiB arrays, "
-        f"read {bw.describe_reads()}" + (f"; {'; '.join(bw.notes)}" if bw.notes else "")
+        f"STREAM-style kernels, {bw.threads} threads, each pass timed from the first worker's start to the "
+        f"last one's end, {bw.array_bytes >> 20} MiB arrays, read {bw.describe_reads()}"
+        + (f"; {'; '.join(bw.notes)}" if bw.notes else "")
     )
 
 
@@ -104,6 +124,7 @@ def host_text(r: HostReport) -> str:
     lines = [
         f"{clean(f.cpu_model)}  ({f.machine}, {clean(f.os)})"[:80],
         _row("cores", cores + (f", {sig3(f.freq_max_mhz / 1000)} GHz max" if f.freq_max_mhz else "")),
+        *_wrapped("usable", _usable(f)),
         _row("caches", caches or "not reported"),
         *_wrapped("SIMD", " ".join(f.simd) or "none reported"),
         _row(
@@ -122,10 +143,24 @@ def host_text(r: HostReport) -> str:
             else f"measured now in {bw.elapsed_s:.1f} s"
         )
         lines.append(_row("bandwidth", f"read {_k(bw.read)}, copy {_k(bw.copy)}, triad {_k(bw.triad)}"))
-        lines.append(
-            _row(
+        one = (
+            f", one thread reads {sig3(bw.read_one_thread.best_bytes_per_s / 1e9)} GB/s"
+            if bw.read_one_thread and bw.threads > 1
+            else ""
+        )
+        lines.extend(
+            _wrapped(
                 "",
-                f"({when}; {bw.threads} threads, {bw.array_bytes >> 20} MiB arrays, read {bw.describe_reads()})",
+                f"({when}; {bw.threads} threads, each pass timed by its workers, {bw.array_bytes >> 20} MiB "
+                f"arrays, read {bw.describe_reads()}{one})",
+            )
+        )
+    elif ctx.refused_bandwidth:
+        refused, why = ctx.refused_bandwidth
+        lines.extend(
+            _wrapped(
+                "bandwidth",
+                f"refused as a basis: {clean(why)} (measured twice, {refused.threads} threads)",
             )
         )
     else:
@@ -148,6 +183,19 @@ def host_text(r: HostReport) -> str:
         if not det.devices:
             lines.append(f"  {clean_name(det.backend, 20):<8} not detected: {clean(det.reason or 'no device')}"[:80])
     return "\n".join(lines)
+
+
+def _usable(f: HostFacts) -> str:
+    """`2 of 16 physical cores (limited by cgroup quota: 2 CPUs ...); llama.cpp -t 2`."""
+    if f.cpus is None:
+        return f"{f.usable_cores} physical cores; -t {f.default_threads} by default"
+    c = f.cpus
+    affinity = f"affinity {cpu_list(c.affinity)}" if c.affinity is not None else "affinity not reported"
+    quota = f"quota {c.quota_cpus:g} CPUs ({clean(c.quota_source or '')})" if c.quota_cpus else "no CPU quota"
+    return (
+        f"{f.usable_cores} of {f.physical_cores} physical cores, limited by {c.limited_by} ({affinity}; {quota}); "
+        f"bandwidth threads {f.usable_cores}, -t {f.default_threads} by default"
+    )
 
 
 def _k(k: KernelResult) -> str:

@@ -44,6 +44,9 @@ def predict_dict(spec: ModelSpec, p: Prediction, device_note: str) -> dict[str, 
         "expected_tok_s_high": e.high_tok_s if e else None,
         "efficiency_band": [p.band.low, p.band.high] if p.band else None,
         "efficiency_band_source": p.band.source if p.band else None,
+        "expected_basis": e.basis if e else None,
+        "compute_roof_tok_s": [p.roof.low_tok_s, p.roof.high_tok_s] if p.roof else None,
+        "compute_roof_note": p.roof_note,
         "depth_table": [
             {
                 "depth": r.depth,
@@ -165,7 +168,9 @@ def predict_text(spec: ModelSpec, p: Prediction, device_note: str) -> str:
         ),
         _row("", f"ceiling {_tps(p.decode_ceiling_tok_s)}, TPOT floor {sig3(p.tpot_floor_ms)} ms"),
     ]
-    if p.band and e:
+    if p.band and e and p.roof is not None and e.basis.startswith("compute roof"):
+        lines.append(_row("", f"expected {sig3(e.low_tok_s)}-{_tps(e.high_tok_s)} ({clean(e.basis)})"))
+    elif p.band and e:
         lines.append(
             _row(
                 "",
@@ -173,6 +178,8 @@ def predict_text(spec: ModelSpec, p: Prediction, device_note: str) -> str:
                 f"the ceiling: {clean(p.band.source)})",
             )
         )
+    if p.roof_note:
+        lines.append(_row("", clean(p.roof_note)))
     lines.append(
         _row(
             "by depth",

@@ -351,6 +351,8 @@ def _threads(c: RunContext) -> str:
     """`2 threads of 2 cores`, or what is known of it (a server on another machine: nothing)."""
     if c.n_threads is None:
         return ""
+    if c.usable_cores and c.physical_cores and c.usable_cores < c.physical_cores:
+        return f"{c.n_threads} threads of {c.usable_cores} usable cores ({c.physical_cores} in the machine)"
     return f"{c.n_threads} threads of {c.physical_cores} cores" if c.physical_cores else f"{c.n_threads} threads"
 
 

@@ -69,6 +69,13 @@ class JudgeCase:
     probe: ThreadProbe | None = None  # decode with fewer threads, same model and depth
     tg_samples_tok_s: tuple[float, ...] = ()  # each repetition, in order
     source: Literal["measured", "reported"] = "measured"
+    n_threads: int | None = None  # the decode's threads where no run context says (a kept probe's run)
+    roof_note: str | None = None  # where the compute roof came from, or why the band has none
+
+    @property
+    def run_threads(self) -> int | None:
+        """The threads the judged decode ran on: the run's, else those the case was given."""
+        return self.context.n_threads if self.context is not None and self.context.n_threads else self.n_threads
 
     @property
     def tolerance(self) -> float:

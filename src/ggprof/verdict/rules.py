@@ -9,7 +9,7 @@ from ggprof.machine.measurements import MAX_BANDWIDTH_SPREAD
 from ggprof.physics.roofline import Prediction, expected_decode, is_partial_offload
 from ggprof.units import fmt_bytes, fmt_rate, sig3
 from ggprof.verdict.backend import Backend
-from ggprof.verdict.finding import NOISY_CV, Finding, JudgeCase
+from ggprof.verdict.finding import BASE_TOLERANCE, MAX_TOLERANCE, NOISY_CV, Finding, JudgeCase
 
 
 def tps(x: float | None) -> str:
@@ -139,6 +139,7 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
         f"{fmt_bytes(p.decode_bytes_per_token, binary=False)} + KV at depth {case.depth:,} "
         f"{fmt_bytes(p.kv_bytes_at_depth, binary=False)})",
         f"bandwidth {fmt_rate(p.bandwidth_bytes_per_s)} [{_bandwidth_source(p)}]",
+        *((case.roof_note,) if case.roof_note else ()),
     )
     if tg > ceiling * (1 + case.tolerance):
         return [_above_ceiling(b, case, p, tg, evidence)]
@@ -160,6 +161,13 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
                 plugin=b.name,
             )
         ]
+    if expected is not None and tg < expected.low_tok_s:
+        # below the band, but not by more than the tolerance: say which tolerance makes it plausible
+        evidence = (
+            *evidence,
+            f"{1 - tg / expected.low_tok_s:.1%} below the band's low end ({tps(expected.low_tok_s)}), within the "
+            f"{case.tolerance:.0%} tolerance ({_tolerance_text(case)})",
+        )
     return [
         Finding(
             severity="plausible",
@@ -171,6 +179,13 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
             plugin=b.name,
         )
     ]
+
+
+def _tolerance_text(case: JudgeCase) -> str:
+    """How a case's tolerance is made: `5% + 2 x the repetitions' CV 2.1%`, capped."""
+    cv = max(case.tg_cv or 0.0, 0.0)
+    text = f"{BASE_TOLERANCE:.0%} measurement tolerance" + (f" + 2 x the repetitions' CV {cv:.1%}" if cv else "")
+    return text + (f", capped at {MAX_TOLERANCE:.0%}" if case.tolerance >= MAX_TOLERANCE else "")
 
 
 def _server_load(case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -210,6 +225,30 @@ def _above_ceiling(b: Backend, case: JudgeCase, p: Prediction, tg: float, eviden
             plugin=b.name,
         )
     needed = tg * bytes_per_token
+    bw = p.device.bandwidth
+    if case.source == "measured" and bw is not None and bw.source == "measured":
+        # a run this machine just produced, faster than the bandwidth measured on it allows:
+        # the host figure is what is wrong (or the weights stay in cache), never the run
+        return Finding(
+            severity="unknown",
+            code="BANDWIDTH_BELOW_RUN",
+            title=f"decode at {tps(tg)} moved {fmt_rate(needed)}, more than the {fmt_rate(p.bandwidth_bytes_per_s)} "
+            "measured on this host: decode cannot be judged against that figure",
+            expected=f"at most {tps(ceiling)} at the measured bandwidth",
+            observed=tps(tg),
+            evidence=(
+                *evidence,
+                f"{sig3(tg)} tok/s x {fmt_bytes(bytes_per_token, binary=False)} = {fmt_rate(needed)}",
+                "the run was measured on this machine: the host figure, not the run, is too low",
+            ),
+            causes=(
+                "the bandwidth measurement read less than this machine delivers (measured at a busy moment, "
+                "or on fewer cores than the run used)",
+                "part of the model's weights stay in the CPU's caches between tokens",
+            ),
+            next_step="`ggprof host --refresh` on a quiet machine, or pass --bandwidth GB/s",
+            plugin=b.name,
+        )
     return Finding(
         severity="impossible",
         code="DECODE_ABOVE_CEILING",
