@@ -122,7 +122,8 @@ def test_killed_child_becomes_one_error(gemma_path: Path, tmp_path: Path) -> Non
         child = kids[0] if kids else None
         time.sleep(0.2)
     assert child is not None, "the bench child never started"
-    time.sleep(3)  # let it load and start measuring
+    while child.cpu_times().user < 1.0 and time.monotonic() < deadline:  # loaded (~0.3 s) and measuring
+        time.sleep(0.1)
     child.send_signal(signal.SIGKILL)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err

@@ -28,6 +28,21 @@ def test_every_hook_has_a_section() -> None:
     assert documented == hooks
 
 
+def test_each_hooks_documented_signature_is_its_spec() -> None:
+    """As datasette checks its plugin hooks' docs: the parameters a section names are the
+    hook's own, in order, and the README-level hooks table in docs/architecture.md lists
+    every hook with the same parameters."""
+    architecture = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    table = dict(re.findall(r"^\| `(\w+)\(([^)]*)\)`", architecture, re.M))
+    for name, fn in inspect.getmembers(hookspecs, inspect.isfunction):
+        if not hasattr(fn, "ggprof_spec"):
+            continue
+        params = list(inspect.signature(fn).parameters)
+        (documented,) = re.findall(rf"^### `{name}\(([^)]*)\)`", PLUGINS_MD, re.M)
+        assert [p.strip() for p in documented.split(",") if p.strip()] == params, name
+        assert [p.strip() for p in table[name].split(",") if p.strip()] == params, name
+
+
 def test_every_public_name_is_listed() -> None:
     api = PLUGINS_MD.split("## The public API", 1)[1].split("## ", 1)[0]
     listed = set(re.findall(r"^    (\w+),", api, re.M))
@@ -37,9 +52,10 @@ def test_every_public_name_is_listed() -> None:
         assert getattr(ggprof, name) is not None
 
 
-def test_every_package_is_in_the_layer_contract_and_the_readme_table() -> None:
-    """Each package and module of src/ggprof sits in one import-linter layer and README's layer
-    table names it: a new room cannot be added without its place in the house."""
+def test_every_package_is_in_the_layer_contract_and_the_architecture_table() -> None:
+    """Each package and module of src/ggprof sits in one import-linter layer and the layer
+    table of docs/architecture.md names it: a new room cannot be added without its place in
+    the house."""
     import sys
 
     if sys.version_info >= (3, 11):
@@ -58,8 +74,8 @@ def test_every_package_is_in_the_layer_contract_and_the_readme_table() -> None:
     contract = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]
     layered = {name.strip() for layer in contract["layers"] for name in layer.split("|")}
     assert layered == modules
-    readme = (root / "README.md").read_text()
-    table = readme.split("| layer | path | what it does |", 1)[1].split("\n\n", 1)[0]
+    page = (root / "docs" / "architecture.md").read_text()
+    table = page.split("| layer | path | what it does |", 1)[1].split("\n\n", 1)[0]
     for name in modules:
         assert f"`src/ggprof/{name}/`" in table or f"{name}.py`" in table, name
 
@@ -87,7 +103,9 @@ def test_every_link_between_the_docs_resolves() -> None:
             if anchor:
                 assert anchor in anchors.get(dest, set()), f"{page.name}: {target}"
             checked += 1
-    assert checked > 30
+    readme_links = {t.partition("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", (root / "README.md").read_text())}
+    assert {f"docs/{p.name}" for p in (root / "docs").glob("*.md")} <= readme_links  # README is the door to each
+    assert checked > len(pages)
 
 
 def test_every_finding_code_is_documented_with_its_severity() -> None:

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from support import llama_child, started
 
@@ -97,7 +98,15 @@ def test_two_processes_writing_at_once_both_succeed(tiny: Path, tmp_path: Path) 
     lock = sqlite3.connect(db, isolation_level=None)
     lock.execute("BEGIN IMMEDIATE")
     procs = [started("bench", str(tiny), "-p", "8", "-n", "4", "-r", "1", "--db", str(db)) for _ in range(2)]
-    time.sleep(8)  # both runs are done and waiting for the lock by now
+    for p in procs:  # each has run its llama.cpp child, and waits for the lock (still running, no child)
+        had_child, deadline = False, time.monotonic() + 120
+        while time.monotonic() < deadline and p.poll() is None:
+            kids = psutil.Process(p.pid).children(recursive=True)
+            had_child = had_child or bool(kids)
+            if had_child and not kids:
+                break
+            time.sleep(0.05)
+        assert had_child and p.poll() is None, "a run never measured, or did not wait for the lock"
     lock.execute("COMMIT")
     lock.close()
     outs = [p.communicate(timeout=120) for p in procs]

@@ -30,15 +30,28 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert first == quick_start_commands()[1]
 
 
-def test_every_command_has_an_example_and_a_reference() -> None:
-    """README shows one example of each command; docs/commands.md is each one's reference."""
+def test_every_command_is_in_the_table_and_has_a_reference_with_an_example() -> None:
+    """README is a door: its commands table names each command; docs/commands.md is each one's
+    reference, with an example of it run."""
     import click
 
     from ggprof.cli import cli
 
-    readme = set(re.findall(r"^### `ggprof (\w+)`", (ROOT / "README.md").read_text(), re.MULTILINE))
-    reference = set(re.findall(r"^## ggprof (\w+)$", (ROOT / "docs" / "commands.md").read_text(), re.MULTILINE))
-    assert readme == reference == set(cli.list_commands(click.Context(cli)))
+    commands = set(cli.list_commands(click.Context(cli)))
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("| command | what it answers |", 1)[1].split("\n\n", 1)[0]
+    assert set(re.findall(r"^\| `ggprof (\w+)", table, re.MULTILINE)) == commands
+    reference = (ROOT / "docs" / "commands.md").read_text()
+    sections = dict(re.findall(r"^## ggprof (\w+)$(.*?)(?=^## |\Z)", reference, re.MULTILINE | re.DOTALL))
+    assert set(sections) == commands
+    for name, text in sections.items():  # a run of it shown (`plot` shows the picture it draws)
+        shown = re.search(rf"^\$ ggprof {name}\b", text, re.MULTILINE) or (name == "plot" and "![" in text)
+        assert shown, name
+
+
+def test_readme_is_a_door() -> None:
+    """At most 250 lines: what it answers, the quick start, the commands, links to the manual."""
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 250
 
 
 def test_each_command_loads_from_the_module_the_group_names() -> None:

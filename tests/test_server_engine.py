@@ -5,6 +5,7 @@ answers (tests/data/servers); and servers that misbehave."""
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,8 +95,10 @@ def test_the_server_decode_figure_is_its_own_timings(llama_server: str) -> None:
     assert timings["predicted_n"] == 16 and timings["prompt_n"] == 16
     r = as_process("profile", "--server", llama_server, "-p", "16", "-n", "16", "-r", "2", "--json", "--no-save")
     tg = json.loads(r.stdout)["bench"][1]
-    server_rate = timings["predicted_per_second"]
-    assert 0.3 * server_rate < tg["avg_ts"] < 3 * server_rate  # same server, same sizes: same order
+    # the row is the server's own figures (16 tokens in each request's timings): how close they are
+    # to the client's clock is benchmarks/bench_engines.py's measurement, not this test's
+    assert (tg["n_gen"], len(tg["samples_ns"])) == (16, 2)
+    assert tg["avg_ts"] == pytest.approx(statistics.fmean(16 / (ns / 1e9) for ns in tg["samples_ns"]))
 
 
 @pytest.mark.slow
@@ -119,11 +122,11 @@ def test_concurrency_sweep_on_four_slots(llama_server: str) -> None:
     d = judged(r)
     rows = {b["n_parallel"]: b for b in d["bench"]}
     assert sorted(rows) == [1, 2, 4]
-    aggregate = [rows[n]["avg_ts"] for n in (1, 2, 4)]
-    per_user = [rows[n]["avg_ts"] / n for n in (1, 2, 4)]
-    assert aggregate[2] > aggregate[0] and per_user[2] < per_user[0]
-    sweep = d["concurrency"]
+    sweep = d["concurrency"]  # what users at once do to speed: benchmarks/bench_sweeps.py measures it
     assert [p["users"] for p in sweep["points"]] == [1, 2, 4]
+    for p in sweep["points"]:  # each level's figures are its row's, per user the aggregate shared out
+        assert p["aggregate_tok_s"] == pytest.approx(rows[p["users"]]["avg_ts"])
+        assert p["per_user_tok_s"] == pytest.approx(p["aggregate_tok_s"] / p["users"])
     assert all(p["predicted_aggregate_ceiling_tok_s"] > 0 for p in sweep["points"])
 
 
@@ -256,9 +259,20 @@ def test_a_server_that_never_sends_a_token_times_out(tmp_path: Path) -> None:
     assert code == 1 and "no answer in time (timed out)" in err
 
 
-def test_concurrency_needs_a_server(gemma_path: Path) -> None:
+def test_each_flag_needs_an_engine_that_can_measure_it(gemma_path: Path) -> None:
+    """The CLI asks the engine what it can measure (its declared capabilities), never its name:
+    a flag it cannot serve is one line naming the engines that can."""
     r = as_process("profile", str(gemma_path), "--concurrency", "1,2", "--no-save")
-    assert r.exit_code == 2 and "--concurrency measures a server: give --server [URL] too" in r.stderr
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1
+    assert (
+        "--concurrency measures several users at once, which the python engine cannot; engines that can: server; "
+        "--server [URL] runs the server engine" in r.stderr
+    )
+    r = as_process("profile", str(gemma_path), "--server", "http://127.0.0.1:9", "-d", "512", "--no-save")
+    assert (
+        r.exit_code == 2 and "-d measures decode at a KV depth" in r.stderr and "the server engine cannot" in r.stderr
+    )
+    assert "engines that can: llama-bench, python" in r.stderr
 
 
 def test_a_remote_ollama_model_described_by_api_show(tmp_path: Path) -> None:

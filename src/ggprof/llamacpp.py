@@ -14,6 +14,9 @@ STOP_TARGET = 0.03  # ggprof profile without -r: repeat until the 95% CI of tok/
 N_BATCH = 2048  # -b: the logical batch (logits once per batch)
 N_UBATCH = 512  # -ub: the physical batch
 GGML_MAX_N_THREADS = 512
+N_CTX = 4096  # the context llama-server and llama-cli give a model by default (common/common.h n_ctx)
+CACHE_TYPE = "f16"  # -ctk / -ctv: the KV cache's type by default
+ALL_LAYERS = -1  # -ngl -1: every layer offloaded (llama-bench's 999, llama-cpp-python's -1)
 
 
 def test_name(n_prompt: int, n_gen: int, n_depth: int = 0, n_parallel: int = 1) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ggprof.bench.context import RunContext
-from ggprof.llamacpp import N_BATCH, N_GEN, N_PROMPT, N_UBATCH, REPETITIONS, test_name
+from ggprof.llamacpp import ALL_LAYERS, CACHE_TYPE, N_BATCH, N_GEN, N_PROMPT, N_UBATCH, REPETITIONS, test_name
 from ggprof.stats import mean_ci95, percentile
 from ggprof.units import sig3
 
@@ -216,10 +216,10 @@ class BenchParams:
     n_depth: tuple[int, ...] = (0,)
     reps: int = REPETITIONS
     n_threads: int = 1
-    n_gpu_layers: int = -1
+    n_gpu_layers: int = ALL_LAYERS
     flash_attn: str = "auto"
-    type_k: str = "f16"
-    type_v: str = "f16"
+    type_k: str = CACHE_TYPE
+    type_v: str = CACHE_TYPE
     n_batch: int = N_BATCH
     n_ubatch: int = N_UBATCH
     repack: str = "auto"

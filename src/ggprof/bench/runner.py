@@ -8,82 +8,51 @@ swap, page cache, threads, offloaded layers, llama.cpp's build) is recorded arou
 
 from __future__ import annotations
 
-import collections
 import json
-import queue
 import re
-import signal
-import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
-from typing import IO, Any
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import psutil
 
 from ggprof.bench.child import EXIT_LOAD_FAILED
 from ggprof.bench.context import RunContext
 from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo, ThreadProbe
-from ggprof.bench.supervise import drain, kill_group, spawn
+from ggprof.bench.supervise import Supervised, ended_by
 from ggprof.errors import BadInputError, RunError
 from ggprof.machine.facts import HostFacts, cpu_clock, page_cache_resident_fraction
 from ggprof.machine.load import cpu_times, others_load, own_cpu_s, sample_load
 from ggprof.units import clean
 
-_OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _SIMD = re.compile(r"(\w+) = 1")
 ProgressFn = Callable[[str, int, int], None]
 
 
-class _Child:
-    """The running child: its protocol lines in a queue, the tail of its log in a deque."""
+class _Child(Supervised):
+    """The running child (ggprof.bench.child): its protocol lines as events, supervised as any
+    llama.cpp program is (bench.supervise)."""
 
     def __init__(self, params: BenchParams) -> None:
-        self.proc = spawn([sys.executable, "-m", "ggprof.bench.child"], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self.log: collections.deque[str] = collections.deque(maxlen=60)
-        self.offloaded: tuple[int, int] | None = None
-        threading.Thread(target=self._read_events, args=(self.proc.stdout,), daemon=True).start()
-        self.log_thread = threading.Thread(target=self._read_log, args=(self.proc.stderr,), daemon=True)
-        self.log_thread.start()
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(params.request()))
-        self.proc.stdin.close()
+        super().__init__(
+            [sys.executable, "-m", "ggprof.bench.child"],
+            stdin=json.dumps(params.request()),
+            on_stderr=lambda line: "amx repack tensor" in line,  # one per tensor: noise, not news
+            max_line_chars=-1,  # ggprof's own protocol: a row carries every step's time
+        )
 
-    def _read_events(self, stream: IO[str] | None) -> None:
-        assert stream is not None
-        for line in stream:
+    def events(self, timeout_s: float | None, on_timeout: Callable[[], Exception]) -> Iterator[dict[str, Any]]:
+        """Its protocol events until it closes stdout; a line that is not one joins the log tail."""
+        for line in self.output(timeout_s, on_timeout):
             try:
-                self.events.put(json.loads(line))
-            except ValueError:
-                self.log.append(f"(unparsable protocol line) {line.strip()[:200]}")
-        stream.close()
-        self.events.put(None)
-
-    def _read_log(self, stream: IO[str] | None) -> None:
-        assert stream is not None
-        for line in stream:
-            line = line.rstrip()
-            if not line or "amx repack tensor" in line:
-                continue
-            self.log.append(line)
-            m = _OFFLOADED.search(line)
-            if m:
-                self.offloaded = (int(m[1]), int(m[2]))
-        stream.close()
-
-    def kill(self) -> None:
-        kill_group(self.proc)
-
-    def last_words(self) -> str:
-        """The most telling line llama.cpp printed: its reason (the line naming what was wrong,
-        such as an unknown architecture) before a generic "failed to load" line."""
-        self.log_thread.join(timeout=2)
-        lines = [ln for ln in self.log if ln.strip()]
-        errors = [ln for ln in lines if re.search(r"error|failed|abort|assert|what\(\)", ln, re.IGNORECASE)]
-        specific = [ln for ln in errors if not re.search(r"failed to load model\s*$", ln, re.IGNORECASE)]
-        return clean((specific or errors or lines or ["(nothing)"])[-1])[:300]
+                event = json.loads(line)
+            except (ValueError, RecursionError):
+                event = None
+            if isinstance(event, dict):
+                yield event
+            else:
+                self.log.append(f"(unparsable protocol line) {clean(line.strip()[:200])}")
 
 
 def run_bench(params: BenchParams, facts: HostFacts, progress: ProgressFn | None = None) -> BenchResult:
@@ -110,7 +79,7 @@ def run_bench(params: BenchParams, facts: HostFacts, progress: ProgressFn | None
         )
 
     try:
-        for event in drain(child.events, params.timeout_s, timed_out):
+        for event in child.events(params.timeout_s, timed_out):
             child_cpu = _child_cpu(child.proc.pid, child_cpu)
             _handle(event, events, progress)
         rc = child.proc.wait()
@@ -186,13 +155,8 @@ def _raise_failure(params: BenchParams, events: dict[str, Any], child: _Child, r
     error = events.get("error")
     if rc == EXIT_LOAD_FAILED or (error and error.get("kind") == "load"):
         raise BadInputError(f"{params.model}: llama.cpp cannot load this model: {words}")
-    if rc < 0:
-        name = signal.Signals(-rc).name if -rc in {s.value for s in signal.Signals} else f"signal {-rc}"
-        oom = rc == -getattr(signal, "SIGKILL", 9)
-        hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if oom else ""
-        raise RunError(f"{_what(params, events)}: killed by {name}{hint}; llama.cpp last said: {words}")
-    detail = f": {error['message']}" if error else ""
-    raise RunError(f"{_what(params, events)}: exited with status {rc}{detail}; llama.cpp last said: {words}")
+    detail = f": {error['message']}" if error and rc >= 0 else ""
+    raise RunError(f"{_what(params, events)}: {ended_by(rc)}{detail}; llama.cpp last said: {words}")
 
 
 def _child_cpu(pid: int, last: float) -> float:

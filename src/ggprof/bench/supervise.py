@@ -4,14 +4,19 @@ deadline passes, and killed with everything it started."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import queue
+import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import IO, TypeVar
+
+from ggprof.units import clean, clean_name
 
 T = TypeVar("T")
 
@@ -47,3 +52,92 @@ def drain(q: queue.Queue[T | None], timeout_s: float | None, on_timeout: Callabl
         if item is None:
             return
         yield item
+
+
+MAX_LINE_CHARS = 1 << 20  # a protocol line or a JSONL row is ~1 kB; a longer one is not the program's output
+LOG_TAIL_LINES = 60  # stderr lines kept for the error line of a failed run
+OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")  # llama.cpp's load log, every build since 2023
+# a line that names what went wrong, before a generic one
+_TELLING = re.compile(r"error|failed|abort|assert|invalid|what\(\)", re.IGNORECASE)
+_GENERIC = re.compile(r"failed to load model\s*$", re.IGNORECASE)
+
+
+class Supervised:
+    """A llama.cpp program running under ggprof's rules (ggprof's own child and the user's
+    llama-bench alike): a process group of its own, its stdout lines in a queue (each at most
+    MAX_LINE_CHARS), the tail of its stderr, llama.cpp's "offloaded N/M layers" noted, and on
+    a fault one line naming the signal or status and its most telling last words.
+
+    `stdin`: text written to its standard input, then closed (None: no input). `on_stderr`
+    sees each stderr line first and answers True for one not worth keeping in the tail (a
+    progress line, a repacking notice)."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        stdin: str | None = None,
+        on_stderr: Callable[[str], bool] | None = None,
+        max_line_chars: int = MAX_LINE_CHARS,
+    ) -> None:
+        self.max_line_chars = max_line_chars  # -1: no bound (ggprof's own child, whose rows carry every step)
+        stdin_mode = subprocess.PIPE if stdin is not None else subprocess.DEVNULL
+        self.proc = spawn(argv, stdin=stdin_mode, stderr=subprocess.PIPE)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.log: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
+        self.offloaded: tuple[int, int] | None = None
+        self._on_stderr = on_stderr
+        threading.Thread(target=self._read_stdout, args=(self.proc.stdout,), daemon=True).start()
+        self.log_thread = threading.Thread(target=self._read_stderr, args=(self.proc.stderr,), daemon=True)
+        self.log_thread.start()
+        if stdin is not None:
+            assert self.proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError):  # a program that died at once: its status says why
+                self.proc.stdin.write(stdin)
+                self.proc.stdin.close()
+
+    def _read_stdout(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        while line := stream.readline(self.max_line_chars):
+            self.lines.put(line)
+        stream.close()
+        self.lines.put(None)
+
+    def _read_stderr(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        while line := stream.readline(MAX_LINE_CHARS):
+            line = line.rstrip()
+            if m := OFFLOADED.search(line):
+                self.offloaded = (int(m[1]), int(m[2]))
+            if not line or (self._on_stderr is not None and self._on_stderr(line)):
+                continue
+            self.log.append(clean(line[:500]))
+        stream.close()
+
+    def output(self, timeout_s: float | None, on_timeout: Callable[[], Exception]) -> Iterator[str]:
+        """Its stdout lines until it closes them; `on_timeout()` raised at the deadline."""
+        return drain(self.lines, timeout_s, on_timeout)
+
+    def wait(self) -> int:
+        return self.proc.wait()
+
+    def kill(self) -> None:
+        kill_group(self.proc)
+
+    def last_words(self) -> str:
+        """The most telling line it printed: the one naming what was wrong (an unknown
+        architecture, an assert) before a generic "failed to load" line."""
+        self.log_thread.join(timeout=2)
+        lines = [ln for ln in self.log if ln.strip()]
+        errors = [ln for ln in lines if _TELLING.search(ln)]
+        specific = [ln for ln in errors if not _GENERIC.search(ln)]
+        return clean_name((specific or errors or lines or ["(nothing)"])[-1], 300)
+
+
+def ended_by(rc: int) -> str:
+    """`killed by SIGSEGV` (with the OOM killer's hint for SIGKILL), or `exited with status 3`."""
+    if rc >= 0:
+        return f"exited with status {rc}"
+    name = signal.Signals(-rc).name if -rc in {s.value for s in signal.Signals} else f"signal {-rc}"
+    oom = rc == -getattr(signal, "SIGKILL", 9)
+    return f"killed by {name}" + (" (out of memory? the kernel's OOM killer sends SIGKILL)" if oom else "")

@@ -16,13 +16,23 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ggprof import __version__
-from ggprof.llamacpp import GGML_MAX_N_THREADS, N_BATCH, N_GEN, N_PROMPT, N_UBATCH, REPETITIONS, STOP_TARGET
+from ggprof.llamacpp import (
+    CACHE_TYPE,
+    GGML_MAX_N_THREADS,
+    N_BATCH,
+    N_CTX,
+    N_GEN,
+    N_PROMPT,
+    N_UBATCH,
+    REPETITIONS,
+    STOP_TARGET,
+)
 from ggprof.model.ggml import KV_CACHE_TYPES
 from ggprof.units import MAX_TOKENS, clean_name, warn
 
 if TYPE_CHECKING:
     from ggprof.bench.results import BenchParams
-    from ggprof.engines import Engine
+    from ggprof.engines import Engine, ModelSource
     from ggprof.figures import Figure
     from ggprof.machine.facts import HostFacts
     from ggprof.machine.target import DeviceChoice
@@ -278,7 +288,7 @@ def _tensor_split(text: str) -> tuple[float, ...]:
 def context_tokens(spec: ModelSpec, ctx: int | None, depth: int, prompt: int, gen: int) -> int:
     needed = depth + prompt + gen
     if ctx is None:
-        return max(min(4096, spec.context_length or 4096), needed)
+        return max(min(N_CTX, spec.context_length or N_CTX), needed)
     if depth > ctx:
         raise click.UsageError(f"--depth {depth} is larger than --ctx {ctx}")
     if needed > ctx:
@@ -338,8 +348,8 @@ def bench_options(f: Any) -> Any:
         ),
         click.option("-ub", "--ubatch-size", "n_ubatch", type=POSITIVE_TOKENS, default=N_UBATCH, show_default=True),
         click.option("-b", "--batch-size", "n_batch", type=POSITIVE_TOKENS, default=N_BATCH, show_default=True),
-        click.option("--cache-type-v", "-ctv", type=CACHE_TYPES, default="f16", show_default=True),
-        click.option("--cache-type-k", "-ctk", type=CACHE_TYPES, default="f16", show_default=True),
+        click.option("--cache-type-v", "-ctv", type=CACHE_TYPES, default=CACHE_TYPE, show_default=True),
+        click.option("--cache-type-k", "-ctk", type=CACHE_TYPES, default=CACHE_TYPE, show_default=True),
         click.option(
             "--flash-attn", "-fa", type=click.Choice(["on", "off", "auto"]), default="auto", show_default=True
         ),
@@ -435,43 +445,27 @@ def resolve_model(model: str | None) -> tuple[ModelSpec, Path]:
     return spec, spec.path
 
 
-def server_model(engine: Engine, model: str | None) -> tuple[ModelSpec, Path]:
-    """The model a server serves: MODEL when given (`ollama:NAME` also names the model to ask
-    Ollama for), else its file on this machine (llama-server's model path, Ollama's store, LM
-    Studio's folder), else the header Ollama describes (/api/show verbose)."""
-    from ggprof.engines.server import ServerEngine
+def check_capabilities(engine: Engine, given: dict[str, bool]) -> None:
+    """Each flag given whose measurement the engine cannot make (engines.CAPABILITIES): one
+    usage error, naming the engines that can."""
+    from ggprof.engines import CAPABILITIES
 
-    assert isinstance(engine, ServerEngine)
-    if model is not None:
-        if model.startswith("ollama:"):
-            engine.model_name = model[len("ollama:") :]
-        spec = load_model_arg(model)
-        return spec, spec.path
-    from ggprof.engines.server_api import Client
-    from ggprof.errors import BadInputError
+    for flag, attribute, what in CAPABILITIES:
+        if given.get(flag) and not getattr(engine, attribute, False):
+            able = sorted(n for n, factory in extensions().engines.items() if getattr(factory, attribute, False))
+            raise click.UsageError(
+                f"{flag} measures {what}, which the {engine.name} engine cannot"
+                + (f"; engines that can: {', '.join(able)}" if able else "")
+                + ("; --server [URL] runs the server engine" if "server" in able else "")
+            )
 
-    server = engine.server()
-    reference = engine.model_reference() or server.store_reference
-    if reference is not None:
-        try:
-            spec = load_model_arg(reference)
-            return spec, spec.path
-        except BadInputError:
-            if server.kind != "ollama":
-                raise
-    if server.kind == "ollama":
-        from ggprof.model.remote import header_from_show
-        from ggprof.model.spec import model_from_headers
 
-        answer = Client(server.endpoint, engine.read_timeout_s).get_json(
-            "/api/show", {"model": server.model, "verbose": True}
-        )
-        spec = model_from_headers([header_from_show(server.model, answer)], swa_default=extensions().swa_default)
-        return spec, spec.path
-    raise BadInputError(
-        f"{server.title()} serves {clean_name(server.model, 80)}, whose file is not on this machine: "
-        "give it as MODEL.gguf (a copy of the file, or its header)"
-    )
+def model_source() -> ModelSource:
+    """What an engine resolves a model argument with: as the commands do (None: the default
+    synthetic model), with the plugins' architecture rules."""
+    from ggprof.engines import ModelSource
+
+    return ModelSource(load=lambda text: resolve_model(text)[0], swa_default=extensions().swa_default)
 
 
 def load_model_arg(text: str) -> ModelSpec:

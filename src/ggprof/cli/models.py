@@ -25,7 +25,7 @@ from ggprof.cli.base import (
     rpc_options,
     show,
 )
-from ggprof.llamacpp import N_GEN, N_PROMPT
+from ggprof.llamacpp import CACHE_TYPE, N_CTX, N_GEN, N_PROMPT
 from ggprof.units import warn
 
 if TYPE_CHECKING:
@@ -78,13 +78,13 @@ def plugins(as_json: bool) -> None:
 @click.option(
     "--ctx",
     type=POSITIVE_TOKENS,
-    help="Context to allocate [default: 4096, or the model's, or depth+prompt+gen if larger].",
+    help=f"Context to allocate [default: {N_CTX}, or the model's, or depth+prompt+gen if larger].",
 )
 @click.option(
     "--batch", type=click.IntRange(1, 1 << 20), default=1, show_default=True, help="Sequences decoded together."
 )
-@click.option("--cache-type-k", type=CACHE_TYPES, default="f16", show_default=True)
-@click.option("--cache-type-v", type=CACHE_TYPES, default="f16", show_default=True)
+@click.option("--cache-type-k", type=CACHE_TYPES, default=CACHE_TYPE, show_default=True)
+@click.option("--cache-type-v", type=CACHE_TYPES, default=CACHE_TYPE, show_default=True)
 @click.option("--n-gpu-layers", "-ngl", type=LAYERS, help="Layers offloaded (-1 or more than the model has: all).")
 @rpc_options
 @click.option("--plot", type=click.Path(dir_okay=False), help="Draw the roofline (.png or .svg).")
@@ -134,7 +134,7 @@ def predict(
 
 @cli.command()
 @click.argument("paths", metavar="[PATH]...", nargs=-1)
-@click.option("--ctx", type=POSITIVE_TOKENS, default=4096, show_default=True, help="Context the models must hold.")
+@click.option("--ctx", type=POSITIVE_TOKENS, default=N_CTX, show_default=True, help="Context the models must hold.")
 @device_options
 @click.option("--memory", "memory_gb", type=float, callback=GB, help="Memory of the device (RAM), GB.")
 @click.option("--gpu-memory", "gpu_memory_gb", type=float, callback=GB, help="Memory of the GPU (VRAM), GB.")

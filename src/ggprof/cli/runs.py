@@ -12,6 +12,7 @@ from ggprof.cli.base import (
     TOK_S,
     TOKENS,
     bench_options,
+    check_capabilities,
     check_model_context,
     check_plot,
     cli,
@@ -21,10 +22,10 @@ from ggprof.cli.base import (
     int_list,
     load_model_arg,
     make_bench_params,
+    model_source,
     resolve_engine,
     resolve_model,
     rpc_options,
-    server_model,
     show,
     thread_counts,
 )
@@ -186,6 +187,11 @@ def _ridge_prediction(spec: Any, params: Any) -> Any:
     metavar="N[,N...]",
     help="With --server: also send N requests at once (1,2,4,8): aggregate and per-user tok/s per level.",
 )
+@click.option(
+    "--ignore-load",
+    is_flag=True,
+    help="Run in full even when other processes keep the CPUs busy (a busy machine gets a shorter run).",
+)
 @rpc_options
 @db_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -196,6 +202,7 @@ def profile(
     threads_sweep: bool,
     server: str | None,
     concurrency: str | None,
+    ignore_load: bool,
     plot: str | None,
     db: str | None,
     no_save: bool,
@@ -230,29 +237,31 @@ def profile(
             raise click.UsageError("--server measures the server: leave out --engine")
         kw["engine"] = f"server={server}" if server else "server"
     engine = resolve_engine(kw["engine"])
-    if concurrency is not None and engine.name != "server":
-        raise click.UsageError("--concurrency measures a server: give --server [URL] too")
-    if threads_sweep and engine.name == "server":
-        raise click.UsageError("--threads-sweep runs llama.cpp itself: not with --server")
-    if rpc.active and engine.name == "server":
-        raise click.UsageError("--rpc runs llama.cpp split over rpc-servers: not with --server")
-    if engine.name == "server":
-        engine.describe()  # finds and identifies the server now: a bad URL fails before anything is measured
+    check_capabilities(
+        engine,
+        {
+            "-d": set(int_list(depth, "-d")) != {0},
+            "--rpc": rpc.active,
+            "--threads-sweep": threads_sweep,
+            "--concurrency": bool(concurrency),
+        },
+    )
     if rpc.devices and not rpc.endpoints:
         raise click.UsageError("--rpc-device describes the servers of --rpc HOST:PORT,...: give --rpc too")
-    spec, path = server_model(engine, model) if engine.name == "server" else resolve_model(model)
+    engine.prepare(model)  # a bad engine option (a server's URL) fails before anything is measured
+    spec = engine.resolve_model(model, model_source())
+    path = spec.path
     facts = gather_facts()
     # the run's parameters before anything is measured: a bad -p, -n or -d fails at once
     params = make_bench_params(spec, path, facts, prompt, gen, depth, adaptive=True, **kw)
-    if engine.name == "server" and params.n_depth != (0,):
-        raise click.UsageError("-d measures llama.cpp at a depth: a server's cache cannot be filled to one")
     if concurrency is not None:
         params = replace(params, n_parallel=int_list(concurrency, "--concurrency", low=1, high=256))
     # how busy this machine is, before anything is measured on it (a remote server's is not)
-    on_host = engine.name != "server" or engine.host_cpu_threads(facts) is not None
-    load = sample_load(facts.cpus.affinity if facts.cpus else None) if on_host else None
-    if (busy := busy_note(load)) is not None:
+    load = sample_load(facts.cpus.affinity if facts.cpus else None) if engine.runs_on_this_host() else None
+    if (busy := busy_note(load, shortened=not ignore_load)) is not None:
         warn(busy)
+    if ignore_load:
+        load = None  # named, not acted on
     if not as_json:
         click.echo("measuring the host (or reusing its cached measurement) and running llama.cpp...", err=True)
     host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True, refine=True, facts=facts)
@@ -267,16 +276,12 @@ def profile(
         split = split_members(rpc, servers, ext.profiles, host.cpu)
         params = replace(params, rpc=rpc.endpoints, tensor_split=rpc.tensor_split)
         split = measure_local_devices(spec, params, engine, host.facts, split)
-    if engine.name == "server":
-        from ggprof.engines.server import ServerEngine
-
-        assert isinstance(engine, ServerEngine)
-        engine.gpu_backend = next((d.backend for d in host.devices if d.backend != "cpu"), None)
+    engine.attach(host)
     if (left_out := gpu_left_out(engine, host, choice, params, ext)) is not None:
         warn(left_out)
     params = for_load(params, load)
     sweep_runs = len(sweep_counts(host.facts)) * (len(params.tests()) // max(len(params.n_depth), 1))
-    tests = 1 + len([n for n in params.n_parallel if n > 1]) if engine.name == "server" else len(params.tests())
+    tests = engine.planned_tests(params)
     bar = ProgressBar((tests + (sweep_runs if threads_sweep else 0)) * params.max_reps)
     try:
         report = run_profile(

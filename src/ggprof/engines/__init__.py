@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ggprof.errors import BadInputError
@@ -24,10 +25,32 @@ from ggprof.units import clean_name
 if TYPE_CHECKING:
     from ggprof.bench.results import BenchParams, BenchResult
     from ggprof.machine.facts import HostFacts
-    from ggprof.model.spec import ModelSpec
+    from ggprof.machine.host import HostReport
+    from ggprof.model.spec import ModelSpec, SwaDefault
 
 ProgressFn = Callable[[str, int, int], None]
 DEFAULT_ENGINE = "python"
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """How the CLI turns a model argument into a ModelSpec, handed to an engine that resolves
+    the model a run will use: `load(text)` reads a file, `ollama:NAME` or a store reference
+    (None: the default synthetic model); `swa_default` is the plugins' architecture rules,
+    for a header an engine builds itself."""
+
+    load: Callable[[str | None], ModelSpec]
+    swa_default: SwaDefault | None = None
+
+
+# What `profile` may ask of an engine, by flag: (flag, the Engine attribute that says it can,
+# what the flag measures). The CLI checks each flag given against the engine chosen.
+CAPABILITIES = (
+    ("-d", "can_depth", "decode at a KV depth (a cache filled to N tokens)"),
+    ("--rpc", "can_rpc", "a model split over rpc-servers"),
+    ("--threads-sweep", "can_sweep_threads", "prefill and decode at each thread count"),
+    ("--concurrency", "can_serve_users", "several users at once"),
+)
 
 
 class Engine(ABC):
@@ -36,9 +59,32 @@ class Engine(ABC):
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""  # one line for `ggprof plugins` and the docs
+    # what it can measure (CAPABILITIES: the flags that need each), as llm's models declare can_stream
+    can_depth: ClassVar[bool] = True
+    can_rpc: ClassVar[bool] = True
+    can_sweep_threads: ClassVar[bool] = True
+    can_serve_users: ClassVar[bool] = False
 
     def __init__(self, option: str | None = None) -> None:
         self.option = option
+
+    def prepare(self, model: str | None) -> None:
+        """Before anything is measured: fail now on what a bad option makes wrong (a server is
+        found and identified here), given the model argument the run was asked for."""
+        return None
+
+    def resolve_model(self, model: str | None, source: ModelSource) -> ModelSpec:
+        """The model a run will use: by default the argument given (or the default model);
+        an engine that serves its own (a server) asks it."""
+        return source.load(model)
+
+    def attach(self, host: HostReport) -> None:
+        """The host as it was described, before the run (what a local server needs of it)."""
+        return None
+
+    def planned_tests(self, params: BenchParams) -> int:
+        """How many tests a run of `params` times (for the progress bar)."""
+        return len(params.tests())
 
     def compiled_backends(self) -> tuple[str, ...] | None:
         """The llama.cpp backends this engine's build has (ggprof names: cpu, cuda, metal,
@@ -50,6 +96,11 @@ class Engine(ABC):
         host's CPU alone and with a thread count of its own (a local server's -t); None: the
         run's own -t decides (or only a run can tell where it runs)."""
         return None
+
+    def runs_on_this_host(self) -> bool:
+        """Whether its runs use this machine's CPUs (a server on another machine does not):
+        then this machine's load before a run bears on the figures."""
+        return True
 
     def describe(self) -> str:
         """What runs, in words, for the report's `run:` line."""

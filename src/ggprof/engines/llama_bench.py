@@ -12,21 +12,17 @@ are named in the error. Its output is untrusted: every field is checked and boun
 
 from __future__ import annotations
 
-import collections
 import json
 import math
 import os
-import queue
 import re
 import shutil
-import signal
 import statistics
 import subprocess
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -41,12 +37,12 @@ from ggprof.bench.results import (
     interval,
     stop_key,
 )
-from ggprof.bench.supervise import drain, kill_group, spawn
+from ggprof.bench.supervise import Supervised, ended_by, kill_group, spawn
 from ggprof.engines import Engine, ProgressFn
 from ggprof.errors import BadInputError, RunError
-from ggprof.llamacpp import BACKEND_NAMES, N_BATCH, N_UBATCH, backend_names, test_name
+from ggprof.llamacpp import BACKEND_NAMES, CACHE_TYPE, N_BATCH, N_UBATCH, backend_names, test_name
 from ggprof.machine.load import sample_load
-from ggprof.units import MAX_TOKENS, clean, clean_name
+from ggprof.units import MAX_TOKENS, clean_name
 
 if TYPE_CHECKING:
     from ggprof.bench.results import BenchParams, StopRule
@@ -55,7 +51,6 @@ if TYPE_CHECKING:
 
 ENV_VAR = "LLAMA_BENCH"
 PROGRAM = "llama-bench"
-MAX_LINE_CHARS = 1 << 20  # a JSONL row is ~1 kB; a longer line is not llama-bench output
 MAX_SAMPLES = 10_000
 PROBE_TOKENS, PROBE_REPS = 16, 2  # the thread probe, as the python engine runs it
 # Without -r, llama-bench's first invocation runs each test this many times: another invocation
@@ -65,7 +60,6 @@ PROBE_TOKENS, PROBE_REPS = 16, 2  # the thread probe, as the python engine runs 
 # plausible; a test that is not known by then gets the repetitions its spread says it needs.
 FIRST_REPS = 3
 LIST_DEVICES_TIMEOUT_S = 20.0
-_OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _PROGRESS = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (prompt|generation) run (\d+)/(\d+)")
 _DEVICE = re.compile(r"^\s*([A-Za-z]+)\d*\s*:")  # `  CUDA0: NVIDIA GeForce RTX 4090 (24080 MiB, ...)`
 
@@ -95,7 +89,13 @@ class LlamaBenchEngine(Engine):
         return f"llama.cpp's llama-bench ({clean_name(self.program())})"
 
     def compiled_backends(self) -> tuple[str, ...] | None:
-        """From `llama-bench --list-devices` (each device line names its backend); None if that fails."""
+        """From `llama-bench --list-devices` (each device line names its backend); None if that
+        fails. Asked once per engine: the program does not change during a run."""
+        if not hasattr(self, "_compiled"):
+            self._compiled = self._list_devices()
+        return self._compiled
+
+    def _list_devices(self) -> tuple[str, ...] | None:
         try:
             proc = spawn([str(self.program()), "--list-devices"], stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         except (OSError, BadInputError):
@@ -277,9 +277,9 @@ def _arguments(p: BenchParams, amx: bool) -> list[str]:
         args += ["-b", str(p.n_batch)]
     if p.n_ubatch != N_UBATCH:
         args += ["-ub", str(p.n_ubatch)]
-    if p.type_k != "f16":
+    if p.type_k != CACHE_TYPE:
         args += ["-ctk", p.type_k]
-    if p.type_v != "f16":
+    if p.type_v != CACHE_TYPE:
         args += ["-ctv", p.type_v]
     if p.flash_attn != "auto":
         args += ["-fa", "1" if p.flash_attn == "on" else "0"]
@@ -296,46 +296,30 @@ def _ints(values: tuple[int, ...]) -> str:
     return ",".join(str(v) for v in values)
 
 
-class _Run:
-    """llama-bench running: JSONL rows from stdout, the tail of stderr, progress, supervision."""
+class _Run(Supervised):
+    """llama-bench running: JSONL rows from stdout, progress from stderr, supervised as any
+    llama.cpp program is (bench.supervise)."""
 
     def __init__(
         self, program: Path, args: list[str], params: BenchParams, progress: ProgressFn | None, what: str = "run"
     ) -> None:
         self.params, self.progress, self.what = params, progress, what
         self.tests = params.tests()
-        self.log: collections.deque[str] = collections.deque(maxlen=60)
-        self.offloaded: tuple[int, int] | None = None
-        self.lines: queue.Queue[str | None] = queue.Queue()
         try:
-            self.proc = spawn([str(program), *args], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            super().__init__([str(program), *args], on_stderr=self._progress)
         except OSError as e:
             raise BadInputError(f"{clean_name(program)}: cannot run it ({clean_name(e, 120)})") from None
-        threading.Thread(target=self._read_stdout, args=(self.proc.stdout,), daemon=True).start()
-        self.log_thread = threading.Thread(target=self._read_stderr, args=(self.proc.stderr,), daemon=True)
-        self.log_thread.start()
 
-    def _read_stdout(self, stream: IO[str] | None) -> None:
-        assert stream is not None
-        while line := stream.readline(MAX_LINE_CHARS):
-            self.lines.put(line)
-        stream.close()
-        self.lines.put(None)
-
-    def _read_stderr(self, stream: IO[str] | None) -> None:
-        assert stream is not None
-        while line := stream.readline(MAX_LINE_CHARS):
-            line = line.rstrip()
-            if not line:
-                continue
-            self.log.append(clean(line[:500]))
-            if m := _OFFLOADED.search(line):
-                self.offloaded = (int(m[1]), int(m[2]))
-            elif self.progress and (m := _PROGRESS.search(line)):
-                index = int(m[1]) - 1
-                name = str(self.tests[index]["name"]) if index < len(self.tests) else "llama-bench"
-                self.progress(name, int(m[4]), int(m[5]))
-        stream.close()
+    def _progress(self, line: str) -> bool:
+        """llama-bench's `benchmark 1/2: prompt run 3/5` lines drive the bar (and stay out of the tail)."""
+        m = _PROGRESS.search(line)
+        if m is None:
+            return False
+        if self.progress:
+            index = int(m[1]) - 1
+            name = str(self.tests[index]["name"]) if index < len(self.tests) else "llama-bench"
+            self.progress(name, int(m[4]), int(m[5]))
+        return True
 
     def rows(self) -> list[dict[str, Any]]:
         """Every row, validated; RunError/BadInputError naming the rows finished before a fault."""
@@ -349,13 +333,13 @@ class _Run:
             )
 
         try:
-            for line in drain(self.lines, timeout, timed_out):
+            for line in self.output(timeout, timed_out):
                 if line.strip():
                     rows.append(self._row(line, len(rows) + 1, rows))
             rc = self.proc.wait()
         finally:
             if self.proc.poll() is None:
-                self._kill()
+                self.kill()
         if rc != 0:
             self._fail(rc, rows)
         if not rows:
@@ -369,7 +353,7 @@ class _Run:
             row = None
         problem = _row_problem(row)
         if problem:
-            self._kill()
+            self.kill()
             raise RunError(
                 f"{self._doing(rows)}: llama-bench's output line {index} is not a result row ({problem}): "
                 f"{clean_name(line.strip(), 80)}{_kept(rows)}"
@@ -383,11 +367,7 @@ class _Run:
             raise BadInputError(f"{clean_name(self.params.model)}: llama-bench cannot load this model: {words}")
         if re.search(r"error: invalid parameter|unknown argument", words, re.IGNORECASE):
             raise BadInputError(f"llama-bench refused a flag (an older build?): {words}")
-        if rc < 0:
-            sig = -rc
-            name = signal.Signals(sig).name if sig in {s.value for s in signal.Signals} else f"signal {sig}"
-            raise RunError(f"{self._doing(rows)}: killed by {name}; llama-bench last said: {words}{_kept(rows)}")
-        raise RunError(f"{self._doing(rows)}: exited with status {rc}; llama-bench last said: {words}{_kept(rows)}")
+        raise RunError(f"{self._doing(rows)}: {ended_by(rc)}; llama-bench last said: {words}{_kept(rows)}")
 
     def _doing(self, rows: list[dict[str, Any]]) -> str:
         current = self.tests[len(rows)]["name"] if len(rows) < len(self.tests) else "finishing"
@@ -396,15 +376,6 @@ class _Run:
             f"llama-bench {self.what} of {clean_name(p.model.name)} ({current}, threads {p.n_threads}, "
             f"ngl {p.n_gpu_layers})"
         )
-
-    def _kill(self) -> None:
-        kill_group(self.proc)
-
-    def last_words(self) -> str:
-        self.log_thread.join(timeout=2)
-        lines = [ln for ln in self.log if not _PROGRESS.search(ln)]
-        errors = [ln for ln in lines if re.search(r"error|failed|abort|assert|invalid|what\(\)", ln, re.IGNORECASE)]
-        return clean_name((errors or lines or ["(nothing)"])[-1], 300)
 
 
 def _kept(rows: list[dict[str, Any]]) -> str:

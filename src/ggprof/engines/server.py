@@ -32,7 +32,7 @@ import psutil
 
 from ggprof.bench.context import UNKNOWN_PLACEMENT, RunContext
 from ggprof.bench.results import PROBE_NOT_NEEDED, BenchParams, BenchResult, BenchRow, ModelInfo, ThreadProbe, stop_key
-from ggprof.engines import Engine, ProgressFn
+from ggprof.engines import Engine, ModelSource, ProgressFn
 from ggprof.engines.server_api import (
     Client,
     Endpoint,
@@ -51,6 +51,7 @@ from ggprof.units import clean_name, sig3
 
 if TYPE_CHECKING:
     from ggprof.machine.facts import HostFacts
+    from ggprof.machine.host import HostReport
     from ggprof.model.spec import ModelSpec
 
 # (port, kind) where each server listens by default, in the order they are tried
@@ -141,6 +142,10 @@ class Sample:
 class ServerEngine(Engine):
     name = "server"
     summary = "a running llama-server, Ollama or LM Studio: server[=URL] (without a URL: the usual local ports)"
+    can_depth = False  # a server's cache cannot be filled to a depth
+    can_rpc = False  # a server is split (or not) as it was started
+    can_sweep_threads = False  # a server decodes at its own -t
+    can_serve_users = True
 
     def __init__(self, option: str | None = None) -> None:
         super().__init__(option)
@@ -165,6 +170,47 @@ class ServerEngine(Engine):
         """The model file the server serves, as a path (None: not on this machine)."""
         f = self.server().model_file
         return str(f) if f is not None else None
+
+    def prepare(self, model: str | None) -> None:
+        """Find and identify the server now (a bad URL fails before anything is measured);
+        `ollama:NAME` also names the model to ask Ollama for."""
+        if model is not None and model.startswith("ollama:"):
+            self.model_name = model[len("ollama:") :]
+        self.server()
+
+    def resolve_model(self, model: str | None, source: ModelSource) -> ModelSpec:
+        """The model the server serves: MODEL when given, else its file on this machine
+        (llama-server's model path, Ollama's store, LM Studio's folder), else the header
+        Ollama describes (/api/show verbose)."""
+        if model is not None:
+            return source.load(model)
+        server = self.server()
+        reference = self.model_reference() or server.store_reference
+        if reference is not None:
+            try:
+                return source.load(reference)
+            except BadInputError:
+                if server.kind != "ollama":
+                    raise
+        if server.kind != "ollama":
+            raise BadInputError(
+                f"{server.title()} serves {clean_name(server.model, 80)}, whose file is not on this machine: "
+                "give it as MODEL.gguf (a copy of the file, or its header)"
+            )
+        from ggprof.model.remote import header_from_show
+        from ggprof.model.spec import model_from_headers
+
+        answer = Client(server.endpoint, self.read_timeout_s).get_json(
+            "/api/show", {"model": server.model, "verbose": True}
+        )
+        return model_from_headers([header_from_show(server.model, answer)], swa_default=source.swa_default)
+
+    def attach(self, host: HostReport) -> None:
+        """A local server that runs on "the GPU" runs on this host's first GPU's backend."""
+        self.gpu_backend = next((d.backend for d in host.devices if d.backend != "cpu"), None)
+
+    def planned_tests(self, params: BenchParams) -> int:
+        return 1 + len([n for n in params.n_parallel if n > 1])
 
     # -- measuring -------------------------------------------------------------------------------
     def run(
@@ -287,6 +333,9 @@ class ServerEngine(Engine):
             elapsed_s=time.monotonic() - wall0,
             notes=tuple(n for n in notes if n),
         )
+
+    def runs_on_this_host(self) -> bool:
+        return self.server().endpoint.is_local
 
     def host_cpu_threads(self, facts: HostFacts) -> int | None:
         """A server on this machine whose process mapped no GPU library: its -t (llama.cpp's

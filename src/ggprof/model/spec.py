@@ -19,15 +19,20 @@ from pathlib import Path
 from typing import Any
 
 from ggprof.errors import GGUFError
+from ggprof.llamacpp import CACHE_TYPE
 from ggprof.model.ggml import FILE_TYPES, GGMLType, ValueType, kv_cache_type
 from ggprof.model.gguf import ArrayValue, GGUFHeader, TensorInfo, read_model_files
 
 UINTS = (ValueType.UINT8, ValueType.UINT16, ValueType.UINT32, ValueType.UINT64)
 INTS = (*UINTS, ValueType.INT8, ValueType.INT16, ValueType.INT32, ValueType.INT64)
-# Embedding-like tensors a decode step reads one row of (a lookup, not a matmul).
+# Embedding-like tensors a decode step reads one row of (a lookup, not a matmul); a tied
+# token_embd is the LM head too, read whole (ModelSpec.is_lookup).
 ROW_LOOKUP_TENSORS = frozenset(
     {"token_embd.weight", "per_layer_token_embd.weight", "position_embd.weight", "token_types.weight"}
 )
+# llama.cpp's output layer: the tensors of no block that go with the last layers (llama.cpp places
+# the last layers first, then the output layer, on the GPU or the last device of a split).
+OUTPUT_LAYER_TENSORS = frozenset({"output.weight", "output_norm.weight", "output_norm.bias", "output.bias"})
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 
 
@@ -128,11 +133,18 @@ class ModelSpec:
         return sum(t.n_bytes for t in self.tensors if t.layer is None or t.layer >= self.n_layers)
 
     # -- what one decode step reads ----------------------------------------------------------
+    def is_lookup(self, t: TensorSpec) -> bool:
+        """A tensor a decode step reads one row of: an embedding table, unless it is the tied
+        token_embd (the LM head too, read whole). The one home of this rule."""
+        return t.name in ROW_LOOKUP_TENSORS and not (t.name == "token_embd.weight" and self.tied_embeddings)
+
+    def is_tied_head(self, t: TensorSpec) -> bool:
+        """The tied token_embd: no output.weight, the LM head reads all of it."""
+        return t.name == "token_embd.weight" and self.tied_embeddings
+
     def decode_share(self, t: TensorSpec) -> Fraction:
         """The fraction of a tensor one decode step reads."""
-        if t.name in ROW_LOOKUP_TENSORS:
-            if t.name == "token_embd.weight" and self.tied_embeddings:
-                return Fraction(1)
+        if self.is_lookup(t):
             return Fraction(1, t.n_elements // t.shape[0])
         if "_exps." in t.name and self.n_experts:
             return Fraction(self.n_experts_used, self.n_experts)
@@ -148,7 +160,7 @@ class ModelSpec:
         """Parameters one token multiplies through: lookups excluded, experts at their active share."""
         total = Fraction(0)
         for t in self.tensors:
-            if t.name in ROW_LOOKUP_TENSORS and not (t.name == "token_embd.weight" and self.tied_embeddings):
+            if self.is_lookup(t):
                 continue
             total += t.n_elements * self.decode_share(t)
         return int(total)
@@ -177,15 +189,17 @@ class ModelSpec:
         return rules
 
     # -- KV cache ----------------------------------------------------------------------------
-    def kv_layer_bytes_per_token(self, cache_type_k: str = "f16", cache_type_v: str = "f16") -> list[int]:
+    def kv_layer_bytes_per_token(self, cache_type_k: str = CACHE_TYPE, cache_type_v: str = CACHE_TYPE) -> list[int]:
         tk, tv = kv_cache_type(cache_type_k), kv_cache_type(cache_type_v)
         return [_nbytes(tk, h * self.head_dim_k) + _nbytes(tv, h * self.head_dim_v) for h in self.n_kv_heads_per_layer]
 
-    def kv_bytes_per_token(self, cache_type_k: str = "f16", cache_type_v: str = "f16") -> int:
+    def kv_bytes_per_token(self, cache_type_k: str = CACHE_TYPE, cache_type_v: str = CACHE_TYPE) -> int:
         """KV cache bytes one token adds (all layers, K and V)."""
         return sum(self.kv_layer_bytes_per_token(cache_type_k, cache_type_v))
 
-    def kv_layer_bytes_at(self, depth: int, cache_type_k: str = "f16", cache_type_v: str = "f16") -> list[int]:
+    def kv_layer_bytes_at(
+        self, depth: int, cache_type_k: str = CACHE_TYPE, cache_type_v: str = CACHE_TYPE
+    ) -> list[int]:
         """KV bytes each layer holds at `depth` tokens (a sliding-window layer at most its window)."""
         per_layer = self.kv_layer_bytes_per_token(cache_type_k, cache_type_v)
         window = self.sliding_window
@@ -194,7 +208,7 @@ class ModelSpec:
             for per_token, swa in zip(per_layer, self.swa_layers, strict=True)
         ]
 
-    def kv_bytes_at(self, depth: int, cache_type_k: str = "f16", cache_type_v: str = "f16") -> int:
+    def kv_bytes_at(self, depth: int, cache_type_k: str = CACHE_TYPE, cache_type_v: str = CACHE_TYPE) -> int:
         """KV cache bytes held (and read by one decode step) at `depth` tokens of context."""
         return sum(self.kv_layer_bytes_at(depth, cache_type_k, cache_type_v))
 

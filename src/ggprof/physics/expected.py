@@ -33,7 +33,7 @@ from typing import Any
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
 from ggprof.machine.device import EfficiencyBand
-from ggprof.model.spec import ROW_LOOKUP_TENSORS, ModelSpec
+from ggprof.model.spec import ModelSpec
 
 # Weight families: types read by the same kind of kernel (ggml's type names).
 FAMILIES = {
@@ -108,7 +108,7 @@ def decode_bytes_by_family(spec: ModelSpec) -> dict[str, float]:
     """The weight bytes one decode step reads, by weight family (the rules of ModelSpec)."""
     out: dict[str, float] = {}
     for t in spec.tensors:
-        if t.name in ROW_LOOKUP_TENSORS and not (t.name == "token_embd.weight" and spec.tied_embeddings):
+        if spec.is_lookup(t):
             continue  # one row of the input embedding: noise
         f = family(t.ggml_type.name)
         out[f] = out.get(f, 0.0) + float(t.n_bytes * spec.decode_share(t))

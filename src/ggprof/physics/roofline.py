@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ggprof.errors import BadInputError, NoBandwidthError
-from ggprof.llamacpp import N_BATCH, N_GEN, N_PROMPT, N_UBATCH
+from ggprof.llamacpp import CACHE_TYPE, N_BATCH, N_CTX, N_GEN, N_PROMPT, N_UBATCH
 from ggprof.machine.device import Device, EfficiencyBand, ExpectedSpeed
-from ggprof.model.spec import ROW_LOOKUP_TENSORS, ModelSpec
+from ggprof.model.spec import OUTPUT_LAYER_TENSORS, ModelSpec
 
 if TYPE_CHECKING:
     from ggprof.physics.rpc import Split
@@ -24,7 +24,6 @@ DEPTH_TABLE = (0, 4096, 16384, 32768)
 DEFAULT_N_BATCH = N_BATCH  # the logical batch: logits once per batch
 DEFAULT_N_UBATCH = N_UBATCH
 GPU_RESERVE_FRACTION = 0.05  # driver, context and fragmentation headroom on a GPU
-OUTPUT_LAYER_TENSORS = frozenset({"output.weight", "output_norm.weight", "output_norm.bias", "output.bias"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,10 +33,10 @@ class PredictInputs:
     depth: int = 0
     prompt: int = N_PROMPT
     gen: int = N_GEN
-    ctx: int = 4096
+    ctx: int = N_CTX
     batch: int = 1
-    cache_type_k: str = "f16"
-    cache_type_v: str = "f16"
+    cache_type_k: str = CACHE_TYPE
+    cache_type_v: str = CACHE_TYPE
     n_gpu_layers: int | None = None  # None: all on the device (llama.cpp's default); 0: CPU only
     n_batch: int = DEFAULT_N_BATCH  # logical batch: the LM head runs once per batch of a prompt
     n_ubatch: int = DEFAULT_N_UBATCH  # physical batch: weights are read once per ubatch
@@ -198,11 +197,11 @@ def placement(spec: ModelSpec, n_gpu_layers: int | None, has_gpu: bool) -> Place
     for t in spec.tensors:
         gpu = (t.layer in on_gpu) if t.layer is not None else (output_on_gpu and t.name in OUTPUT_LAYER_TENSORS)
         decode = int(t.n_bytes * spec.decode_share(t))
-        lookup = t.name in ROW_LOOKUP_TENSORS and not (spec.tied_embeddings and t.name == "token_embd.weight")
+        lookup = spec.is_lookup(t)
         if lookup and has_gpu:  # llama.cpp keeps the input embedding on the CPU; one row is noise
             cw, gd = cw + t.n_bytes, gd + decode
             continue
-        if spec.tied_embeddings and t.name == "token_embd.weight" and output_on_gpu:
+        if spec.is_tied_head(t) and output_on_gpu:
             # llama.cpp duplicates a tied embedding as the output tensor on the output's device
             gw, gd, cw = gw + t.n_bytes, gd + decode, cw + t.n_bytes
             continue

@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ggprof.figures import Figure
+from ggprof.llamacpp import CACHE_TYPE
 from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.machine.links import Link
-from ggprof.model.spec import ROW_LOOKUP_TENSORS, ModelSpec
-from ggprof.physics.roofline import OUTPUT_LAYER_TENSORS
+from ggprof.model.spec import OUTPUT_LAYER_TENSORS, ModelSpec
 
 NEGLIGIBLE_BYTES = 1 << 20  # a device reading less a token (the main host's embedding row) needs no bandwidth
 HOP_COMMAND_BYTES = 64  # the command, sizes and tensor descriptors of one set/recompute/get
@@ -165,15 +165,13 @@ def member_bytes(
             m = per_layer[t.layer]
         elif t.name in OUTPUT_LAYER_TENSORS:
             m = output
-        elif t.name == "token_embd.weight" and spec.tied_embeddings:
+        elif spec.is_tied_head(t):
             # the input lookup stays on the host; llama.cpp copies a tied table to the output's device
             held[0] += t.n_bytes
             held[output] += t.n_bytes if output else 0
             read[output] += decode
             continue
-        elif t.name in ROW_LOOKUP_TENSORS:
-            m = 0
-        else:
+        else:  # the input lookups (and any other tensor of no layer) stay on the main host
             m = 0
         held[m] += t.n_bytes
         read[m] += decode
@@ -204,8 +202,8 @@ def chain_time(
     depth: int = 0,
     tokens: int = 1,
     outputs: int = 1,
-    cache_type_k: str = "f16",
-    cache_type_v: str = "f16",
+    cache_type_k: str = CACHE_TYPE,
+    cache_type_v: str = CACHE_TYPE,
 ) -> ChainTime:
     """The floor of one step of `tokens` tokens at `depth` (decode: 1 token, 1 output)."""
     held, read = member_bytes(spec, per_layer, output, len(members))
@@ -382,7 +380,7 @@ def params_shares(spec: ModelSpec, per_layer: tuple[int, ...], output: int, n: i
     for t in spec.tensors:
         if t.layer is not None:
             params[per_layer[t.layer]] += t.n_elements
-        elif t.name in OUTPUT_LAYER_TENSORS or (t.name == "token_embd.weight" and spec.tied_embeddings):
+        elif t.name in OUTPUT_LAYER_TENSORS or spec.is_tied_head(t):
             params[output] += t.n_elements
     total = sum(params) or 1
     return [p / total for p in params]
@@ -450,8 +448,8 @@ def plan_split(
     prompt: int = 0,
     n_ubatch: int = 512,
     prefill_flops: float = 0.0,
-    cache_type_k: str = "f16",
-    cache_type_v: str = "f16",
+    cache_type_k: str = CACHE_TYPE,
+    cache_type_v: str = CACHE_TYPE,
 ) -> Split:
     per_layer, output = split_of(spec, members, n_gpu_layers, tensor_split)
     decode = chain_time(

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ggprof.errors import BadInputError
+from ggprof.llamacpp import CACHE_TYPE
 from ggprof.machine.device import Device
 from ggprof.machine.links import Link
 from ggprof.model.spec import ModelSpec
@@ -37,8 +38,8 @@ class PlanInputs:
     tpot_slo_ms: float
     ttft_slo_ms: float | None = None
     ctx: int | None = None  # context each sequence holds (default prompt + gen)
-    cache_type_k: str = "f16"
-    cache_type_v: str = "f16"
+    cache_type_k: str = CACHE_TYPE
+    cache_type_v: str = CACHE_TYPE
 
     @property
     def context(self) -> int:

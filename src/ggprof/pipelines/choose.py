@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ggprof.errors import BadInputError, GGProfError, NoBandwidthError
-from ggprof.llamacpp import N_PROMPT
+from ggprof.llamacpp import N_CTX, N_PROMPT
 from ggprof.machine.target import Target
 from ggprof.model.ggml import GGML_TYPES_BY_NAME
 from ggprof.model.gguf import GGUFHeader, read_model_files
@@ -34,7 +34,7 @@ TTFT_PROMPT = N_PROMPT  # llama-bench's prompt: the TTFT a fit row shows
 
 @dataclass(frozen=True, kw_only=True)
 class ChooseOptions:
-    ctx: int = 4096
+    ctx: int = N_CTX
     min_tok_s: float = 10.0
     remote: tuple[Member, ...] = ()  # machines a model that does not fit may be split over (RPC)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass, replace
+from types import EllipsisType
 
 from ggprof.bench import roofs
 from ggprof.bench.context import UNKNOWN_PLACEMENT, RunContext
@@ -54,13 +55,19 @@ BUSY_SHARE = 0.25
 BUSY_MAX_REPS = 3
 
 
-def busy_note(load: Load | None) -> str | None:
-    """The one line said before a run on a busy machine (None: quiet enough)."""
+def busy_note(load: Load | None, shortened: bool = True) -> str | None:
+    """The one line said before a run on a busy machine (None: quiet enough); `shortened`:
+    whether the run is kept short for it (not with --ignore-load)."""
     if load is None or load.share <= BUSY_SHARE:
         return None
+    what = (
+        f"the run is kept short (at most {BUSY_MAX_REPS} repetitions a test; --ignore-load runs it in full)"
+        if shortened
+        else "the run is not shortened (--ignore-load)"
+    )
     return (
-        f"the machine is busy: {load.describe()}; llama.cpp's threads will wait for them, so tok/s will read "
-        f"low and vary, and the run is kept short (at most {BUSY_MAX_REPS} repetitions a test)"
+        f"the machine is busy: {load.describe()}; llama.cpp's threads will wait for them, so tok/s will "
+        f"read low and vary, and {what}"
     )
 
 
@@ -101,7 +108,7 @@ def run_profile(
     # compute) nor where one GPU holds every layer (threads only feed it)
     on_gpu = planned not in (None, "cpu")
     params = replace(params, probe_threads=None if params.rpc or on_gpu else probe_threads(params.n_threads))
-    if params.stop is not None and (clear := clear_ranges(spec, params, host, choice, engine, ext)):
+    if params.stop is not None and (clear := clear_ranges(spec, params, host, choice, engine, ext, planned)):
         # verdict-aware stopping on the device known before the run; on the CPU a warm-up that
         # reads every weight without a whole prompt's time (GPUs keep llama-bench's full-size one)
         stop = replace(params.stop, clear=clear, clear_backend=planned or "cpu")
@@ -148,7 +155,13 @@ def keep_roofs(spec: ModelSpec, result: BenchResult, host: HostReport) -> None:
 
 
 def clear_ranges(
-    spec: ModelSpec, params: BenchParams, host: HostReport, choice: DeviceChoice, engine: Engine, ext: Extensions
+    spec: ModelSpec,
+    params: BenchParams,
+    host: HostReport,
+    choice: DeviceChoice,
+    engine: Engine,
+    ext: Extensions,
+    planned: str | EllipsisType | None = ...,
 ) -> tuple[tuple[str, float, float, float], ...]:
     """Where each test's verdict is plausible whatever the run's noise, from the prediction
     made before the run: decode above the low end of the expected band and below the
@@ -158,8 +171,9 @@ def clear_ranges(
     the decode, can only lower the band's low end (to a compute roof): each decode range
     carries that roof per probe tok/s, for the engine to apply once its probe has run. Only
     where the device is known before the run (`planned_backend`), and on a GPU only where
-    the prediction has the model and its cache fit in the GPU's memory."""
-    backend = planned_backend(spec, params, host, choice, engine)
+    the prediction has the model and its cache fit in the GPU's memory. `planned`: the
+    backend planned_backend named for the run, where the caller has asked it already."""
+    backend = planned_backend(spec, params, host, choice, engine) if isinstance(planned, EllipsisType) else planned
     if backend is None:
         return ()
     if backend == "cpu" and (threads := engine.host_cpu_threads(host.facts)) is not None:

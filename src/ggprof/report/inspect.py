@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ggprof.llamacpp import CACHE_TYPE
 from ggprof.model.spec import ModelSpec
 from ggprof.units import clean, fmt_bytes, fmt_count
 
@@ -42,7 +43,7 @@ def inspect_dict(spec: ModelSpec) -> dict[str, Any]:
         "non_layer_bytes": spec.non_layer_bytes,
         "decode_bytes_per_token": spec.decode_bytes_per_token,
         "kv_bytes_per_token": spec.kv_bytes_per_token(),
-        "kv_cache_type": "f16",
+        "kv_cache_type": CACHE_TYPE,
         "active_params": spec.active_params,
         "decode_rules": spec.decode_rules(),
     }
