@@ -25,7 +25,7 @@ from ggprof.model.synth import ensure_model
 
 def run(model: Path, warmup: int | None, reps: int, threads: int) -> list[float]:
     req = BenchParams(model=model, n_threads=threads, n_gen=(0,), reps=reps, repack="off", warmup_prompt=warmup)
-    out = subprocess.run([sys.executable, "-m", "ggprof.bench.child"], input=json.dumps(req.request()),
+    out = subprocess.run([sys.executable, "-m", "ggprof.engines.python.child"], input=json.dumps(req.request()),
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     row = next(json.loads(line) for line in out.splitlines() if '"event": "row"' in line)
     return [ns / 1e9 for ns in row["samples_ns"]]

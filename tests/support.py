@@ -143,7 +143,7 @@ def llama_child(proc: subprocess.Popen[str], timeout_s: float = 60) -> psutil.Pr
     while time.monotonic() < deadline:
         for kid in psutil.Process(proc.pid).children():
             try:  # a short-lived helper can be a zombie (or gone) by the time it is asked
-                if "ggprof.bench.child" in " ".join(kid.cmdline()) and kid.cpu_times().user > 0.5:
+                if "ggprof.engines.python.child" in " ".join(kid.cmdline()) and kid.cpu_times().user > 0.5:
                     return kid
             except psutil.Error:
                 continue

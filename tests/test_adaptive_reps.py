@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ggprof.bench.results import StopRule
+from ggprof.bench.stopping import StopRule
 from ggprof.stats import mean_ci95
 
 
@@ -60,13 +60,13 @@ def test_a_test_whose_interval_lies_where_the_verdict_is_plausible_stops() -> No
     """100 and 104 tok/s: sd 2.83, t(1) = 12.706: 102 +- 25.4 (76.6-127.4), far from the 3%
     target; inside a plausible range of 10-1,000 tok/s the verdict cannot change: stop. With
     the range's low end at 90 the interval reaches across it: go on."""
-    steady = StopRule(target=0.03, clear=(("pp@0", 10.0, 1000.0, 0.0),))
+    steady = StopRule(target=0.03, ranges=(("pp@0", 10.0, 1000.0, 0.0),))
     reason = steady.reason([100.0, 104.0], key="pp@0")
     assert reason == (
         "stopped after 2: 102 +- 25.4 tok/s (95% CI, 24.9%), wholly where the verdict is plausible (10.0-1,000 tok/s)"
     )
     assert steady.reason([100.0, 104.0], key="tg@0") is None  # no range for that test
-    edge = StopRule(target=0.03, clear=(("pp@0", 90.0, 1000.0, 0.0),))
+    edge = StopRule(target=0.03, ranges=(("pp@0", 90.0, 1000.0, 0.0),))
     assert edge.reason([100.0, 104.0], key="pp@0") is None
     # repetitions 30 apart (CV 25%): RUN_TOO_NOISY territory, not a settled verdict
     assert steady.reason([100.0, 140.0], key="pp@0") is None
@@ -99,15 +99,16 @@ def test_the_plausible_ranges_come_from_the_prediction_before_the_run(gemma_path
     from ggprof.figures import Figure
     from ggprof.machine.target import DeviceChoice
     from ggprof.model.spec import load_model
-    from ggprof.pipelines.profile import clear_ranges
+    from ggprof.pipelines.profile import plausible_ranges
 
     spec = load_model(gemma_path)
     host = host_pinned_at(ext, 90e9)
     params = BenchParams(model=gemma_path, n_gpu_layers=0, n_depth=(0,))
     given = DeviceChoice(bandwidth=Figure(90e9, "user", "--bandwidth 90"))
-    assert clear_ranges(spec, params, host, given, PythonEngine(), ext) == ()  # only this host's own device
+    assert plausible_ranges(spec, params, host, given, PythonEngine(), ext) == ()  # only this host's own device
     ranges = {
-        k: (lo, hi, roof) for k, lo, hi, roof in clear_ranges(spec, params, host, DeviceChoice(), PythonEngine(), ext)
+        k: (lo, hi, roof)
+        for k, lo, hi, roof in plausible_ranges(spec, params, host, DeviceChoice(), PythonEngine(), ext)
     }
     ceiling = 90e9 / spec.decode_bytes_per_token
     low, high, roof = ranges["tg@0"]
@@ -117,7 +118,7 @@ def test_the_plausible_ranges_come_from_the_prediction_before_the_run(gemma_path
     # 2 threads, probed at 1: the cpu plugin's compute roof is the probe x 2 threads x its
     # calibrated parallel efficiency, 60% at the low end (docs/calibration.md), less 5%
     probed = replace(params, n_threads=2, probe_threads=1)
-    (tg,) = [c for c in clear_ranges(spec, probed, host, DeviceChoice(), PythonEngine(), ext) if c[0] == "tg@0"]
+    (tg,) = [c for c in plausible_ranges(spec, probed, host, DeviceChoice(), PythonEngine(), ext) if c[0] == "tg@0"]
     assert tg[3] == pytest.approx(2 * 0.60 * 0.95, rel=1e-9)
 
 
@@ -129,10 +130,10 @@ def test_a_local_cpu_server_gets_the_ranges_at_its_own_threads(gemma_path: Path,
 
     from ggprof.bench.results import BenchParams
     from ggprof.engines.server import Placement, Server, ServerEngine
-    from ggprof.engines.server_api import Endpoint
+    from ggprof.engines.server.client import Endpoint
     from ggprof.machine.target import DeviceChoice
     from ggprof.model.spec import load_model
-    from ggprof.pipelines.profile import clear_ranges
+    from ggprof.pipelines.profile import plausible_ranges
 
     spec = load_model(gemma_path)
     host = host_pinned_at(ext, 20e9)
@@ -148,26 +149,26 @@ def test_a_local_cpu_server_gets_the_ranges_at_its_own_threads(gemma_path: Path,
 
     local = engine("http://127.0.0.1:8080", "cpu")
     assert local.host_cpu_threads(host.facts) == 4
-    (tg,) = [c for c in clear_ranges(spec, params, host, DeviceChoice(), local, ext) if c[0] == "tg@0"]
+    (tg,) = [c for c in plausible_ranges(spec, params, host, DeviceChoice(), local, ext) if c[0] == "tg@0"]
     assert 0 < tg[1] < tg[2] and tg[3] == pytest.approx(2 * 0.60 * 0.95, rel=1e-9)
-    assert clear_ranges(spec, params, host, DeviceChoice(), engine("http://127.0.0.1:8080", "gpu"), ext) == ()
-    assert clear_ranges(spec, params, host, DeviceChoice(), engine("http://192.0.2.7:8080", "cpu"), ext) == ()
+    assert plausible_ranges(spec, params, host, DeviceChoice(), engine("http://127.0.0.1:8080", "gpu"), ext) == ()
+    assert plausible_ranges(spec, params, host, DeviceChoice(), engine("http://192.0.2.7:8080", "cpu"), ext) == ()
 
 
 def test_a_server_stream_gives_token_times_only_one_token_an_event() -> None:
     """Per-token times from a stream count as samples where each event carried one token."""
-    from ggprof.engines.server import Sample, _token_steps_ns
+    from ggprof.engines.server.requests import Sample, token_steps_ns
 
     one_each = Sample(start_ns=0, token_ns=[10, 30, 50], n_tokens=3, server=None)
     bunched = Sample(start_ns=0, token_ns=[10, 90], n_tokens=8, server=None)
-    assert _token_steps_ns([one_each, bunched]) == [20, 20]
+    assert token_steps_ns([one_each, bunched]) == [20, 20]
 
 
 def test_one_repetition_settles_a_result_far_inside_its_verdict() -> None:
     """Plausible from 10 to 1,000 tok/s: 100 lies 10x above the low end and 10x below the high
     one, more than the 2x margin: one repetition settles it. 600 is within 2x of 1,000 and 15
     within 2x of 10: they need the interval of several. Without a range, one never does."""
-    rule = StopRule(target=0.03, clear=(("pp@0", 10.0, 1000.0, 0.0),))
+    rule = StopRule(target=0.03, ranges=(("pp@0", 10.0, 1000.0, 0.0),))
     assert rule.reason([100.0], key="pp@0") == (
         "stopped after 1: 100 tok/s lies over 2x inside the range where its verdict is plausible "
         "(10.0-1,000 tok/s); repetitions differ far less"
@@ -179,9 +180,9 @@ def test_one_repetition_settles_a_result_far_inside_its_verdict() -> None:
 
 
 def test_the_margin_reaches_the_child() -> None:
-    from ggprof.bench.results import stop_rule
+    from ggprof.bench.stopping import stop_rule
 
-    sent = StopRule(target=0.03, clear=(("pp@0", 10.0, 1000.0, 0.0),), single_margin=3.0)
+    sent = StopRule(target=0.03, ranges=(("pp@0", 10.0, 1000.0, 0.0),), single_margin=3.0)
     assert stop_rule(sent.request()) == sent
     got = stop_rule(sent.request())
     assert got is not None
@@ -193,7 +194,7 @@ def test_a_decode_probe_lowers_the_low_end_to_its_compute_roof() -> None:
     """Plausible from 30 tok/s before the run; the probe, at 20 tok/s with a roof of 1.14 per
     probe tok/s, puts the compute roof's low end at 22.8. Repetitions 34.5 and 35.5: sd
     0.707, t(1) = 12.706: 35 +- 6.35 (28.65-41.35), across 30 but inside 22.8-90."""
-    rule = StopRule(target=0.03, clear=(("tg@0", 30.0, 90.0, 1.14),))
+    rule = StopRule(target=0.03, ranges=(("tg@0", 30.0, 90.0, 1.14),))
     assert rule.reason([34.5, 35.5], key="tg@0") is None
     assert rule.reason([34.5, 35.5], key="tg@0", probe_tok_s=20.0) == (
         "stopped after 2: 35.0 +- 6.35 tok/s (95% CI, 18.2%), wholly where the verdict is plausible (22.8-90.0 tok/s)"
@@ -275,7 +276,7 @@ def test_a_gpu_holding_every_layer_gets_its_ranges_before_the_run(gemma_path: Pa
     from ggprof.machine.device import with_memory
     from ggprof.machine.target import DeviceChoice
     from ggprof.model.spec import load_model
-    from ggprof.pipelines.profile import clear_ranges, planned_backend
+    from ggprof.pipelines.profile import planned_backend, plausible_ranges
 
     spec = load_model(gemma_path)
     host = h200_host(ext, tmp_path, monkeypatch)
@@ -284,7 +285,7 @@ def test_a_gpu_holding_every_layer_gets_its_ranges_before_the_run(gemma_path: Pa
     cuda, choice = BuiltWith("cpu", "cuda"), DeviceChoice()
     params = BenchParams(model=gemma_path, n_gpu_layers=-1, n_threads=2, n_depth=(0,))
     assert planned_backend(spec, params, host, choice, cuda) == "cuda"
-    ranges = {k: (lo, hi, roof) for k, lo, hi, roof in clear_ranges(spec, params, host, choice, cuda, ext)}
+    ranges = {k: (lo, hi, roof) for k, lo, hi, roof in plausible_ranges(spec, params, host, choice, cuda, ext)}
     low, high, roof = ranges["tg@0"]
     ceiling = gpu.bandwidth.value / spec.decode_bytes_per_token
     assert high == pytest.approx(ceiling * 1.05, rel=1e-9) and 0 < low < ceiling and roof == 0.0
@@ -298,20 +299,20 @@ def test_a_gpu_holding_every_layer_gets_its_ranges_before_the_run(gemma_path: Pa
     detections = [replace(d, devices=[small if x is gpu else x for x in d.devices]) for d in host.detections]
     tight = replace(host, detections=detections)
     assert planned_backend(spec, params, tight, choice, cuda) == "cuda"
-    assert clear_ranges(spec, params, tight, choice, cuda, ext) == ()
+    assert plausible_ranges(spec, params, tight, choice, cuda, ext) == ()
 
 
 def test_ranges_for_a_gpu_are_dropped_by_a_run_on_the_cpu() -> None:
     """The rule carries the backend its ranges were predicted for, to the engine's child and
     back: a run that turns out to use another (a GPU build that found no GPU) keeps its
     interval rule and loses only the ranges."""
-    from ggprof.bench.results import StopRule, stop_rule
+    from ggprof.bench.stopping import StopRule, stop_rule
 
-    rule = StopRule(clear=(("tg@0", 100.0, 2000.0, 0.0),), clear_backend="cuda")
+    rule = StopRule(ranges=(("tg@0", 100.0, 2000.0, 0.0),), ranges_backend="cuda")
     sent = stop_rule(rule.request())
     assert sent == rule
     assert rule.for_backends(("cuda", "cpu")) is rule
-    assert rule.for_backends(("cpu",)) == StopRule(clear_backend="cuda")
+    assert rule.for_backends(("cpu",)) == StopRule(ranges_backend="cuda")
     # 500 tok/s, one repetition: over 2x inside 100-2000 on the GPU; on the CPU nothing settles it yet
     assert rule.reason([500.0], (), "tg@0") is not None
     assert rule.for_backends(("cpu",)).reason([500.0], (), "tg@0") is None
@@ -355,12 +356,12 @@ def virtual_row(monkeypatch, step_ms: float, probe_ms: list[float], low_tok_s: f
     row it emits."""
     import io
 
-    from ggprof.bench import child
+    from ggprof.engines.python import child
 
     fake = VirtualLlama(step_ms, probe_ms)
     monkeypatch.setattr(child, "time", fake)
     monkeypatch.setattr(child.Child, "open_context", lambda self, *a, **k: setattr(self, "ctx", "ctx"))
-    rule = StopRule(clear=(("tg@0", low_tok_s, 1000.0, 1.14),))
+    rule = StopRule(ranges=(("tg@0", low_tok_s, 1000.0, 1.14),))
     out = io.StringIO()
     c = child.Child(out, {"n_threads": 2, "probe_threads": 1, "n_batch": 512, "n_ubatch": 512, "stop": rule.request()})
     c.ll, c.mem, c.gpu_offload, c.n_vocab, c.bos = fake, None, False, 100, None
@@ -411,3 +412,24 @@ def test_a_skipped_probe_says_so(monkeypatch) -> None:  # type: ignore[no-untype
     assert row["probe"] is None
     assert row["stop_reason"].startswith("stopped after 2: 150 +- 0 tok/s")
     assert row["stop_reason"].endswith("; no thread probe: the decode lies wholly in the range")
+
+
+def test_one_probe_schedule_for_every_engine() -> None:
+    """The policy the three engines share (ggprof.bench.stopping.ProbeSchedule): without a range
+    the probe runs first; with one it waits for a repetition below the range's low end, and
+    after the test runs only where the decode is not wholly inside the range."""
+    from ggprof.bench.stopping import PlausibleRange, ProbeSchedule
+
+    rule = StopRule(target=0.03, ranges=(PlausibleRange("tg@0", 30.0, 90.0, 1.14),))
+    assert ProbeSchedule(None, "tg@0", wanted=True).before()
+    assert ProbeSchedule(rule, "tg@4096", wanted=True).before()  # no range for this test
+    assert not ProbeSchedule(rule, "tg@0", wanted=False).before()
+    waits = ProbeSchedule(rule, "tg@0", wanted=True)
+    assert not waits.before()
+    assert waits.during([50.0], probed=False) is False and waits.during([29.0], probed=False) is True
+    assert waits.during([29.0], probed=True) is False  # once is enough
+    assert waits.after([60.0, 60.5, 60.2], probed=False) is False  # wholly inside: not needed
+    assert waits.after([31.0, 45.0, 80.0], probed=False) is True  # its interval reaches below 30
+    assert (
+        waits.after([60.0, 60.5], probed=True) is None and ProbeSchedule(None, "tg@0", True).after([1.0], False) is None
+    )

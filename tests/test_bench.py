@@ -50,7 +50,7 @@ def test_gemma_pp_tg_consistent(gemma_path: Path, run_cli) -> None:  # type: ign
 
 def test_step_times_add_up_to_the_sample(tiny: Path) -> None:
     from ggprof.bench.results import BenchParams
-    from ggprof.bench.runner import run_bench
+    from ggprof.engines.python.runner import run_bench
     from ggprof.machine.facts import gather_facts
 
     result = run_bench(BenchParams(model=tiny, n_prompt=(16,), n_gen=(6,), reps=3, n_threads=1), gather_facts())
@@ -81,7 +81,7 @@ def test_depths_and_output_formats(tiny: Path, run_cli) -> None:  # type: ignore
 
 def test_run_context_is_recorded(tiny: Path) -> None:
     from ggprof.bench.results import BenchParams
-    from ggprof.bench.runner import run_bench
+    from ggprof.engines.python.runner import run_bench
     from ggprof.machine.facts import gather_facts
 
     facts = gather_facts()
@@ -117,7 +117,7 @@ def test_killed_child_becomes_one_error(gemma_path: Path, tmp_path: Path) -> Non
         kids = [
             p
             for p in psutil.Process(proc.pid).children(recursive=True)
-            if "ggprof.bench.child" in " ".join(p.cmdline())
+            if "ggprof.engines.python.child" in " ".join(p.cmdline())
         ]
         child = kids[0] if kids else None
         time.sleep(0.2)

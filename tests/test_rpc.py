@@ -5,6 +5,7 @@ the link slow for real (tests/rpc_relay.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -365,21 +366,26 @@ def test_a_server_that_dies_mid_run_ends_in_one_line(
 
     proc, endpoint = start_rpc_server(llama_tools, tmp_path / "log.txt", threads=1)
     with kept(proc):
+        # 3 x 256 tokens: the local reference run first, then the same over RPC (slower: one
+        # server thread and a round trip a token), long enough to be cut mid-run on any machine
         run = started(
-            *_rpc_profile(llama_tools, gemma_path, endpoint, "-r", "10", "-n", "256"), env={"GGPROF_RPC_LIB": rpc_lib}
+            *_rpc_profile(llama_tools, gemma_path, endpoint, "-r", "3", "-n", "256"), env={"GGPROF_RPC_LIB": rpc_lib}
         )
         try:
-            deadline = time.monotonic() + 240
-            while time.monotonic() < deadline and run.poll() is None:
-                if any(_decoding_over_rpc(c) for c in psutil.Process(run.pid).children(recursive=True)):
-                    break
+            over_rpc = False
+            deadline = time.monotonic() + 600
+            while not over_rpc and time.monotonic() < deadline and run.poll() is None:
+                over_rpc = any(_decoding_over_rpc(c) for c in psutil.Process(run.pid).children(recursive=True))
                 time.sleep(0.2)
-            assert run.poll() is None, "the run ended before it decoded over RPC"
+            assert over_rpc and run.poll() is None, "the run ended (or never began) before it decoded over RPC"
             proc.kill()
             killed_at = time.monotonic()
             _, err = run.communicate(timeout=120)
         finally:
-            if run.poll() is None:
+            if run.poll() is None:  # the run and every process it started (llama-bench has its own group)
+                for child in psutil.Process(run.pid).children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        child.kill()
                 run.kill()
                 run.wait()
     assert run.returncode == 1, err

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ggprof.machine.facts import HostFacts
 
 UNKNOWN_PLACEMENT = "unknown"  # backends_used when the engine cannot tell where a run ran (a remote server)
 
@@ -48,3 +52,14 @@ class RunContext:
     cpu_freq_after_mhz: float | None = None  # read right after the run: a throttled clock shows here
     repack: bool | None = None  # llama.cpp's extra (repacking) buffer types in use
     notes: tuple[str, ...] = field(default=())
+
+
+def host_cores(facts: HostFacts) -> dict[str, Any]:
+    """The RunContext fields of this host's cores, for a run on this host (one home for which
+    the engines record): the machine's, its efficiency cores, and those this process may use."""
+    return {
+        "physical_cores": facts.physical_cores,
+        "efficiency_cores": facts.efficiency_cores,
+        "usable_cores": facts.usable_cores,
+        "cores_limited_by": facts.cpus.limited_by if facts.cpus else None,
+    }

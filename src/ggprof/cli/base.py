@@ -417,7 +417,8 @@ def make_bench_params(
 ) -> BenchParams:
     """The run's parameters (with the first of -t's counts; `thread_counts` gives all of them).
     `adaptive`: without -r, repeat each test until its tok/s is known (`profile`)."""
-    from ggprof.bench.results import BenchParams, StopRule
+    from ggprof.bench.results import BenchParams
+    from ggprof.bench.stopping import StopRule
 
     p, n, d = int_list(prompt, "-p"), int_list(gen, "-n"), int_list(depth, "-d")
     if not any(p) and not any(n):

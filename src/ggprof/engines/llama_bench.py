@@ -26,15 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from ggprof.bench.context import RunContext
-from ggprof.bench.results import (
+from ggprof.bench.context import RunContext, host_cores
+from ggprof.bench.results import BenchResult, BenchRow, ModelInfo, ThreadProbe
+from ggprof.bench.stopping import (
     NOISE_PROBE_REPS,
     PROBE_NOT_NEEDED,
-    BenchResult,
-    BenchRow,
-    ModelInfo,
-    ThreadProbe,
+    PROBE_REPS,
+    PROBE_TOKENS,
+    ProbeSchedule,
     interval,
+    rates,
     stop_key,
 )
 from ggprof.bench.supervise import Supervised, ended_by, kill_group, spawn
@@ -45,14 +46,14 @@ from ggprof.machine.load import sample_load
 from ggprof.units import MAX_TOKENS, clean_name
 
 if TYPE_CHECKING:
-    from ggprof.bench.results import BenchParams, StopRule
+    from ggprof.bench.results import BenchParams
+    from ggprof.bench.stopping import StopRule
     from ggprof.machine.facts import HostFacts
     from ggprof.model.spec import ModelSpec
 
 ENV_VAR = "LLAMA_BENCH"
 PROGRAM = "llama-bench"
 MAX_SAMPLES = 10_000
-PROBE_TOKENS, PROBE_REPS = 16, 2  # the thread probe, as the python engine runs it
 # Without -r, llama-bench's first invocation runs each test this many times: another invocation
 # costs a model load and a full-size warm-up per test, so the first asks for what a steady
 # device needs to reach the 3% target (3 repetitions reach it at a CV up to 1.2%: Student's t
@@ -184,9 +185,11 @@ def _decode_settled(params: BenchParams, rows: list[dict[str, Any]]) -> bool:
         return False
     rule = params.stop.for_backends(("cpu",))
     decode = [r for r in rows if int(r["n_gen"])]
-    return bool(decode) and all(
-        rule.settled(_rates(r), stop_key(int(r["n_prompt"]), int(r["n_gen"]), int(r["n_depth"]))) for r in decode
-    )
+    schedules = [
+        (ProbeSchedule(rule, stop_key(int(r["n_prompt"]), int(r["n_gen"]), int(r["n_depth"])), wanted=True), r)
+        for r in decode
+    ]
+    return bool(decode) and all(s.after(_rates(r), probed=False) is False for s, r in schedules)
 
 
 def _until_known(
@@ -255,7 +258,7 @@ def _until_known(
 
 def _rates(row: dict[str, Any]) -> list[float]:
     """A llama-bench row's tok/s, repetition by repetition."""
-    return [(row["n_prompt"] + row["n_gen"]) / (ns / 1e9) for ns in row["samples_ns"]]
+    return rates(row["n_prompt"] + row["n_gen"], row["samples_ns"])
 
 
 def _wanted(rule: StopRule, tok_s: list[float]) -> int:
@@ -444,10 +447,7 @@ def _context(
         cpu_model=clean_name(row.get("cpu_info") or facts.cpu_model or "", 120) or None,
         gpu_info=clean_name(row.get("gpu_info", ""), 200),
         n_threads=params.n_threads,
-        physical_cores=facts.physical_cores,
-        efficiency_cores=facts.efficiency_cores,
-        usable_cores=facts.usable_cores,
-        cores_limited_by=facts.cpus.limited_by if facts.cpus else None,
+        **host_cores(facts),
         n_gpu_layers_requested=params.n_gpu_layers,
         # a CPU-only build logs "offloaded N/N layers to GPU" too: no GPU backend, nothing offloaded
         n_gpu_layers_offloaded=0 if not gpus else offloaded[0] if offloaded else None,

@@ -36,6 +36,14 @@ OUTPUT_LAYER_TENSORS = frozenset({"output.weight", "output_norm.weight", "output
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 
 
+def offloaded_layers(n_layers: int, n_gpu_layers: int | None) -> tuple[int, int]:
+    """llama.cpp's offload (llama-model.cpp), the one home of the rule: the last layers go first,
+    then the output layer (counted as layer n_layers); -ngl -1 or None: all. The first
+    offloaded layer's index and how many of the n_layers + 1 are offloaded."""
+    ngl = n_layers + 1 if n_gpu_layers is None or n_gpu_layers < 0 else min(n_gpu_layers, n_layers + 1)
+    return n_layers + 1 - ngl, ngl
+
+
 @dataclass(frozen=True)
 class SwaPattern:
     """llama.cpp's set_swa_pattern(n_pattern, dense_first): which layers use the window."""

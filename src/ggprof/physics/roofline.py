@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ggprof.errors import BadInputError, NoBandwidthError
 from ggprof.llamacpp import CACHE_TYPE, N_BATCH, N_CTX, N_GEN, N_PROMPT, N_UBATCH
 from ggprof.machine.device import Device, EfficiencyBand, ExpectedSpeed
-from ggprof.model.spec import OUTPUT_LAYER_TENSORS, ModelSpec
+from ggprof.model.spec import OUTPUT_LAYER_TENSORS, ModelSpec, offloaded_layers
 
 if TYPE_CHECKING:
     from ggprof.physics.rpc import Split
@@ -184,10 +184,9 @@ class Prediction:
 
 # -- the pieces ------------------------------------------------------------------------------
 def layers_on_gpu(n_layers: int, n_gpu_layers: int | None) -> tuple[tuple[int, ...], bool]:
-    """llama.cpp's split: the last layers go first, then the output layer (llama-model.cpp)."""
-    ngl = n_layers + 1 if n_gpu_layers is None or n_gpu_layers < 0 else min(n_gpu_layers, n_layers + 1)
-    start = n_layers + 1 - ngl
-    return tuple(range(max(start, 0), n_layers)), ngl >= 1
+    """The layers on the one GPU, and whether the output layer is too (offloaded_layers)."""
+    start, ngl = offloaded_layers(n_layers, n_gpu_layers)
+    return tuple(range(start, n_layers)), ngl >= 1
 
 
 def placement(spec: ModelSpec, n_gpu_layers: int | None, has_gpu: bool) -> Placement:

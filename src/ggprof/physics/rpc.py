@@ -27,7 +27,8 @@ from ggprof.figures import Figure
 from ggprof.llamacpp import CACHE_TYPE
 from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.machine.links import Link
-from ggprof.model.spec import OUTPUT_LAYER_TENSORS, ModelSpec
+from ggprof.model.spec import OUTPUT_LAYER_TENSORS, ModelSpec, offloaded_layers
+from ggprof.units import fmt_bytes
 
 NEGLIGIBLE_BYTES = 1 << 20  # a device reading less a token (the main host's embedding row) needs no bandwidth
 HOP_COMMAND_BYTES = 64  # the command, sizes and tensor descriptors of one set/recompute/get
@@ -120,9 +121,7 @@ def layer_devices(
     total = sum(shares)
     if not shares or total <= 0:
         return (None,) * n_layers, None
-    ngl = n_layers + 1 if n_gpu_layers is None or n_gpu_layers < 0 else n_gpu_layers
-    start = max(n_layers + 1 - ngl, 0)
-    active = min(ngl, n_layers + 1)
+    start, active = offloaded_layers(n_layers, n_gpu_layers)
     cumulative, run = [], 0.0
     for s in shares:
         run += s
@@ -329,7 +328,6 @@ def experts_on_host_s(spec: ModelSpec, t: ChainTime, members: Sequence[Member]) 
 
 def dominant(t: ChainTime, members: Sequence[Member]) -> str:
     """Which term sets the pace, in words ("the 1GbE link to 10.0.0.2:50052: 1.05 MB of logits a token")."""
-    from ggprof.units import fmt_bytes
 
     terms: list[tuple[float, str]] = []
     for d in t.devices:

@@ -9,7 +9,8 @@ from types import EllipsisType
 
 from ggprof.bench import roofs
 from ggprof.bench.context import UNKNOWN_PLACEMENT, RunContext
-from ggprof.bench.results import WARMUP_PROMPT_CPU, BenchParams, BenchResult, ThreadProbe, range_key
+from ggprof.bench.results import WARMUP_PROMPT_CPU, BenchParams, BenchResult, ThreadProbe
+from ggprof.bench.stopping import PlausibleRange, probe_threads, range_key
 from ggprof.engines import Engine, ProgressFn
 from ggprof.llamacpp import BACKEND_TITLES, rebuild_command
 from ggprof.machine.cache import fingerprint
@@ -79,11 +80,6 @@ def for_load(params: BenchParams, load: Load | None) -> BenchParams:
     return replace(params, stop=stop)
 
 
-def probe_threads(n_threads: int) -> int | None:
-    """Half the threads: one doubling, the step the CPU's parallel efficiency was calibrated on."""
-    return max(n_threads // 2, 1) if n_threads >= 2 else None
-
-
 def run_profile(
     spec: ModelSpec,
     params: BenchParams,
@@ -108,10 +104,10 @@ def run_profile(
     # compute) nor where one GPU holds every layer (threads only feed it)
     on_gpu = planned not in (None, "cpu")
     params = replace(params, probe_threads=None if params.rpc or on_gpu else probe_threads(params.n_threads))
-    if params.stop is not None and (clear := clear_ranges(spec, params, host, choice, engine, ext, planned)):
+    if params.stop is not None and (ranges := plausible_ranges(spec, params, host, choice, engine, ext, planned)):
         # verdict-aware stopping on the device known before the run; on the CPU a warm-up that
         # reads every weight without a whole prompt's time (GPUs keep llama-bench's full-size one)
-        stop = replace(params.stop, clear=clear, clear_backend=planned or "cpu")
+        stop = replace(params.stop, ranges=ranges, ranges_backend=planned or "cpu")
         params = replace(params, stop=stop, warmup_prompt=params.warmup_prompt if on_gpu else WARMUP_PROMPT_CPU)
     result = engine.run(spec, params, host.facts, progress=progress)
     requested = gpu_requested(host, choice, params, ext)
@@ -121,8 +117,10 @@ def run_profile(
     backend = backend_of(result.context, ext)
     if backend == UNKNOWN_PLACEMENT and choice.device_id is not None:
         backend = ext.profiles.get(choice.device_id).backends[0]  # the device the user says it runs on
-    if requested is not None and backend == "cpu":
-        choice = DeviceChoice()  # never judged against the GPU that did not run: this host's CPU
+    if requested is not None and backend == "cpu" and choice.device_id is not None:
+        # never judged against the GPU profile that did not run: this host's CPU (figures the
+        # user gave by hand, --bandwidth, are the user's word for whatever ran, and stand)
+        choice = DeviceChoice()
     target = _device_for(backend, host, choice, ext)
     if backend == "rpc" and split and host.cpu is not None:
         target = Target(device=host.cpu, cpu=host.cpu, description=_split_note(split))
@@ -154,7 +152,7 @@ def keep_roofs(spec: ModelSpec, result: BenchResult, host: HostReport) -> None:
                 roofs.save(fingerprint(host.facts), spec, row.n_depth, threads, row.probe)
 
 
-def clear_ranges(
+def plausible_ranges(
     spec: ModelSpec,
     params: BenchParams,
     host: HostReport,
@@ -162,7 +160,7 @@ def clear_ranges(
     engine: Engine,
     ext: Extensions,
     planned: str | EllipsisType | None = ...,
-) -> tuple[tuple[str, float, float, float], ...]:
+) -> tuple[PlausibleRange, ...]:
     """Where each test's verdict is plausible whatever the run's noise, from the prediction
     made before the run: decode above the low end of the expected band and below the
     ceiling, prefill below its ceiling (above its band's low end where it has one), each
@@ -179,7 +177,7 @@ def clear_ranges(
     if backend == "cpu" and (threads := engine.host_cpu_threads(host.facts)) is not None:
         params = replace(params, n_threads=threads, probe_threads=probe_threads(threads))
     target = _device_for(backend, host, choice, ext)
-    out: list[tuple[str, float, float, float]] = []
+    out: list[PlausibleRange] = []
     for depth in params.n_depth:
         p = prediction_for(spec, target, inputs_of(params, depth), ext)
         if p is None:
@@ -189,11 +187,11 @@ def clear_ranges(
         ceiling = p.decode_ceiling_tok_s
         low = p.band.low * ceiling * (1 - BASE_TOLERANCE) if p.band else 0.0
         roof = roof_per_probe_tok_s(spec, params, p, depth, ext) * (1 - BASE_TOLERANCE) if backend == "cpu" else 0.0
-        out.append((range_key("tg", depth), low, ceiling * (1 + BASE_TOLERANCE), roof))
+        out.append(PlausibleRange(range_key("tg", depth), low, ceiling * (1 + BASE_TOLERANCE), roof))
         pp_ceiling, pp_band = p.prefill_ceiling_tok_s, p.prefill_band
         if pp_ceiling:
             pp_low = pp_band.low * pp_ceiling * (1 - BASE_TOLERANCE) if pp_band else 0.0
-            out.append((range_key("pp", depth), pp_low, pp_ceiling * (1 + BASE_TOLERANCE), 0.0))
+            out.append(PlausibleRange(range_key("pp", depth), pp_low, pp_ceiling * (1 + BASE_TOLERANCE)))
     return tuple(out)
 
 

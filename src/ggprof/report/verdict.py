@@ -361,7 +361,7 @@ def _repetitions(b: BenchResult) -> str:
     if stop is None:
         return f"{b.params.reps} repetitions"
     known = f"repetitions until tok/s is known within {stop.target:.0%} (95% CI; {stop.min_reps}-{stop.max_reps})"
-    if not stop.clear:
+    if not stop.ranges:
         return known
     return f"{known} or its verdict cannot change{' (from 1)' if stop.single_margin else ''}"
 

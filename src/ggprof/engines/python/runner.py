@@ -1,6 +1,6 @@
 """The parent side of `ggprof bench`: supervise the llama.cpp child, never die with it.
 
-The child (ggprof.bench.child) runs in its own process group. An abort, a segfault, an
+The child (ggprof.engines.python.child) runs in its own process group. An abort, a segfault, an
 OOM kill or a timeout becomes one error naming what was running, the signal or exit
 code, and the last thing llama.cpp printed. The run's context (host load, free RAM,
 swap, page cache, threads, offloaded layers, llama.cpp's build) is recorded around it.
@@ -17,10 +17,10 @@ from typing import Any
 
 import psutil
 
-from ggprof.bench.child import EXIT_LOAD_FAILED
-from ggprof.bench.context import RunContext
+from ggprof.bench.context import RunContext, host_cores
 from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo, ThreadProbe
 from ggprof.bench.supervise import Supervised, ended_by
+from ggprof.engines.python.child import EXIT_LOAD_FAILED
 from ggprof.errors import BadInputError, RunError
 from ggprof.machine.facts import HostFacts, cpu_clock, page_cache_resident_fraction
 from ggprof.machine.load import cpu_times, others_load, own_cpu_s, sample_load
@@ -31,12 +31,12 @@ ProgressFn = Callable[[str, int, int], None]
 
 
 class _Child(Supervised):
-    """The running child (ggprof.bench.child): its protocol lines as events, supervised as any
+    """The running child (ggprof.engines.python.child): its protocol lines as events, supervised as any
     llama.cpp program is (bench.supervise)."""
 
     def __init__(self, params: BenchParams) -> None:
         super().__init__(
-            [sys.executable, "-m", "ggprof.bench.child"],
+            [sys.executable, "-m", "ggprof.engines.python.child"],
             stdin=json.dumps(params.request()),
             on_stderr=lambda line: "amx repack tensor" in line,  # one per tensor: noise, not news
             max_line_chars=-1,  # ggprof's own protocol: a row carries every step's time
@@ -206,10 +206,7 @@ def _context(
         backends_used=used,
         cpu_model=facts.cpu_model,
         n_threads=params.n_threads,
-        physical_cores=facts.physical_cores,
-        efficiency_cores=facts.efficiency_cores,
-        usable_cores=facts.usable_cores,
-        cores_limited_by=facts.cpus.limited_by if facts.cpus else None,
+        **host_cores(facts),
         n_gpu_layers_requested=params.n_gpu_layers,
         n_gpu_layers_offloaded=offloaded,
         n_layers=events["model"]["n_layer"],

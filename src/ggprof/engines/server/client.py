@@ -1,21 +1,10 @@
-"""The HTTP side of the server engine: a bounded client and the APIs of llama-server, Ollama,
-LM Studio and any OpenAI-compatible server.
+"""The HTTP side of the server engine: an endpoint and a bounded client (what each server's
+API asks and answers is ggprof.engines.server.apis).
 
 Everything a server sends is untrusted: every read has a timeout, every body and stream a
 size cap, and JSON that is not the shape asked for is one clear error. Streams come as
 server-sent events (`data: {...}` lines: llama-server, LM Studio, OpenAI) or as one JSON
 object a line (Ollama); both yield (arrival time in ns, object).
-
-APIs (checked against each project's documentation; tests replay recorded answers):
-- llama-server (tools/server/README.md): GET /health, /props (model_path, total_slots,
-  build_info), POST /completion with `stream`, `n_predict`, `ignore_eos`, `cache_prompt`;
-  its last event holds `timings` (prompt_n, prompt_ms, predicted_n, predicted_ms).
-- Ollama (docs/api.md): GET /api/version, /api/ps (size, size_vram), POST /api/show
-  (`verbose`: model_info, tensors), POST /api/generate (stream of objects; the last has
-  prompt_eval_count/_duration and eval_count/_duration in ns).
-- LM Studio (REST API v0): GET /api/v0/models (id, publisher, arch, quantization, state),
-  POST /api/v0/completions (the last event holds `stats` and `runtime`).
-- OpenAI-compatible: GET /v1/models, POST /v1/completions (client-side timing only).
 """
 
 from __future__ import annotations
@@ -176,102 +165,3 @@ def reachable(endpoint: Endpoint, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
             return True
     except OSError:
         return False
-
-
-# -- what each kind of server says in its final event -------------------------------------------
-@dataclass(frozen=True, kw_only=True)
-class ServerTimings:
-    """What the server itself measured for one completion (None: it did not say)."""
-
-    prompt_n: int | None = None
-    prompt_ms: float | None = None
-    gen_n: int | None = None  # the decode steps gen_ms covers
-    gen_ms: float | None = None
-
-
-def _number(d: dict[str, Any], key: str) -> float | None:
-    v = d.get(key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or v > 1e15:
-        return None
-    return float(v)
-
-
-def _count(d: dict[str, Any], key: str) -> int | None:
-    v = _number(d, key)
-    return int(v) if v is not None else None
-
-
-def timings_llama_server(event: dict[str, Any]) -> ServerTimings | None:
-    t = event.get("timings")
-    if not isinstance(t, dict):
-        return None
-    # predicted_ms spans predicted_n - 1 decode steps: "the first token is free, it comes from
-    # the logits of the last prompt batch" (tools/server/server-common.h, n_gen_steps)
-    predicted = _count(t, "predicted_n")
-    return ServerTimings(
-        prompt_n=_count(t, "prompt_n"),
-        prompt_ms=_number(t, "prompt_ms"),
-        gen_n=predicted - 1 if predicted and predicted > 1 else None,
-        gen_ms=_number(t, "predicted_ms"),
-    )
-
-
-def timings_ollama(event: dict[str, Any]) -> ServerTimings | None:
-    if event.get("done") is not True:
-        return None
-    prompt_ns, gen_ns = _number(event, "prompt_eval_duration"), _number(event, "eval_duration")
-    return ServerTimings(
-        prompt_n=_count(event, "prompt_eval_count"),
-        prompt_ms=prompt_ns / 1e6 if prompt_ns is not None else None,
-        gen_n=_count(event, "eval_count"),
-        gen_ms=gen_ns / 1e6 if gen_ns is not None else None,
-    )
-
-
-def timings_lm_studio(event: dict[str, Any]) -> ServerTimings | None:
-    """LM Studio's `stats`: tokens_per_second, time_to_first_token and generation_time (s)."""
-    stats = event.get("stats")
-    if not isinstance(stats, dict):
-        return None
-    usage: dict[str, Any] = event["usage"] if isinstance(event.get("usage"), dict) else {}
-    gen_s, tps = _number(stats, "generation_time"), _number(stats, "tokens_per_second")
-    ttft_s = _number(stats, "time_to_first_token")
-    gen_n = _count(usage, "completion_tokens") or (round(gen_s * tps) if gen_s and tps else None)
-    return ServerTimings(
-        prompt_n=_count(usage, "prompt_tokens"),
-        prompt_ms=ttft_s * 1e3 if ttft_s is not None else None,
-        gen_n=gen_n,
-        gen_ms=gen_s * 1e3 if gen_s is not None else None,
-    )
-
-
-def text_of(kind: str, event: dict[str, Any]) -> str | None:
-    """The generated text an event carries (None: an event without a token)."""
-    if kind == "ollama":
-        v = event.get("response")
-    elif kind == "llama-server":
-        v = event.get("content")
-    else:
-        choices = event.get("choices")
-        first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-        v = first.get("text")
-    return v if isinstance(v, str) and v else None
-
-
-def finished(kind: str, event: dict[str, Any]) -> bool:
-    """Whether an event is the last of a completion (a stream that ends before one broke off)."""
-    if kind == "ollama":
-        return event.get("done") is True
-    if kind == "llama-server":
-        return event.get("stop") is True
-    choices = event.get("choices")
-    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-    return first.get("finish_reason") is not None
-
-
-def tokens_in_event(kind: str, event: dict[str, Any]) -> int:
-    """How many generated tokens one event carries (llama-server may send several per event when
-    `n_probs` or a slow client batches them: `tokens` lists their ids)."""
-    if kind == "llama-server" and isinstance(event.get("tokens"), list) and event["tokens"]:
-        return len(event["tokens"])
-    return 1 if text_of(kind, event) is not None else 0

@@ -1,5 +1,5 @@
 """The `python` engine: llama.cpp through llama-cpp-python, in a crash-isolated child
-(ggprof.bench.child, supervised by ggprof.bench.runner). The default engine."""
+(`child.py`, supervised by `runner.py`). The default engine."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ class PythonEngine(Engine):
     def run(
         self, spec: ModelSpec, params: BenchParams, facts: HostFacts, progress: ProgressFn | None = None
     ) -> BenchResult:
-        from ggprof.bench.runner import run_bench
+        from ggprof.engines.python.runner import run_bench
 
         if params.rpc and "rpc" not in (self.compiled_backends() or ()):
             from ggprof.errors import BadInputError

@@ -1,6 +1,6 @@
 """The child side of `ggprof bench`: runs llama.cpp in-process, the way llama-bench does.
 
-Started as `python -m ggprof.bench.child` with a JSON request on stdin. Writes JSON lines
+Started as `python -m ggprof.engines.python.child` with a JSON request on stdin. Writes JSON lines
 to the protocol pipe (the original stdout); stdout itself is pointed at stderr so that
 nothing llama.cpp prints can corrupt the protocol. llama.cpp's logs go to stderr, which
 the parent keeps the tail of. Exit codes: 0 ok, 3 the model did not load, 4 a context
@@ -27,7 +27,17 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ggprof.bench.results import FLASH_ATTN_TYPES, PROBE_NOT_NEEDED, StopRule, stop_key, stop_rule
+from ggprof.bench.results import FLASH_ATTN_TYPES
+from ggprof.bench.stopping import (
+    PROBE_NOT_NEEDED,
+    PROBE_REPS,
+    PROBE_TOKENS,
+    ProbeSchedule,
+    StopRule,
+    rates,
+    stop_key,
+    stop_rule,
+)
 from ggprof.llamacpp import GGML_MAX_N_THREADS
 from ggprof.model.ggml import kv_cache_type
 
@@ -205,10 +215,10 @@ class Child:
         # where the compute roof it measures may move the verdict; a decode wholly inside the
         # range never runs it
         probe = self.thread_probe(n_gen) if n_gen else None
+        schedule = ProbeSchedule(rule, key, wanted=probe is not None)
         probe_steps: list[int] = []
         depth_state: Any = None
-        plausible = rule.plausible(key) if rule and probe else None
-        if probe and plausible is None:
+        if schedule.before():
             depth_state = self.probe_first(probe, probe_steps, n_depth, depth_state)
         for rep in range(reps):
             ll.llama_memory_clear(self.mem, False)
@@ -225,33 +235,33 @@ class Child:
             self.emit("progress", test=test["name"], rep=rep + 1, reps=reps)
             if rule is None:
                 continue
-            rates = [(n_prompt + n_gen) / (ns / 1e9) for ns in samples]
-            if probe and plausible and not probe["samples_ns"] and min(rates) < plausible[0]:
+            tok_s = rates(n_prompt + n_gen, samples)
+            if schedule.during(tok_s, probed=bool(probe and probe["samples_ns"])):
                 depth_state = self.probe_first(probe, probe_steps, n_depth, depth_state)
             # a decode test's token times are samples too (not a prompt's: one batch, one time)
             own_steps = itl if not n_prompt else ()
             while True:
                 # judged at the probe's most demanding end: the upper end of its interval
                 high = rule.upper(self.probe_rates(probe), probe_steps) if probe and probe["samples_ns"] else None
-                stop_reason = rule.reason(rates, own_steps, key, high)
+                stop_reason = rule.reason(tok_s, own_steps, key, high)
                 if stop_reason or not self.probe_may_repeat(probe, rule):
                     break
-                if not rule.reason(rates, own_steps, key, statistics.fmean(self.probe_rates(probe))):
+                if not rule.reason(tok_s, own_steps, key, statistics.fmean(self.probe_rates(probe))):
                     break  # the probe's mean would not settle it either: the test itself repeats
                 depth_state = self.probe_rep(probe, probe_steps, n_depth, depth_state)
             if stop_reason:
                 break
         # a probe the decode's verdict may still turn on is known within the target, as any test
-        rates = [(n_prompt + n_gen) / (ns / 1e9) for ns in samples]
-        if rule and probe and not probe["samples_ns"]:
-            if rule.settled(rates, key):  # wholly inside the range without it: not needed
-                probe = None
-                stop_reason = f"{stop_reason or 'stopped'}; {PROBE_NOT_NEEDED}"
-            else:
-                depth_state = self.probe_first(probe, probe_steps, n_depth, depth_state)
+        tok_s = rates(n_prompt + n_gen, samples)
+        needed = schedule.after(tok_s, probed=bool(probe and probe["samples_ns"])) if probe else None
+        if needed is False:  # wholly inside the range without it
+            probe = None
+            stop_reason = f"{stop_reason or 'stopped'}; {PROBE_NOT_NEEDED}"
+        elif needed:
+            depth_state = self.probe_first(probe, probe_steps, n_depth, depth_state)
         while rule and probe and self.probe_may_repeat(probe, rule):
             known = rule.reason(self.probe_rates(probe), probe_steps)
-            if known or rule.settled(rates, key, rule.upper(self.probe_rates(probe), probe_steps)):
+            if known or rule.settled(tok_s, key, rule.upper(self.probe_rates(probe), probe_steps)):
                 break
             depth_state = self.probe_rep(probe, probe_steps, n_depth, depth_state)
         self.emit("row", **test, samples_ns=samples, ttft_ns=ttft, itl_ns=itl, probe=probe, stop_reason=stop_reason)
@@ -329,11 +339,11 @@ class Child:
         threads = self.req.get("probe_threads")
         if not threads or threads >= self.req["n_threads"]:
             return None
-        return {"n_threads": threads, "n_gen": min(n_gen, self.req.get("probe_tokens", 16)), "samples_ns": []}
+        return {"n_threads": threads, "n_gen": min(n_gen, self.req.get("probe_tokens", PROBE_TOKENS)), "samples_ns": []}
 
     def probe_first(self, probe: Any, steps: list[int], n_depth: int, depth_state: Any) -> Any:
         """The probe's first repetitions (2 unless the request says); returns the depth state."""
-        for _ in range(self.req.get("probe_reps", 2)):
+        for _ in range(self.req.get("probe_reps", PROBE_REPS)):
             depth_state = self.probe_rep(probe, steps, n_depth, depth_state)
         return depth_state
 
@@ -352,7 +362,7 @@ class Child:
 
     @staticmethod
     def probe_rates(probe: Any) -> list[float]:
-        return [probe["n_gen"] / (ns / 1e9) for ns in probe["samples_ns"]]
+        return rates(probe["n_gen"], probe["samples_ns"])
 
     @staticmethod
     def probe_may_repeat(probe: Any, rule: StopRule) -> bool:

@@ -1,0 +1,95 @@
+"""A server on this machine, seen through its process: which GPU libraries it mapped, its
+-ngl and -t (psutil: the process listening on the port, its command line and memory maps)."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import psutil
+
+from ggprof.engines.server.client import Endpoint
+from ggprof.units import clean_name
+
+if TYPE_CHECKING:
+    from ggprof.machine.facts import HostFacts
+
+# shared libraries a process maps when a backend is live in it (/proc/PID/maps)
+GPU_LIBRARIES = (
+    ("libggml-cuda", "cuda"),
+    ("libcuda.so", "cuda"),
+    ("libggml-hip", "rocm"),
+    ("libamdhip64", "rocm"),
+    ("libggml-vulkan", "vulkan"),
+    ("libvulkan", "vulkan"),
+    ("libggml-metal", "metal"),
+    ("libggml-sycl", "sycl"),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    """Where a server runs its model, as far as can be seen from here."""
+
+    backends_used: tuple[str, ...]  # "gpu" where only "a GPU" is known (filled in by the engine)
+    gpu_fraction: float | None = None  # share of the model on the GPU (Ollama's size_vram / size)
+    n_gpu_layers: int | None = None  # -ngl, when the command line says
+    n_threads: int | None = None
+    slots: int | None = None
+    evidence: str = ""
+
+
+def local_process(endpoint: Endpoint) -> Placement | None:
+    """The local process listening on the port: the GPU libraries it mapped, its -ngl and -t."""
+    try:
+        pid = next(
+            c.pid
+            for c in psutil.net_connections(kind="tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == endpoint.port and c.pid
+        )
+        proc = psutil.Process(pid)
+        cmdline = proc.cmdline()
+    except (StopIteration, psutil.Error, OSError):
+        return None
+    libs: set[str] = set()
+    with contextlib.suppress(psutil.Error, OSError):
+        for m in proc.memory_maps(grouped=True):
+            name = Path(m.path).name
+            libs.update(b for key, b in GPU_LIBRARIES if name.startswith(key))
+    ngl = _flag(cmdline, ("-ngl", "--n-gpu-layers", "--gpu-layers"))
+    threads = _flag(cmdline, ("-t", "--threads"))
+    program = clean_name(Path(cmdline[0]).name if cmdline else "?", 60)
+    if not libs or ngl == 0:
+        why = "no GPU library mapped" if not libs else "-ngl 0"
+        return Placement(
+            backends_used=("cpu",), n_gpu_layers=0, n_threads=threads, evidence=f"process {pid} ({program}): {why}"
+        )
+    used = tuple(sorted(libs))
+    return Placement(
+        backends_used=used,
+        n_gpu_layers=ngl,
+        n_threads=threads,
+        evidence=f"process {pid} ({program}) mapped {', '.join(used).upper()} libraries; "
+        f"-ngl {ngl if ngl is not None else 'default'}",
+    )
+
+
+def _flag(cmdline: list[str], names: tuple[str, ...]) -> int | None:
+    for i, arg in enumerate(cmdline[:-1]):
+        if arg in names and re.fullmatch(r"-?\d{1,6}", cmdline[i + 1]):
+            return int(cmdline[i + 1])
+    for arg in cmdline:
+        for name in names:
+            if arg.startswith(name + "=") and re.fullmatch(r"-?\d{1,6}", arg[len(name) + 1 :]):
+                return int(arg[len(name) + 1 :])
+    return None
+
+
+def llama_cpp_default_threads(facts: HostFacts) -> int:
+    """The threads a llama.cpp server started without -t runs: the machine's physical
+    (performance) cores, whatever its affinity set or cgroup quota (llama.cpp's
+    cpu_get_num_math reads the topology, not the process's limits)."""
+    return max(facts.physical_cores - (facts.efficiency_cores or 0), 1)

@@ -1,0 +1,179 @@
+"""A model split over machines as a Prediction: the split planned (ggprof.physics.rpc) and
+given the shape one device's prediction has (ggprof.physics.roofline), so that every report
+and verdict reads a split as it reads one device."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ggprof.errors import BadInputError
+from ggprof.figures import Figure
+from ggprof.machine.device import Device, EfficiencyBand
+from ggprof.model.spec import ModelSpec
+from ggprof.physics.roofline import (
+    DepthRow,
+    MemoryFit,
+    Placement,
+    PredictInputs,
+    Prediction,
+    compute_buffer_bytes,
+    depth_points,
+    device_memory,
+    memory_fit,
+    predict,
+    prefill_flops,
+)
+from ggprof.physics.rpc import Member, Split, chain_time, plan_split
+from ggprof.units import fmt_bytes, fmt_rate
+
+
+def predict_over(
+    spec: ModelSpec,
+    members: Sequence[Member],
+    bands: Sequence[EfficiencyBand | None],
+    inputs: PredictInputs,
+    *,
+    tensor_split: Sequence[float] = (),
+) -> Prediction:
+    """The prediction for `spec` split over `members` (the main host's CPU first, as llama.cpp
+    orders them) with each one's band: a Prediction as one device's is, whose device is the
+    split (its bandwidth and peak derived from the split's step) and whose `split` holds each
+    device's and each hop's term."""
+    host_cpu = members[0].device
+    if tensor_split and len(tensor_split) != len(members) - 1:
+        raise BadInputError(f"--tensor-split: {len(members) - 1} shares, one per device of the split")
+    flops = prefill_flops(spec, inputs.prompt, inputs.depth, n_batch=inputs.n_batch)
+
+    def plan(depth: int) -> Split:
+        return plan_split(
+            spec,
+            members,
+            bands,
+            n_gpu_layers=inputs.n_gpu_layers,
+            tensor_split=tensor_split,
+            depth=depth,
+            prompt=inputs.prompt,
+            n_ubatch=inputs.n_ubatch,
+            prefill_flops=flops,
+            cache_type_k=inputs.cache_type_k,
+            cache_type_v=inputs.cache_type_v,
+        )
+
+    split = plan(inputs.depth)
+    floor = split.decode.floor_s
+    if floor == float("inf"):
+        unknown = [members[d.member] for d in split.decode.devices if d.seconds == float("inf")]
+        names = ", ".join(f"{m.device.name} ({m.label})" for m in unknown)
+        raise BadInputError(
+            f"the bandwidth of {names} is unknown: run `ggprof host` for this host's CPU, or give "
+            "--rpc-device PROFILE@LINK"
+        )
+    read = sum(d.read_bytes for d in split.decode.devices)
+    names = " + ".join(dict.fromkeys(f"{m.device.name} ({m.label})" for m in members[1:]))
+    device = Device(
+        id="rpc:" + "+".join(dict.fromkeys(m.device.id for m in members)),
+        name=f"RPC split: {names}",
+        backend="rpc",
+        bandwidth=Figure(read / floor, "derived", f"the split's step: {split.pace}"),
+        peak_flops=Figure(flops / split.prefill_floor_s, "derived", "the split's prompt floor")
+        if split.prefill_floor_s
+        else None,
+        memory_bytes=sum(m.free_bytes or m.device.memory_bytes or 0 for m in members[1:]) or None,
+    )
+    # the fields a split shares with one device (FLOPs, KV per token), predicted on the split's
+    # own derived figures; its terms replace the rest
+    base = predict(spec, device, inputs, band=None)
+    holding = {d.member for d in split.decode.devices if d.layers or d.output}
+    band = split.band.as_band(_band_source(members, bands, holding)) if split.band else None
+    remote_layers = tuple(il for il, m in enumerate(split.per_layer) if m != 0)
+    held = {d.member: d.weight_bytes for d in split.decode.devices}
+    placement = Placement(
+        gpu_layers=remote_layers,
+        output_on_gpu=split.output != 0,
+        gpu_weight_bytes=sum(b for m, b in held.items() if m != 0),
+        cpu_weight_bytes=held.get(0, 0),
+        gpu_decode_bytes=sum(d.read_bytes for d in split.decode.devices if d.member != 0),
+        cpu_decode_bytes=sum(d.read_bytes for d in split.decode.devices if d.member == 0),
+    )
+    table = tuple(_depth_row(spec, members, split, d, inputs) for d in depth_points(spec))
+    return replace(
+        base,
+        device=device,
+        cpu=host_cpu,
+        band=band,
+        placement=placement,
+        decode_seconds_per_token=floor,
+        prefill_seconds=split.prefill_floor_s,
+        peak_flops=device.peak_flops.value if device.peak_flops else None,
+        depth_table=table,
+        memory=_memory(spec, members, split, inputs),
+        max_ctx_fits=None,
+        batch_max=None,
+        rules=(*base.rules, *split_rules(split)),
+        split=split,
+    )
+
+
+def _band_source(members: Sequence[Member], bands: Sequence[EfficiencyBand | None], holding: set[int]) -> str:
+    """In words: what each device holding layers is taken at."""
+    measured = [m for i, m in enumerate(members) if m.measured is not None and i in holding]
+    used = {
+        m.device.backend: b
+        for i, (m, b) in enumerate(zip(members, bands, strict=True))
+        if b is not None and m.measured is None and i in holding
+    }
+    parts = [f"{name} {b.low:.0%}-{b.high:.0%}" for name, b in used.items()]
+    parts += [f"{m.label} measured alone at {fmt_rate(m.measured.value)}" for m in measured if m.measured]
+    return f"each device at {', '.join(parts)}, plus every hop's round trip and fixed cost"
+
+
+def _depth_row(spec: ModelSpec, members: Sequence[Member], split: Split, depth: int, inputs: PredictInputs) -> DepthRow:
+    t = chain_time(
+        spec,
+        members,
+        split.per_layer,
+        split.output,
+        depth=depth,
+        cache_type_k=inputs.cache_type_k,
+        cache_type_v=inputs.cache_type_v,
+    )
+    kv = sum(spec.kv_layer_bytes_at(depth, inputs.cache_type_k, inputs.cache_type_v))
+    return DepthRow(depth=depth, kv_bytes=kv, decode_ceiling_tok_s=1 / t.floor_s, tpot_floor_ms=t.floor_s * 1e3)
+
+
+def _memory(spec: ModelSpec, members: Sequence[Member], split: Split, inputs: PredictInputs) -> tuple[MemoryFit, ...]:
+    per_layer_kv = spec.kv_layer_bytes_at(inputs.ctx, inputs.cache_type_k, inputs.cache_type_v)
+    out = []
+    for d in split.decode.devices:
+        m = members[d.member]
+        kv = sum(b for il, b in enumerate(per_layer_kv) if split.per_layer[il] == d.member)
+        compute = compute_buffer_bytes(spec, inputs.ctx, inputs.n_ubatch, inputs.flash_attn) if d.layers else 0
+        avail, total = (m.free_bytes, m.free_bytes) if m.free_bytes else device_memory(m.device)
+        out.append(memory_fit(f"{m.device.name} ({m.label})", d.weight_bytes, kv, compute, avail, total))
+    return tuple(out)
+
+
+def split_rules(split: Split) -> tuple[str, ...]:
+    """The split in words: who holds which layers, what each hop moves, what sets the pace."""
+    lines = []
+    for d in split.decode.devices:
+        m = split.members[d.member]
+        if not d.layers and not d.output:
+            continue
+        layers = f"layers {d.layers[0]}-{d.layers[-1]}" if d.layers else "no layers"
+        out = " + output" if d.output else ""
+        lines.append(
+            f"rpc: {m.device.name} ({m.label}) holds {layers}{out}: {fmt_bytes(d.weight_bytes, binary=False)}, "
+            f"reads {fmt_bytes(d.read_bytes, binary=False)} a token"
+        )
+    for h in split.decode.hops:
+        m = split.members[h.member]
+        assert m.link is not None
+        lines.append(
+            f"rpc: hop to {m.label} over {m.link.name} ({fmt_rate(m.link.throughput_bytes_per_s)}, "
+            f"{m.link.rtt_s * 1e3:.2g} ms round trip): sends {fmt_bytes(h.sent_bytes, binary=False)}, "
+            f"gets back {fmt_bytes(h.returned_bytes, binary=False)}{' of logits' if h.output else ''} a token"
+        )
+    lines.append(f"rpc: the pace is set by {split.pace}")
+    return tuple(lines)
