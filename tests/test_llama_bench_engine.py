@@ -229,7 +229,11 @@ def test_ctrl_c_ends_llama_bench_and_its_process_group(tmp_path: Path, gemma_pat
 def test_parallel_needs_the_python_engine(tmp_path: Path, gemma_path: Path) -> None:
     fake = script(tmp_path, "exit 0")
     r = as_process("bench", str(gemma_path), "--engine", f"llama-bench={fake}", "--parallel", "1,2", "--no-save")
-    assert r.exit_code == 2 and "--parallel (a batch sweep) needs the python engine" in r.stderr
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1
+    assert (
+        "--parallel measures several sequences decoded together in one context (a batch sweep), which the " in r.stderr
+    )
+    assert "llama-bench engine cannot; engines that can: python" in r.stderr
 
 
 @pytest.mark.parametrize(("low_tok_s", "probed"), [(50.0, False), (150.0, True)])

@@ -98,6 +98,9 @@ def bench(
         raise click.UsageError("--plot draws a batch sweep: give --parallel too")
     plot_path = check_plot(plot)
     engine = resolve_engine(kw["engine"])
+    check_capabilities(
+        engine, {"-d": set(int_list(depth, "-d")) != {0}, "--rpc": rpc.active, "--parallel": parallel is not None}
+    )
     spec, path = resolve_model(model)
     ext = extensions()
     host = describe_host(ext.backends.values(), ext.profiles, measure=False)
@@ -277,7 +280,8 @@ def profile(
         params = replace(params, rpc=rpc.endpoints, tensor_split=rpc.tensor_split)
         split = measure_local_devices(spec, params, engine, host.facts, split)
     engine.attach(host)
-    if (left_out := gpu_left_out(engine, host, choice, params, ext)) is not None:
+    plan = engine.plan(host.facts)  # asked once; passed down
+    if (left_out := gpu_left_out(plan, host, choice, params, ext)) is not None:
         warn(left_out)
     params = for_load(params, load)
     sweep_runs = len(sweep_counts(host.facts)) * (len(params.tests()) // max(len(params.n_depth), 1))
@@ -295,6 +299,7 @@ def profile(
             threads_sweep=threads_sweep,
             split=split,
             load=load,
+            plan=plan,
         )
     finally:
         bar.close()

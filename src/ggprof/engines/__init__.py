@@ -50,7 +50,19 @@ CAPABILITIES = (
     ("--rpc", "can_rpc", "a model split over rpc-servers"),
     ("--threads-sweep", "can_sweep_threads", "prefill and decode at each thread count"),
     ("--concurrency", "can_serve_users", "several users at once"),
+    ("--parallel", "can_batch", "several sequences decoded together in one context (a batch sweep)"),
 )
+
+
+@dataclass(frozen=True)
+class EnginePlan:
+    """What an engine knows before it runs, asked once per run (Engine.plan) and passed down:
+    its name, its build's backends (None: only a run can tell) and the threads it decodes with
+    on this host's CPU alone (None: the run's -t decides, or it may not run on this CPU)."""
+
+    name: str
+    compiled_backends: tuple[str, ...] | None
+    host_cpu_threads: int | None
 
 
 class Engine(ABC):
@@ -64,6 +76,7 @@ class Engine(ABC):
     can_rpc: ClassVar[bool] = True
     can_sweep_threads: ClassVar[bool] = True
     can_serve_users: ClassVar[bool] = False
+    can_batch: ClassVar[bool] = True
 
     def __init__(self, option: str | None = None) -> None:
         self.option = option
@@ -85,6 +98,10 @@ class Engine(ABC):
     def planned_tests(self, params: BenchParams) -> int:
         """How many tests a run of `params` times (for the progress bar)."""
         return len(params.tests())
+
+    def plan(self, facts: HostFacts) -> EnginePlan:
+        """What it knows before the run, asked once: the value the pipeline passes down."""
+        return EnginePlan(self.name, self.compiled_backends(), self.host_cpu_threads(facts))
 
     def compiled_backends(self) -> tuple[str, ...] | None:
         """The llama.cpp backends this engine's build has (ggprof names: cpu, cuda, metal,

@@ -68,6 +68,7 @@ _DEVICE = re.compile(r"^\s*([A-Za-z]+)\d*\s*:")  # `  CUDA0: NVIDIA GeForce RTX 
 class LlamaBenchEngine(Engine):
     name = "llama-bench"
     summary = "your own llama.cpp build: llama-bench[=PATH] (else llama-bench on PATH, else $LLAMA_BENCH)"
+    can_batch = False  # llama-bench has no batched decode
 
     def program(self) -> Path:
         """The llama-bench to run; BadInputError (naming where it looked) if there is none."""

@@ -11,7 +11,7 @@ from ggprof.bench import roofs
 from ggprof.bench.context import UNKNOWN_PLACEMENT, RunContext
 from ggprof.bench.results import WARMUP_PROMPT_CPU, BenchParams, BenchResult, ThreadProbe
 from ggprof.bench.stopping import PlausibleRange, probe_threads, range_key
-from ggprof.engines import Engine, ProgressFn
+from ggprof.engines import Engine, EnginePlan, ProgressFn
 from ggprof.llamacpp import BACKEND_TITLES, rebuild_command
 from ggprof.machine.cache import fingerprint
 from ggprof.machine.device import Device
@@ -91,20 +91,23 @@ def run_profile(
     threads_sweep: bool = False,
     split: tuple[Member, ...] = (),
     load: Load | None = None,
+    plan: EnginePlan | None = None,
 ) -> ProfileReport:
     """Measure the host (or reuse its cached measurement), run the benchmark, judge every depth.
     `host`: this host, when the caller already described it (facts are gathered once). `split`:
     the remote devices of an RPC run (params.rpc), with their links. `load`: how busy this
-    machine was before the run (sample_load): a busy one gets a short run (for_load)."""
+    machine was before the run (sample_load): a busy one gets a short run (for_load). `plan`:
+    what the engine knows before it runs, when the caller has asked it (once per run)."""
     params = for_load(params, load)
     if host is None:
         host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True, refine=True)
-    planned = planned_backend(spec, params, host, choice, engine)
+    plan = plan or engine.plan(host.facts)
+    planned = planned_backend(spec, params, host, choice, plan)
     # the thread probe measures this CPU's compute roof: not in an RPC split (the servers
     # compute) nor where one GPU holds every layer (threads only feed it)
     on_gpu = planned not in (None, "cpu")
     params = replace(params, probe_threads=None if params.rpc or on_gpu else probe_threads(params.n_threads))
-    if params.stop is not None and (ranges := plausible_ranges(spec, params, host, choice, engine, ext, planned)):
+    if params.stop is not None and (ranges := plausible_ranges(spec, params, host, choice, plan, ext, planned)):
         # verdict-aware stopping on the device known before the run; on the CPU a warm-up that
         # reads every weight without a whole prompt's time (GPUs keep llama-bench's full-size one)
         stop = replace(params.stop, ranges=ranges, ranges_backend=planned or "cpu")
@@ -157,7 +160,7 @@ def plausible_ranges(
     params: BenchParams,
     host: HostReport,
     choice: DeviceChoice,
-    engine: Engine,
+    engine: Engine | EnginePlan,
     ext: Extensions,
     planned: str | EllipsisType | None = ...,
 ) -> tuple[PlausibleRange, ...]:
@@ -171,10 +174,11 @@ def plausible_ranges(
     where the device is known before the run (`planned_backend`), and on a GPU only where
     the prediction has the model and its cache fit in the GPU's memory. `planned`: the
     backend planned_backend named for the run, where the caller has asked it already."""
-    backend = planned_backend(spec, params, host, choice, engine) if isinstance(planned, EllipsisType) else planned
+    plan = _plan(engine, host)
+    backend = planned_backend(spec, params, host, choice, plan) if isinstance(planned, EllipsisType) else planned
     if backend is None:
         return ()
-    if backend == "cpu" and (threads := engine.host_cpu_threads(host.facts)) is not None:
+    if backend == "cpu" and (threads := plan.host_cpu_threads) is not None:
         params = replace(params, n_threads=threads, probe_threads=probe_threads(threads))
     target = _device_for(backend, host, choice, ext)
     out: list[PlausibleRange] = []
@@ -195,8 +199,13 @@ def plausible_ranges(
     return tuple(out)
 
 
+def _plan(engine: Engine | EnginePlan, host: HostReport) -> EnginePlan:
+    """The run's plan: as the caller asked it once, or asked of the engine now."""
+    return engine if isinstance(engine, EnginePlan) else engine.plan(host.facts)
+
+
 def planned_backend(
-    spec: ModelSpec, params: BenchParams, host: HostReport, choice: DeviceChoice, engine: Engine
+    spec: ModelSpec, params: BenchParams, host: HostReport, choice: DeviceChoice, engine: Engine | EnginePlan
 ) -> str | None:
     """The backend a run will use, known before it runs: this host's CPU for an engine whose
     build has only the CPU (or told -ngl 0) or a local server that runs on it; the GPU
@@ -206,8 +215,9 @@ def planned_backend(
     known before it runs (a server on a GPU or on another machine)."""
     if params.rpc or not choice.needs_host:
         return None
-    compiled = engine.compiled_backends()
-    if engine.host_cpu_threads(host.facts) is not None or params.n_gpu_layers == 0 or compiled == ("cpu",):
+    plan = _plan(engine, host)
+    compiled = plan.compiled_backends
+    if plan.host_cpu_threads is not None or params.n_gpu_layers == 0 or compiled == ("cpu",):
         return "cpu"
     if compiled is None or is_partial_offload(params.n_gpu_layers, spec.n_layers):
         return None
@@ -349,14 +359,15 @@ def gpu_requested(
 
 
 def gpu_left_out(
-    engine: Engine, host: HostReport, choice: DeviceChoice, params: BenchParams, ext: Extensions
+    engine: Engine | EnginePlan, host: HostReport, choice: DeviceChoice, params: BenchParams, ext: Extensions
 ) -> str | None:
     """The warning before a run when the GPU it asks for has no backend in the engine's build
     (the CPU-only llama-cpp-python a plain `pip install` builds), with the rebuild command."""
     requested = gpu_requested(host, choice, params, ext)
     if requested is None:
         return None
-    compiled = engine.compiled_backends()
+    plan = _plan(engine, host)
+    compiled = plan.compiled_backends
     if compiled is None or requested[1] in compiled:
         return None
     name, backend = requested
@@ -365,7 +376,7 @@ def gpu_left_out(
     command = rebuild_command(backend)
     rebuild = f"rebuild it with {command}" if command else f"rebuild it with the {title} backend"
     return (
-        f"{name} needs llama.cpp's {title} backend, but the {engine.name} engine's build has only {built}: "
+        f"{name} needs llama.cpp's {title} backend, but the {plan.name} engine's build has only {built}: "
         f"this run will use the CPU; {rebuild}, or run your own build with --engine llama-bench=PATH"
     )
 

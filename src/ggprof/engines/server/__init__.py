@@ -64,6 +64,7 @@ class ServerEngine(Engine):
     can_rpc = False  # a server is split (or not) as it was started
     can_sweep_threads = False  # a server decodes at its own -t
     can_serve_users = True
+    can_batch = False  # a server batches its own users (--concurrency), not one context's sequences
 
     def __init__(self, option: str | None = None) -> None:
         super().__init__(option)
