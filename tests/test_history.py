@@ -98,15 +98,22 @@ def test_two_processes_writing_at_once_both_succeed(tiny: Path, tmp_path: Path) 
     lock = sqlite3.connect(db, isolation_level=None)
     lock.execute("BEGIN IMMEDIATE")
     procs = [started("bench", str(tiny), "-p", "8", "-n", "4", "-r", "1", "--db", str(db)) for _ in range(2)]
-    for p in procs:  # each has run its llama.cpp child, and waits for the lock (still running, no child)
-        had_child, deadline = False, time.monotonic() + 120
-        while time.monotonic() < deadline and p.poll() is None:
-            kids = psutil.Process(p.pid).children(recursive=True)
-            had_child = had_child or bool(kids)
-            if had_child and not kids:
-                break
-            time.sleep(0.05)
-        assert had_child and p.poll() is None, "a run never measured, or did not wait for the lock"
+    # each runs its llama.cpp child, then waits for the lock (still running, no child): released
+    # once both wait, or 10 s after the first began to (well within the store's 30 s busy timeout)
+    had_child: set[int] = set()
+    waiting: dict[int, float] = {}
+    deadline = time.monotonic() + 180
+    while len(waiting) < 2 and time.monotonic() < deadline:
+        for p in procs:
+            assert p.poll() is None, "a run ended while the lock was held"
+            if psutil.Process(p.pid).children(recursive=True):
+                had_child.add(p.pid)
+            elif p.pid in had_child:
+                waiting.setdefault(p.pid, time.monotonic())
+        if waiting and time.monotonic() - min(waiting.values()) > 10:
+            break
+        time.sleep(0.05)
+    assert waiting, "no run measured and waited for the lock"
     lock.execute("COMMIT")
     lock.close()
     outs = [p.communicate(timeout=120) for p in procs]

@@ -366,11 +366,12 @@ def test_a_server_that_dies_mid_run_ends_in_one_line(
 
     proc, endpoint = start_rpc_server(llama_tools, tmp_path / "log.txt", threads=1)
     with kept(proc):
-        # 3 x 256 tokens: the local reference run first, then the same over RPC (slower: one
-        # server thread and a round trip a token), long enough to be cut mid-run on any machine
-        run = started(
-            *_rpc_profile(llama_tools, gemma_path, endpoint, "-r", "3", "-n", "256"), env={"GGPROF_RPC_LIB": rpc_lib}
-        )
+        # 3 x 256 tokens on 1 thread: the local reference run first, then the same over RPC
+        # (slower: one server thread and a round trip a token), long enough to be cut mid-run on
+        # any machine; one thread, so that a busy neighbour cannot stall spinning threads at
+        # every step (llama.cpp's threads wait for each other)
+        flags = ("-t", "1", "-r", "3", "-n", "256")
+        run = started(*_rpc_profile(llama_tools, gemma_path, endpoint, *flags), env={"GGPROF_RPC_LIB": rpc_lib})
         try:
             over_rpc = False
             deadline = time.monotonic() + 600
