@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -27,6 +27,11 @@ class Route:
     cut_after: int | None = None  # drop the connection after this many lines...
     cut_from: int = 0  # ...from this request on (0: every request)
     served: int = 0
+    answer: Callable[[Any], list[bytes]] | None = None  # the lines, made from the request's body
+    headers: dict[str, str] = field(default_factory=dict)  # raw answers: their headers...
+    raw: bytes = b""  # ...then these bytes, `raw_step` at a time, `line_delay_s` apart,
+    raw_step: int = 1 << 16
+    raw_repeat: int = 1  # the whole of `raw` this many times (gigabytes without holding them)
 
 
 def json_route(value: Any, status: int = 200) -> Route:
@@ -60,6 +65,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"not found")
             return
         self.send_response(route.status)
+        if route.raw:
+            self._raw(route)
+            return
         if route.body is not None:
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(route.body)))
@@ -74,7 +82,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         route.served += 1
         cut = route.cut_after if route.served > route.cut_from else None
-        for i, line in enumerate(self._lines(route)):
+        lines = route.answer(body) if route.answer else self._lines(route)
+        for i, line in enumerate(lines):
             if cut is not None and i >= cut:
                 self.connection.shutdown(2)
                 return
@@ -85,6 +94,22 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if route.line_delay_s:
                 time.sleep(route.line_delay_s)
+
+    def _raw(self, route: Route) -> None:
+        """A hostile answer: its headers, then its bytes dripped or flooded, until the client
+        goes away."""
+        for k, v in route.headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        try:
+            for _ in range(route.raw_repeat):
+                for i in range(0, len(route.raw), route.raw_step):
+                    self.wfile.write(route.raw[i : i + route.raw_step])
+                    self.wfile.flush()
+                    if route.line_delay_s:
+                        time.sleep(route.line_delay_s)
+        except OSError:
+            return
 
     @staticmethod
     def _lines(route: Route) -> Iterator[bytes]:
@@ -142,4 +167,26 @@ def lm_studio_routes(loaded: str | None = "meta-llama-3.1-8b-instruct") -> dict[
     return {
         ("GET", "/api/v0/models"): json_route(models),
         ("POST", "/api/v0/completions"): json_route(recorded("lm-studio-completion.json")),
+    }
+
+
+def llama_server_routes(model_path: Path, **timings: Any) -> dict[tuple[str, str], Route]:
+    """llama-server as recorded here (tests/data/servers/llama-server-*): /props naming
+    `model_path`, and a /completion stream of as many token events as `n_predict` asks (the
+    recorded first one repeated) ending with the recorded last event, its `timings` counting
+    those tokens and updated by `timings`."""
+    props = recorded("llama-server-props.json")
+    props["model_path"] = str(model_path)
+    events = [json.loads(ln[5:]) for ln in (DATA / "llama-server-completion-stream.txt").read_text().splitlines()]
+    token, last = events[0], events[-1]
+
+    def answer(body: Any) -> list[bytes]:
+        n = int(body["n_predict"])
+        end = {**last, "timings": {**last["timings"], "predicted_n": n, **timings}}
+        return [b"data: " + json.dumps(token).encode() + b"\n\n"] * n + [b"data: " + json.dumps(end).encode() + b"\n\n"]
+
+    return {
+        ("GET", "/props"): json_route(props),
+        ("GET", "/health"): json_route({"status": "ok"}),
+        ("POST", "/completion"): Route(answer=answer),
     }

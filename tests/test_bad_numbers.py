@@ -80,9 +80,14 @@ def test_llama_bench_rows_are_validated(  # type: ignore[no-untyped-def]
 
 def test_deeply_nested_json_is_bad_input(tmp_path: Path, gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     deep = tmp_path / "deep.json"
-    deep.write_text("[" * 100_000 + "]" * 100_000)
+    # within the items one row may parse into, nested past what the parser recurses through
+    deep.write_text('[{"avg_ts": 1, "x": ' + "[" * 1200 + "]" * 1200 + "}]")
     r = run_cli("check", str(gemma_path), "--llama-bench", str(deep), "--bandwidth", "90")
     assert r.exit_code == 2 and "nested too deeply" in r.stderr
+    # far more than that is refused before it is parsed
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    r = run_cli("check", str(gemma_path), "--llama-bench", str(deep), "--bandwidth", "90")
+    assert r.exit_code == 2 and "more JSON items than 0 llama-bench rows hold (at most 1,000); not parsed" in r.stderr
 
 
 def test_model_with_no_tensors_is_bad_input(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]

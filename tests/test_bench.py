@@ -126,7 +126,7 @@ def test_killed_child_becomes_one_error(gemma_path: Path, tmp_path: Path) -> Non
         time.sleep(0.1)
     child.send_signal(signal.SIGKILL)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 1, err
+    assert proc.returncode == 5, err
     assert err.count("\n") == 1
     assert "killed by SIGKILL" in err and "gemma-3-270m-q4_k_m.gguf" in err and "llama.cpp last said:" in err
     assert out == ""
@@ -134,7 +134,7 @@ def test_killed_child_becomes_one_error(gemma_path: Path, tmp_path: Path) -> Non
 
 def test_timeout(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     r = run_cli("bench", str(gemma_path), "-p", "512", "-n", "128", "-r", "20", "--timeout", "2")
-    assert r.exit_code == 1
+    assert r.exit_code == 5
     assert "timed out after 2 s (--timeout)" in r.stderr and r.stderr.count("\n") == 1
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
+import sys
 import time
 from pathlib import Path
 
@@ -182,7 +183,7 @@ def test_a_path_that_is_not_a_program_is_one_line(tmp_path: Path, gemma_path: Pa
 def test_llama_bench_printing_garbage_is_one_line(tmp_path: Path, gemma_path: Path) -> None:
     fake = script(tmp_path, 'echo "this is not json"')
     r = as_process("bench", str(gemma_path), "--engine", f"llama-bench={fake}", "--no-save")
-    assert r.exit_code == 1 and "Traceback" not in r.stderr
+    assert r.exit_code == 5 and "Traceback" not in r.stderr
     assert "output line 1 is not a result row (not a JSON object): this is not json" in r.stderr
 
 
@@ -190,7 +191,7 @@ def test_llama_bench_printing_a_hostile_row_is_one_line(tmp_path: Path, gemma_pa
     row = {"n_prompt": 512, "n_gen": 0, "n_depth": 0, "samples_ns": [-5], "avg_ts": 1e308, "backends": "CPU"}
     fake = script(tmp_path, f"echo '{json.dumps(row)}'")
     r = as_process("bench", str(gemma_path), "--engine", f"llama-bench={fake}", "--no-save")
-    assert r.exit_code == 1 and "samples_ns holds something other than positive nanoseconds" in r.stderr
+    assert r.exit_code == 5 and "samples_ns holds something other than positive nanoseconds" in r.stderr
 
 
 @pytest.mark.slow
@@ -198,7 +199,7 @@ def test_a_crash_after_a_row_names_what_was_measured(llama_tools: Path, tmp_path
     row = real_row(llama_tools, gemma_path)
     fake = script(tmp_path, f"echo '{row}'\necho 'GGML_ASSERT(false) failed' >&2\nkill -SEGV $$")
     r = as_process("bench", str(gemma_path), "--engine", f"llama-bench={fake}", "-p", "0", "-n", "4,8", "--no-save")
-    assert r.exit_code == 1 and r.stderr.count("\n") == 1
+    assert r.exit_code == 5 and r.stderr.count("\n") == 1
     assert "killed by SIGSEGV; llama-bench last said: GGML_ASSERT(false) failed" in r.stderr
     assert "measured before the fault: tg4 " in r.stderr
 
@@ -207,7 +208,7 @@ def test_a_hanging_llama_bench_times_out(tmp_path: Path, gemma_path: Path) -> No
     fake = script(tmp_path, "sleep 600")
     t0 = time.monotonic()
     r = as_process("bench", str(gemma_path), "--engine", f"llama-bench={fake}", "--timeout", "2", "--no-save")
-    assert r.exit_code == 1 and "timed out after 2 s (--timeout)" in r.stderr and time.monotonic() - t0 < 30
+    assert r.exit_code == 5 and "timed out after 2 s (--timeout)" in r.stderr and time.monotonic() - t0 < 30
 
 
 def test_ctrl_c_ends_llama_bench_and_its_process_group(tmp_path: Path, gemma_path: Path) -> None:
@@ -251,9 +252,18 @@ def test_the_thread_probe_invocation_only_where_the_decode_verdict_turns_on_it(
     from ggprof.model.spec import load_model
 
     row = json.loads(real_row(llama_tools, gemma_path))
-    row["samples_ns"] = [40_000_000] * 3
+    row.update(samples_ns=[40_000_000] * 3, stddev_ts=0.0)
     log = tmp_path / "args.log"
-    fake = script(tmp_path, f"echo \"$@\" >> '{log}'\necho '{json.dumps(row)}'")
+    # each repetition 40 ms, of as many tokens as -n asks (the decode's tg4, the probe's tg16),
+    # avg_ts as llama-bench computes it from those samples (n x 25 tok/s)
+    fake = tmp_path / "llama-bench"
+    fake.write_text(
+        f"#!{sys.executable}\nimport json, sys\nargs = sys.argv[1:]\n"
+        f"open({str(log)!r}, 'a').write(' '.join(args) + '\\n')\n"
+        "n = int(args[args.index('-n') + 1])\n"
+        f"row = json.loads({json.dumps(row)!r})\nrow.update(n_gen=n, avg_ts=n * 25.0)\nprint(json.dumps(row))\n"
+    )
+    fake.chmod(0o755)
     rule = StopRule(ranges=(("tg@0", low_tok_s, 1000.0, 1.14),))
     params = BenchParams(
         model=gemma_path, n_prompt=(0,), n_gen=(4,), n_threads=2, probe_threads=1, stop=rule, repack="off"

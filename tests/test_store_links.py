@@ -96,13 +96,33 @@ def test_every_file_not_used_is_listed_with_its_reason(tmp_path: Path, run_cli) 
     write_model(deep / "deep.gguf", SHAPE)
     os.mkfifo(folder / "fifo.gguf")
     (folder / "nowhere.gguf").symlink_to(tmp_path / "gone.gguf")
-    (folder / "out.gguf").symlink_to(write_model(tmp_path / "outside.gguf", SHAPE)[0])
+    (folder / "loop.gguf").symlink_to(folder / "loop.gguf")
+    (folder / "to-dev.gguf").symlink_to("/dev/zero")
     write_model(folder / "ok.gguf", SHAPE)
     reasons = skipped(run_cli, str(folder))
-    assert reasons["d12"] == "more than 12 folders deep: not scanned"
-    assert reasons["fifo.gguf"] == "not a regular file (a FIFO)"
-    assert reasons["nowhere.gguf"] == "a link that points nowhere"
-    assert reasons["out.gguf"].startswith("a link out of the store")
+    assert reasons == {
+        "d12": "more than 12 folders deep: not scanned",
+        "fifo.gguf": "not a regular file (a FIFO)",
+        "nowhere.gguf": "a link that points nowhere",
+        "loop.gguf": "a link loop",
+        "to-dev.gguf": "a link to something that is not a regular file (a device)",
+    }
+
+
+def test_a_folder_the_user_names_follows_its_links_to_files_elsewhere(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """Models linked into a folder (often to Ollama's blobs) are how many people keep them: the
+    folder is the user's, so its links are followed (the store rule is for the stores ggprof
+    finds by itself)."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (tmp_path / "blobs").mkdir()
+    elsewhere = write_model(tmp_path / "blobs" / "sha256-abc", SHAPE)[0]
+    (folder / "linked.gguf").symlink_to(elsewhere)
+    write_model(folder / "ok.gguf", SHAPE)
+    r = run_cli("fit", str(folder), "--bandwidth", "90", "--memory", "16", "--json")
+    d = json.loads(r.stdout)
+    assert r.exit_code == 0 and d["skipped"] == []
+    assert sorted(Path(m["path"]).name for m in d["models"]) == ["linked.gguf", "ok.gguf"]
 
 
 @pytest.mark.parametrize("ref", ["ollama:" + "a" * 5000, "ollama:" + "a/" * 3000 + "b"])

@@ -446,7 +446,7 @@ def test_a_damaged_roofs_file_means_no_roof(tmp_path: Path, monkeypatch: pytest.
     spec = load_model(write_model(SHAPES["tiny"], "q4_0", tmp_path / "tiny.gguf"))
     path = roofs.roofs_path("fp")
     path.parent.mkdir(parents=True)
-    good = {"model": roofs.model_key(spec), "depth": 0, "run_threads": 2, "probe_threads": 1, "n_gen": 16}
+    good = {"model": roofs.shape_key(spec), "depth": 0, "run_threads": 2, "probe_threads": 1, "n_gen": 16}
     for text in (
         "not json",
         json.dumps({"version": 99, "roofs": []}),

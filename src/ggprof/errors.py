@@ -9,10 +9,12 @@ class ExitStatus(IntEnum):
     """Exit status of every ggprof command; the verdict statuses follow the worst finding."""
 
     OK = 0  # ok, or the measurement is plausible
-    INTERNAL_ERROR = 1  # a bug in ggprof, or a crash of the run it supervised
+    INTERNAL_ERROR = 1  # a bug in ggprof
     BAD_INPUT = 2  # bad input file, bad flag value, usage error
     SUSPICIOUS = 3  # measured far below what the hardware allows
     IMPOSSIBLE = 4  # measured above what the hardware allows
+    RUN_FAILED = 5  # the program or server being measured failed: crashed, timed out, broke off, answered an error
+    HUNG_UP = 129  # SIGHUP (the terminal closed): 128 + 1
     INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as shells report it
     TERMINATED = 143  # SIGTERM: 128 + 15
 
@@ -47,4 +49,7 @@ class ProfileError(BadInputError):
 
 
 class RunError(GGProfError):
-    """The supervised llama.cpp run failed (crash, signal, timeout)."""
+    """The run being measured failed: a llama.cpp program that crashed, was killed, timed out or
+    printed what it must not; a server that broke off or answered an error."""
+
+    exit_status = ExitStatus.RUN_FAILED

@@ -58,3 +58,32 @@ def read_text(path: str | os.PathLike[str], max_bytes: int, error: type[BadInput
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise error(f"{clean_name(path)}: not UTF-8 text") from None
+
+
+MAX_PATH_BYTES = 4096  # PATH_MAX on Linux
+MAX_NAME_BYTES = 255  # a file name's limit on Linux, macOS and Windows
+
+
+def user_path(text: str, where: str) -> Path:
+    """A path the user typed (`~` expanded); BadInputError (one line, naming `where`) for one no
+    system can open: longer than PATH_MAX, a part longer than a file name, a NUL, an unknown
+    user's home."""
+    raw = text.encode("utf-8", "surrogateescape")
+    if len(raw) > MAX_PATH_BYTES or any(len(part) > MAX_NAME_BYTES for part in raw.split(b"/")):
+        raise BadInputError(f"{where}: a path longer than a file system allows")
+    if "\0" in text:
+        raise BadInputError(f"{where}: a path with a NUL character in it")
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:  # ~user of a user this machine does not have, or no home at all
+        user = clean_name(text.split("/")[0], 40)
+        raise BadInputError(f"{where}: the home folder of {user} is not known here") from None
+
+
+def is_regular(path: Path) -> bool:
+    """Whether `path` is a regular file (following links); False, never an error, for a name
+    too long for the file system, a NUL in it or a folder that cannot be read."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ggprof.bench.results import FLASH_ATTN_TYPES, BenchResult, BenchRow
+from ggprof.bounded import item_bound
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
 from ggprof.llamacpp import backend_names, test_name
@@ -110,13 +111,20 @@ def markdown(results: BenchResult | Results) -> str:
     ]
     for result in results:
         m, ctx = result.model, result.context
+        model_type = _cell(m.model_type)  # from the model's header, or a server's description of it
+        backends = _cell(",".join(b.upper() for b in ctx.backends_used))
         for r in result.rows:
             lines.append(
-                f"| {m.model_type} | {m.model_size / 2**20:.2f} MiB | {m.model_n_params / 1e6:.2f} M | "
-                f"{','.join(b.upper() for b in ctx.backends_used)} | {result.params.n_threads} | {r.name} | "
+                f"| {model_type} | {m.model_size / 2**20:.2f} MiB | {m.model_n_params / 1e6:.2f} M | "
+                f"{backends} | {result.params.n_threads} | {_cell(r.name)} | "
                 f"{r.avg_ts:.2f} ± {r.stddev_ts:.2f} |"
             )
     return "\n".join(lines)
+
+
+def _cell(text: object) -> str:
+    """Text from outside as a table cell: no control, escape or bidi character, no `|`, bounded."""
+    return clean_name(text, 80).replace("|", "/")
 
 
 def table(results: Results) -> str:
@@ -156,6 +164,8 @@ def backend_of_row(field: str) -> str:
 
 
 MAX_RESULTS_BYTES = 64 << 20  # llama-bench JSON of ~100,000 rows; a larger file is not results
+ITEMS_PER_ROW = 400  # a row's ~40 fields and its samples (-r 100 and more), generously
+MAX_RESULT_ITEMS = 8_000_000  # 100,000 rows of -r 5: about 5 million
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,6 +193,14 @@ def read_rows(path: str) -> list[LlamaBenchRow]:
     BadInputError naming the row and field for anything else."""
     text = read_text(path, MAX_RESULTS_BYTES)
     where = clean_name(path)
+    # parsing multiplies memory: what may be parsed is bounded by the rows the text claims (a
+    # real row is ~45 items: its fields and samples), and in all
+    claimed = text.count('"avg_ts"')
+    allowed = min(ITEMS_PER_ROW * claimed + 1000, MAX_RESULT_ITEMS)
+    if item_bound(text) > allowed:
+        raise BadInputError(
+            f"{where}: more JSON items than {claimed:,} llama-bench rows hold (at most {allowed:,}); not parsed"
+        )
     try:
         data = json.loads(text)
         raw = data if isinstance(data, list) else [data]

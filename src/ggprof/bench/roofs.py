@@ -47,7 +47,7 @@ class StoredRoof:
         return f"measured by `ggprof profile` on {when} (depth {self.depth:,}, a run on {self.run_threads} threads)"
 
 
-def model_key(spec: ModelSpec) -> str:
+def shape_key(spec: ModelSpec) -> str:
     """The model's shape: what its decode costs a CPU, whatever the file is called."""
     key = "|".join(
         str(x)
@@ -66,7 +66,7 @@ def save(fingerprint: str, spec: ModelSpec, depth: int, run_threads: int, probe:
     entries = [e for e in _entries(fingerprint) if not _same(e, spec, depth, run_threads)]
     entries.append(
         {
-            "model": model_key(spec),
+            "model": shape_key(spec),
             "model_name": spec.path.name[:200],
             "depth": depth,
             "run_threads": run_threads,
@@ -86,7 +86,7 @@ def save(fingerprint: str, spec: ModelSpec, depth: int, run_threads: int, probe:
 def load(fingerprint: str, spec: ModelSpec, depth: int, exact: bool = True) -> StoredRoof | None:
     """The newest roof kept for this model at `depth` (or, not `exact`, at the deepest depth
     not beyond it: attention only adds work with depth, so a shallower roof is a ceiling)."""
-    key = model_key(spec)
+    key = shape_key(spec)
     found = []
     for e in _entries(fingerprint):
         roof = _roof(e) if e.get("model") == key else None
@@ -96,7 +96,7 @@ def load(fingerprint: str, spec: ModelSpec, depth: int, exact: bool = True) -> S
 
 
 def _same(e: dict[str, Any], spec: ModelSpec, depth: int, run_threads: int) -> bool:
-    return e.get("model") == model_key(spec) and e.get("depth") == depth and e.get("run_threads") == run_threads
+    return e.get("model") == shape_key(spec) and e.get("depth") == depth and e.get("run_threads") == run_threads
 
 
 def _entries(fingerprint: str) -> list[dict[str, Any]]:

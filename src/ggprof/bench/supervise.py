@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import os
 import queue
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import IO, TypeVar
+
+import psutil
 
 from ggprof.units import clean, clean_name
 
@@ -27,6 +31,27 @@ def spawn(argv: list[str], *, stdin: int, stderr: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
         argv, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, text=True, errors="replace", start_new_session=True
     )
+
+
+_adopting = False  # set by adopt_orphans: this process is its descendants' subreaper
+
+
+def adopt_orphans() -> None:
+    """Make this process the subreaper of its descendants (Linux: prctl PR_SET_CHILD_SUBREAPER):
+    a process that a program it started leaves behind, even in a session of its own, becomes
+    this process's child instead of init's, so it can be found and ended. Only the ggprof
+    command itself asks for it (not a program that imports ggprof)."""
+    global _adopting
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        _adopting = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        _adopting = False
+
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
 def kill_group(proc: subprocess.Popen[str]) -> None:
@@ -54,6 +79,8 @@ def drain(q: queue.Queue[T | None], timeout_s: float | None, on_timeout: Callabl
         yield item
 
 
+EXIT_GRACE_S = 2.0  # after the program exits, how long its last lines may take to arrive
+DESCENDANTS_EVERY_S = 0.5  # how often the processes it started are noted
 MAX_LINE_CHARS = 1 << 20  # a protocol line or a JSONL row is ~1 kB; a longer one is not the program's output
 LOG_TAIL_LINES = 60  # stderr lines kept for the error line of a failed run
 OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")  # llama.cpp's load log, every build since 2023
@@ -86,6 +113,8 @@ class Supervised:
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.log: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
         self.offloaded: tuple[int, int] | None = None
+        self.descendants: dict[int, psutil.Process] = {}
+        self.started_at = time.time()  # as psutil's create_time counts
         self._on_stderr = on_stderr
         threading.Thread(target=self._read_stdout, args=(self.proc.stdout,), daemon=True).start()
         self.log_thread = threading.Thread(target=self._read_stderr, args=(self.proc.stderr,), daemon=True)
@@ -115,14 +144,71 @@ class Supervised:
         stream.close()
 
     def output(self, timeout_s: float | None, on_timeout: Callable[[], Exception]) -> Iterator[str]:
-        """Its stdout lines until it closes them; `on_timeout()` raised at the deadline."""
-        return drain(self.lines, timeout_s, on_timeout)
+        """Its stdout lines until it closes them, or until it has exited and EXIT_GRACE_S pass
+        without a line (a child it left behind may hold its stdout open); `on_timeout()` raised
+        at the deadline. Its descendants are noted as it runs, to be ended with it."""
+        deadline = time.monotonic() + timeout_s if timeout_s else None
+        exited_at: float | None = None
+        next_look = 0.0
+        while True:
+            now = time.monotonic()
+            if now >= next_look:
+                self._note_descendants()
+                next_look = now + DESCENDANTS_EVERY_S
+            if exited_at is None and self.proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > EXIT_GRACE_S:
+                return
+            wait = 0.2
+            if deadline is not None:
+                if now >= deadline:
+                    raise on_timeout()
+                wait = min(wait, deadline - now)
+            try:
+                item = self.lines.get(timeout=wait)
+            except queue.Empty:
+                continue
+            if item is None:
+                return
+            yield item
+
+    def _note_descendants(self) -> None:
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.proc.pid).children(recursive=True):
+                self.descendants[child.pid] = child
 
     def wait(self) -> int:
-        return self.proc.wait()
+        rc = self.proc.wait()
+        self.end_descendants()
+        return rc
 
     def kill(self) -> None:
+        self._note_descendants()
         kill_group(self.proc)
+        self.end_descendants()
+
+    def end_descendants(self) -> None:
+        """SIGKILL to every process it started that is still running: those noted as it ran,
+        those still in its session (it runs in one of its own), and, where this process adopts
+        orphans, its children started since (a child in a session of its own escapes a group
+        kill). psutil's Process checks the creation time, so a reused pid is never hit."""
+        left = list(self.descendants.values())
+        with contextlib.suppress(psutil.Error):
+            for p in psutil.process_iter():
+                with contextlib.suppress(psutil.Error, OSError):
+                    if p.pid != self.proc.pid and os.getsid(p.pid) == self.proc.pid:
+                        left.append(p)
+            if _adopting:
+                for p in psutil.Process().children():
+                    with contextlib.suppress(psutil.Error):
+                        if p.pid != self.proc.pid and p.create_time() >= self.started_at - 1:
+                            left.append(p)
+        for p in left:
+            with contextlib.suppress(psutil.Error):
+                if p.is_running():
+                    p.kill()
+                    p.wait(timeout=5)  # reaped where it is our child (adopted)
+        self.descendants.clear()
 
     def last_words(self) -> str:
         """The most telling line it printed: the one naming what was wrong (an unknown

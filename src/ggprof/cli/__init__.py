@@ -23,11 +23,19 @@ MAX_ERROR_CHARS = 500  # one error line, however long the name or message from o
 
 
 class Terminated(Exception):
-    """SIGTERM arrived: unwind (ending the llama.cpp child) and exit 128 + 15."""
+    """SIGTERM or SIGHUP (a closed terminal, a dropped SSH session) arrived: unwind (ending the
+    llama.cpp child and all it started) and exit 128 + the signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated
+    raise Terminated(signum)
+
+
+ENDING_SIGNALS = tuple(s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
 
 
 def error_line(message: str) -> None:
@@ -38,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; every failure becomes one `Error: ...` line and a documented status."""
     extensions.cache_clear()  # resolved afresh for each invocation (tests run many in one process)
     invocation[:] = list(argv) if argv is not None else sys.argv[1:]
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous = {s: signal.signal(s, _on_sigterm) for s in ENDING_SIGNALS}
     try:
         tool_timeout_cap_s()  # environment values are checked where they enter, before anything runs
         rv = cli.main(args=list(argv) if argv is not None else None, prog_name="ggprof", standalone_mode=False)
@@ -56,9 +64,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (click.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
         error_line("interrupted")
         return int(ExitStatus.INTERRUPTED)
-    except Terminated:
-        error_line("terminated")
-        return int(ExitStatus.TERMINATED)
+    except Terminated as e:
+        if e.signum == signal.SIGTERM:
+            error_line("terminated")
+            return int(ExitStatus.TERMINATED)
+        error_line("hung up (the terminal closed)")
+        return int(ExitStatus.HUNG_UP)
     except GGProfError as e:
         error_line(str(e))
         return int(e.exit_status)
@@ -68,7 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         error_line(f"internal error: {type(e).__name__}: {e} (GGPROF_DEBUG=1 shows the traceback)")
         return int(ExitStatus.INTERNAL_ERROR)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     return int(rv) if isinstance(rv, int) else int(ExitStatus.OK)
 
 

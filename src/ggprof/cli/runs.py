@@ -31,7 +31,7 @@ from ggprof.cli.base import (
 )
 from ggprof.cli.history import db_options, record, save_run
 from ggprof.llamacpp import GGML_MAX_N_THREADS, N_PROMPT
-from ggprof.units import warn
+from ggprof.units import clean_name, warn
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -251,6 +251,7 @@ def profile(
     )
     if rpc.devices and not rpc.endpoints:
         raise click.UsageError("--rpc-device describes the servers of --rpc HOST:PORT,...: give --rpc too")
+    engine.timeout_s = kw.get("timeout_s")  # every request it makes before the run is bounded by it too
     engine.prepare(model)  # a bad engine option (a server's URL) fails before anything is measured
     spec = engine.resolve_model(model, model_source())
     path = spec.path
@@ -370,6 +371,11 @@ def check(
     if llama_bench is not None:
         rows = read_rows(llama_bench)
         spec = load_model_arg(model or _row_model(rows))
+        for row in rows:  # a row past the model's context claims KV the model cannot have
+            tokens = row.n_depth + row.n_prompt + row.n_gen
+            check_model_context(
+                spec, tokens, f"{clean_name(llama_bench, 60)}: row {row.index}'s n_depth + n_prompt + n_gen"
+            )
         # with --rpc-device/--rpc, a row whose backends name RPC ran on that split; without them a
         # row of an older llama-bench, which printed RPC beside its local backend whenever RPC was
         # compiled in (before llama.cpp PR #14917), is judged by its local backend

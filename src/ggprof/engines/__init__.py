@@ -80,6 +80,7 @@ class Engine(ABC):
 
     def __init__(self, option: str | None = None) -> None:
         self.option = option
+        self.timeout_s: float | None = None  # the run's --timeout, set before prepare (None: none given)
 
     def prepare(self, model: str | None) -> None:
         """Before anything is measured: fail now on what a bad option makes wrong (a server is

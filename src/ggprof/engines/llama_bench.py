@@ -12,7 +12,6 @@ are named in the error. Its output is untrusted: every field is checked and boun
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -39,8 +38,10 @@ from ggprof.bench.stopping import (
     stop_key,
 )
 from ggprof.bench.supervise import Supervised, ended_by, kill_group, spawn
+from ggprof.bounded import loads_bounded
 from ggprof.engines import Engine, ProgressFn
 from ggprof.errors import BadInputError, RunError
+from ggprof.files import is_regular, user_path
 from ggprof.llamacpp import BACKEND_NAMES, CACHE_TYPE, N_BATCH, N_UBATCH, backend_names, test_name
 from ggprof.machine.load import sample_load
 from ggprof.units import MAX_TOKENS, clean_name
@@ -54,6 +55,10 @@ if TYPE_CHECKING:
 ENV_VAR = "LLAMA_BENCH"
 PROGRAM = "llama-bench"
 MAX_SAMPLES = 10_000
+MAX_ROW_ITEMS = MAX_SAMPLES + 1_000  # a row's fields and its samples: what one JSONL line may parse into
+# llama-bench's avg_ts is the mean of its samples' tok/s (tools/llama-bench/llama-bench.cpp,
+# get_ts): a row whose avg_ts its own samples_ns contradict by more than this is not its output
+AVG_TS_TOLERANCE = 0.01
 # Without -r, llama-bench's first invocation runs each test this many times: another invocation
 # costs a model load and a full-size warm-up per test, so the first asks for what a steady
 # device needs to reach the 3% target (3 repetitions reach it at a CV up to 1.2%: Student's t
@@ -73,17 +78,19 @@ class LlamaBenchEngine(Engine):
     def program(self) -> Path:
         """The llama-bench to run; BadInputError (naming where it looked) if there is none."""
         if self.option:
-            where, found = f"--engine llama-bench={clean_name(self.option)}", Path(self.option).expanduser()
+            where = f"--engine llama-bench={clean_name(self.option)}"
+            found = user_path(self.option, where)
         elif (on_path := shutil.which(PROGRAM)) is not None:
             where, found = f"{PROGRAM} on PATH", Path(on_path)
         elif os.environ.get(ENV_VAR):
-            where, found = f"${ENV_VAR}={clean_name(os.environ[ENV_VAR])}", Path(os.environ[ENV_VAR]).expanduser()
+            where = f"${ENV_VAR}={clean_name(os.environ[ENV_VAR])}"
+            found = user_path(os.environ[ENV_VAR], where)
         else:
             raise BadInputError(
                 f"the llama-bench engine needs llama-bench: give --engine llama-bench=PATH, put it on PATH, "
                 f"or set ${ENV_VAR}"
             )
-        if not found.is_file() or not os.access(found, os.X_OK):
+        if not is_regular(found) or not os.access(found, os.X_OK):
             raise BadInputError(f"{where}: not an executable file")
         return found
 
@@ -341,9 +348,10 @@ class _Run(Supervised):
                 if line.strip():
                     rows.append(self._row(line, len(rows) + 1, rows))
             rc = self.proc.wait()
-        finally:
+        finally:  # an interrupt, a timeout, a bad row: it ends, and every process it started
             if self.proc.poll() is None:
                 self.kill()
+            self.end_descendants()
         if rc != 0:
             self._fail(rc, rows)
         if not rows:
@@ -352,10 +360,10 @@ class _Run(Supervised):
 
     def _row(self, line: str, index: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
         try:
-            row = json.loads(line)
+            row = loads_bounded(line, MAX_ROW_ITEMS)
         except (ValueError, RecursionError):
             row = None
-        problem = _row_problem(row)
+        problem = _row_problem(row) or self._unasked(row, rows)
         if problem:
             self.kill()
             raise RunError(
@@ -364,6 +372,23 @@ class _Run(Supervised):
             )
         assert isinstance(row, dict)
         return row
+
+    def _unasked(self, row: Any, rows: list[dict[str, Any]]) -> str | None:
+        """Why a well-formed row is not one this run asked for (None: it is): a test not asked,
+        one printed twice, another model, or an avg_ts its own samples contradict."""
+        key: tuple[int, int, int] = (row["n_prompt"], row["n_gen"], row.get("n_depth", 0))
+        asked = {(t["n_prompt"], t["n_gen"], t["n_depth"]) for t in self.tests}
+        if key not in asked:
+            return f"a test not asked for ({test_name(*key)})"
+        if any((r["n_prompt"], r["n_gen"], r.get("n_depth", 0)) == key for r in rows):
+            return f"{test_name(*key)} printed twice"
+        named = row.get("model_filename")
+        if isinstance(named, str) and named and named != str(self.params.model):
+            return f"a row of another model ({clean_name(named, 60)})"
+        own = statistics.fmean(rates(key[0] + key[1], row["samples_ns"]))
+        if abs(row["avg_ts"] - own) > AVG_TS_TOLERANCE * own:
+            return f"avg_ts {row['avg_ts']:.4g} t/s, while its samples_ns say {own:.4g} t/s"
+        return None
 
     def _fail(self, rc: int, rows: list[dict[str, Any]]) -> None:
         words = self.last_words()

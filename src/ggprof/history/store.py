@@ -90,14 +90,21 @@ def rows_of(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
 
 
-def model_key(path: Path, file_size_bytes: int) -> str:
-    """The file size and a hash of the header: a renamed copy is the same model."""
+def model_key(spec: ModelSpec) -> str:
+    """The file size and a hash of the header: a renamed copy is the same model. A model
+    without a file here (its header described by a server: Ollama's /api/show) is keyed by
+    its size and a hash of its tensor table."""
+    from ggprof.files import is_regular
     from ggprof.model.gguf import read_header
 
+    path = spec.path
+    if not is_regular(path):
+        table = "\n".join(f"{t.name} {t.ggml_type.name} {t.shape}" for t in spec.tensors)
+        return f"{spec.file_size_bytes}:t{hashlib.sha256(table.encode()).hexdigest()[:15]}"
     header = read_header(path)
     with path.open("rb") as f:
         digest = hashlib.sha256(f.read(header.data_offset)).hexdigest()[:16]
-    return f"{file_size_bytes}:{digest}"
+    return f"{spec.file_size_bytes}:{digest}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,7 +139,7 @@ class RunRecord:
             ggprof_version=version,
             command=("ggprof", *command),
             model={
-                "key": model_key(spec.path, spec.file_size_bytes),
+                "key": model_key(spec),
                 "name": spec.name or spec.path.stem,
                 "file": spec.path.name,
                 "architecture": spec.architecture,

@@ -14,6 +14,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ RPC_LIB_ENV = "GGPROF_RPC_LIB"
 LIBRARY_NAMES = ("libggml-rpc.so", "libggml-rpc.dylib", "ggml-rpc.dll")
 CONNECT_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 120.0
+MAX_DEVICE_BYTES = 1 << 50  # 1 PiB: more memory than any one device has (a GB300 has 288 GB)
 PROBE_MAX_BYTES = 64 << 20
 MAX_ENDPOINT_CHARS = 255
 _HOST = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-]+)$")
@@ -69,10 +71,11 @@ def hello(endpoint: str, timeout_s: float = CONNECT_TIMEOUT_S) -> tuple[int, int
     """The server's RPC protocol version, from the HELLO llama.cpp's client sends first."""
     request = bytes([RPC_CMD_HELLO]) + struct.pack("<Q", RPC_CONN_CAPS_BYTES) + bytes(RPC_CONN_CAPS_BYTES)
     reply_bytes = 4 + RPC_CONN_CAPS_BYTES
+    deadline = time.monotonic() + timeout_s  # for the whole handshake: a reply dripped a byte at a time ends here
     try:
         with socket.create_connection(_address(endpoint), timeout=timeout_s) as s:
             s.sendall(request)
-            head = _recv(s, 8)
+            head = _recv(s, 8, deadline)
             size = struct.unpack("<Q", head)[0] if len(head) == 8 else None
             if size is None:
                 raise RpcError(
@@ -84,7 +87,7 @@ def hello(endpoint: str, timeout_s: float = CONNECT_TIMEOUT_S) -> tuple[int, int
                     f"{endpoint}: answered the RPC HELLO with {min(size, 1 << 40)} bytes, not {reply_bytes}: not an "
                     f"rpc-server of protocol {RPC_PROTO_VERSION[0]}.x"
                 )
-            reply = _recv(s, reply_bytes)
+            reply = _recv(s, reply_bytes, deadline)
     except TimeoutError:
         raise RpcError(
             f"{endpoint}: no answer to the RPC HELLO within {timeout_s:g} s: not an rpc-server, or one busy "
@@ -105,9 +108,14 @@ def hello(endpoint: str, timeout_s: float = CONNECT_TIMEOUT_S) -> tuple[int, int
     return version
 
 
-def _recv(s: socket.socket, n: int) -> bytes:
+def _recv(s: socket.socket, n: int, deadline: float) -> bytes:
+    """Up to `n` bytes (fewer where the peer closes), TimeoutError once `deadline` passes."""
     data = b""
     while len(data) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("deadline")
+        s.settimeout(left)
         chunk = s.recv(n - len(data))
         if not chunk:
             break
@@ -170,9 +178,12 @@ class RpcServer:
     notes: tuple[str, ...] = field(default=())
 
 
-def probe_server(endpoint: str, library: Path | None, timeout_s: float = PROBE_TIMEOUT_S) -> RpcServer:
-    """HELLO, then (with a library) the devices and the link measured by llama.cpp's client."""
-    version = hello(endpoint)
+def probe_server(
+    endpoint: str, library: Path | None, timeout_s: float = PROBE_TIMEOUT_S, version: tuple[int, int, int] | None = None
+) -> RpcServer:
+    """HELLO (unless its `version` is known), then (with a library) the devices and the link
+    measured by llama.cpp's client."""
+    version = version or hello(endpoint)
     if library is None:
         return RpcServer(endpoint=endpoint, protocol=version, notes=(no_library_message(),))
     command = [sys.executable, "-m", "ggprof.machine.rpc_client", str(library), endpoint, str(PROBE_MAX_BYTES)]
@@ -197,6 +208,12 @@ def _server_from(endpoint: str, version: tuple[int, int, int], data: dict[str, A
         RpcDevice(name=clean_name(d["name"], 40), free_bytes=int(d["free_bytes"]), total_bytes=int(d["total_bytes"]))
         for d in data.get("devices", [])[:64]
     )
+    for d in devices:  # what the server claims of its memory decides how many layers it gets
+        if not 0 < d.total_bytes <= MAX_DEVICE_BYTES or not 0 <= d.free_bytes <= d.total_bytes:
+            raise RpcError(
+                f"{endpoint}: its device {d.name} claims {d.free_bytes:,} bytes free of {d.total_bytes:,}: "
+                "figures a device cannot have; not used"
+            )
     if "rtt_s" not in data:
         return RpcServer(endpoint=endpoint, protocol=version, devices=devices, notes=(str(data.get("error", "")),))
     n = int(data["transfer_bytes"])

@@ -19,6 +19,9 @@ from ggprof.model.gguf import INLINE_ARRAY_MAX, MAX_DIMS, MAX_NAME_BYTES, ArrayV
 MAX_TENSORS = 1 << 20
 MAX_KEYS = 1 << 16
 MAX_DIM = 1 << 40
+# the shapes bounded in total, not only per dimension: four dimensions of 2^40 are 10^48 bytes.
+# The largest open models are about 2 TB at 16 bits (2026).
+MAX_MODEL_BYTES = 1 << 45  # 35 TB
 
 
 def header_from_show(name: str, answer: Any) -> GGUFHeader:
@@ -35,7 +38,14 @@ def header_from_show(name: str, answer: Any) -> GGUFHeader:
         raise GGUFError(where, "the server's /api/show lists more keys or tensors than a model has")
     metadata = {str(k)[:256]: _meta(where, str(k), v) for k, v in info.items()}
     table = tuple(_tensor(where, i, t) for i, t in enumerate(tensors))
+    names = {t.name for t in table}
+    if len(names) < len(table):  # as the file reader refuses them
+        raise GGUFError(where, "the server's /api/show lists a tensor name twice")
     size = sum(t.n_bytes for t in table)
+    if size > MAX_MODEL_BYTES:
+        raise GGUFError(
+            where, f"the server's /api/show lists tensors of {size / 1e12:,.0f} TB in all; no model is that large"
+        )
     return GGUFHeader(
         path=where,
         file_size_bytes=size,

@@ -23,6 +23,7 @@ Default locations (each overridable by the tool's own environment variable):
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -151,7 +152,9 @@ class Scan:
             self.add(path, model_name(path), "path")
 
     def folder(self, root: Path, store: str, name_of: object = None) -> None:
-        for path in self.walk(root):
+        # a folder the user names is theirs: its links to model files elsewhere (often into
+        # Ollama's blobs) are followed; a store ggprof found by itself is never left
+        for path in self.walk(root, stay_inside=store != "path"):
             if path.suffix.lower() != ".gguf":
                 continue
             m = _SHARD.match(path.name)
@@ -160,11 +163,13 @@ class Scan:
             name = name_of(path) if callable(name_of) else model_name(path)
             self.add(path, name, store)
 
-    def walk(self, root: Path) -> Iterator[Path]:
-        """Regular files under root, never leaving it: a link is followed only to a file inside
-        root (Hugging Face's snapshots link into its blobs); a link out of it, a linked folder,
-        a FIFO, device or socket, and a folder past MAX_DEPTH are skipped, each with its reason."""
-        boundary = _real(root)
+    def walk(self, root: Path, stay_inside: bool = True) -> Iterator[Path]:
+        """Regular files under root. With `stay_inside` (a store) a link is followed only to a
+        file inside root (Hugging Face's snapshots link into its blobs), else (a folder the user
+        named) to a regular file anywhere; a link out of a store, a linked folder, a link loop
+        (the kernel's bound on link chains), a FIFO, device or socket, and a folder past
+        MAX_DEPTH are skipped, each with its reason."""
+        boundary = _real(root) if stay_inside else None
         stack: list[tuple[Path, int]] = [(root, 0)]
         while stack:
             folder, depth = stack.pop()
@@ -243,12 +248,15 @@ def _kind(path: Path) -> str:
     return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file"
 
 
-def _link_problem(path: Path, boundary: Path) -> str | None:
-    """Why a link may not be used (None: it points at a regular file inside the boundary)."""
-    if not path.exists():
-        return "a link that points nowhere"
+def _link_problem(path: Path, boundary: Path | None) -> str | None:
+    """Why a link may not be used (None: it points at a regular file, inside the boundary where
+    there is one)."""
+    try:
+        path.stat()
+    except OSError as e:
+        return "a link loop" if e.errno == errno.ELOOP else "a link that points nowhere"
     target = _real(path)
-    if not target.is_relative_to(boundary):
+    if boundary is not None and not target.is_relative_to(boundary):
         return f"a link out of the store (to {clean_name(target, 120)}): not followed"
     if target.is_dir():
         return "a link to a folder: not followed"
@@ -316,6 +324,12 @@ def resolve_reference(text: str, env: dict[str, str] | None = None, home: Path |
     manifests; `publisher/model` in LM Studio's folder. BadInputError when it names nothing."""
     if text.startswith("ollama:"):
         return resolve_ollama(text[len("ollama:") :], env, home)
+    if text.startswith("lm-studio:"):  # in LM Studio's folder only, never a path (a server names it)
+        ref = text[len("lm-studio:") :]
+        found = resolve_lm_studio(ref, env, home)
+        if found is None:
+            raise BadInputError(f"{clean_name(text, 80)}: no such model in LM Studio's folder")
+        return found
     path = Path(text)
     if os.path.lexists(path) or text.lower().endswith(".gguf") or text.count("/") != 1:
         return path
@@ -323,6 +337,7 @@ def resolve_reference(text: str, env: dict[str, str] | None = None, home: Path |
 
 
 MAX_REFERENCE_CHARS = 400  # registry/namespace/model:tag; a longer one names no model
+MAX_NAME_PART_BYTES = 255  # a file name's limit on Linux, macOS and Windows
 
 
 def resolve_ollama(ref: str, env: dict[str, str] | None = None, home: Path | None = None) -> Path:
@@ -331,6 +346,8 @@ def resolve_ollama(ref: str, env: dict[str, str] | None = None, home: Path | Non
     name, _, tag = ref.partition(":")
     if not name or not re.fullmatch(r"[\w.\-/]+", name) or ".." in name or not re.fullmatch(r"[\w.\-]*", tag):
         raise BadInputError(f"ollama:{clean_name(ref, 80)}: not an Ollama model name (NAME[:TAG])")
+    if any(len(part.encode()) > MAX_NAME_PART_BYTES for part in (*name.split("/"), tag)):
+        raise BadInputError(f"ollama:{clean_name(ref, 80)}: a part of the name longer than a file name can be")
     parts = name.split("/")
     registry = parts[0] if len(parts) == 3 else OLLAMA_REGISTRY
     namespace = parts[-2] if len(parts) >= 2 else "library"
@@ -358,7 +375,15 @@ def _is_gguf(path: Path) -> bool:
 
 
 def resolve_lm_studio(ref: str, env: dict[str, str] | None = None, home: Path | None = None) -> Path | None:
-    """`publisher/model` -> the GGUF in LM Studio's folder (the first shard, or the only file)."""
+    """`publisher/model` -> the GGUF in LM Studio's folder (the first shard, or the only file).
+    Both parts plain names (no `..`, no absolute path, at most a file name's length): a name a
+    server gives never reaches outside the folder."""
+    parts = ref.split("/")
+    plain = len(parts) == 2 and all(
+        re.fullmatch(r"[\w][\w.\-]*", x) and len(x.encode()) <= MAX_NAME_PART_BYTES for x in parts
+    )
+    if not plain:
+        return None
     for loc in default_locations(env, home):
         folder = loc.path / ref
         if loc.store != "lm-studio" or not folder.is_dir():

@@ -5,6 +5,7 @@ prediction over the split that `predict --rpc-device`, `profile --rpc` and `chec
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +16,7 @@ from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.machine.host import describe_host
 from ggprof.machine.links import Link, named_link, parse_link
 from ggprof.machine.profiles import ProfileDB
-from ggprof.machine.rpc import RpcServer, find_library, probe_server
+from ggprof.machine.rpc import RpcServer, find_library, hello, probe_server
 from ggprof.machine.target import DeviceChoice, device_from_profile, resolve_target
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.roofline import PredictInputs, Prediction
@@ -145,7 +146,11 @@ def probe_servers(endpoints: Sequence[str], near: Path | None = None, measure: b
     """Each rpc-server greeted and (with `measure`) its link measured by llama.cpp's client,
     when its library is here."""
     library = find_library(near) if measure else None
-    return tuple(probe_server(e, library) for e in endpoints)
+    # every HELLO at once (each bounded as a whole), then each link measured alone: transfers
+    # to several servers at once would share this host's network
+    with ThreadPoolExecutor(max_workers=min(len(endpoints), 16) or 1) as pool:
+        versions = list(pool.map(hello, endpoints))
+    return tuple(probe_server(e, library, version=v) for e, v in zip(endpoints, versions, strict=True))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -211,6 +211,27 @@ def _band_text(e: ExpectedSpeed) -> str:
 def _above_ceiling(b: Backend, case: JudgeCase, p: Prediction, tg: float, evidence: tuple[str, ...]) -> Finding:
     ceiling = p.decode_ceiling_tok_s
     bytes_per_token = p.decode_bytes_per_token + p.kv_bytes_at_depth
+    flops_needed = tg * 2 * p.active_params  # a token multiplies every active weight once, at the least
+    if p.peak_flops and p.active_params and flops_needed > p.peak_flops * (1 + case.tolerance):
+        # no cache explains this: the arithmetic alone is more than the device can do
+        peak = p.device.peak_flops.describe() if p.device.peak_flops else ""
+        return Finding(
+            severity="impossible",
+            code="DECODE_ABOVE_COMPUTE",
+            title=f"decode at {tps(tg)} needs {sig3(flops_needed / 1e12)} TFLOP/s at the least; the device peaks "
+            f"at {sig3(p.peak_flops / 1e12)}",
+            expected=f"at most {tps(p.peak_flops / (2 * p.active_params))} from compute alone",
+            observed=tps(tg),
+            evidence=(
+                *evidence,
+                f"2 x {sig3(p.active_params / 1e6)}M active params = {sig3(2 * p.active_params / 1e9)} GFLOP a token",
+                f"peak {sig3(p.peak_flops / 1e12)} TFLOP/s [{peak}]",
+                f"tolerance {case.tolerance:.0%}",
+            ),
+            causes=("the timings are not a decode of this model (a lying or broken timer, another model)",),
+            next_step="check what produced these timings; ggprof profile runs the model here and times it itself",
+            plugin=b.name,
+        )
     llc = p.device.llc_bytes
     if llc and bytes_per_token <= llc:
         return Finding(

@@ -86,6 +86,7 @@ def run_bench(params: BenchParams, facts: HostFacts, progress: ProgressFn | None
     finally:  # an interrupt, a timeout, a failure here: the child (and its process group) ends with us
         if child.proc.poll() is None:
             child.kill()
+        child.end_descendants()
     if rc != 0 or "done" not in events:
         _raise_failure(params, events, child, rc)
     wall = time.monotonic() - wall0

@@ -42,6 +42,7 @@ from ggprof.engines.server.requests import (
     token_steps_ns,
 )
 from ggprof.errors import BadInputError, RunError
+from ggprof.files import is_regular
 from ggprof.llamacpp import test_name
 from ggprof.units import clean_name, sig3
 
@@ -76,6 +77,8 @@ class ServerEngine(Engine):
     # -- finding the server ----------------------------------------------------------------------
     def server(self) -> Server:
         if self._server is None:
+            if self.timeout_s:  # --timeout bounds every request, the ones before the run too
+                self.read_timeout_s = min(self.read_timeout_s, self.timeout_s)
             self._server = find_server(self.option, self.read_timeout_s, self.model_name)
         return self._server
 
@@ -148,7 +151,7 @@ class ServerEngine(Engine):
         threads = placement.n_threads
         n_prompt, n_gen = params.n_prompt[0], params.n_gen[0]
         key = stop_key(0, n_gen, 0)
-        wants_probe = placement.backends_used == ("cpu",) and server.endpoint.is_local and spec.path.is_file()
+        wants_probe = placement.backends_used == ("cpu",) and server.endpoint.is_local and is_regular(spec.path)
         if wants_probe and threads is None:
             threads = llama_cpp_default_threads(facts)
             notes.append(f"threads: not on the server's command line; llama.cpp's default ({threads}) assumed")
@@ -280,7 +283,7 @@ def _own_probe(spec: ModelSpec, params: BenchParams, facts: HostFacts, threads: 
 
     if threads < 2:
         return None, "compute roof: the server runs 1 thread; no thread probe"
-    half = probe_threads(threads) or 1
+    half = min(probe_threads(threads) or 1, facts.usable_cores)  # never more than this process may use
     probe_params = BenchParams(
         model=spec.path,
         n_prompt=(0,),

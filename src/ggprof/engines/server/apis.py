@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from ggprof.engines.server.client import Client, Endpoint, ServerError
 from ggprof.engines.server.process import Placement, local_process
 from ggprof.errors import BadInputError
+from ggprof.files import is_regular
 from ggprof.units import clean_name
 
 # LM Studio's runtime names say the backend: llama.cpp-win-x86_64-nvidia-cuda12-avx2, ...-vulkan-...
@@ -64,6 +65,21 @@ class ServerTimings:
     prompt_ms: float | None = None
     gen_n: int | None = None  # the decode steps gen_ms covers
     gen_ms: float | None = None
+
+    def prompt_ns(self, n_prompt: int) -> int | None:
+        """The prompt's time scaled to `n_prompt` tokens, in whole ns (at least 1: a server that
+        claims no time at all is judged on that claim, never divided by)."""
+        return _scaled_ns(self.prompt_ms, self.prompt_n, n_prompt)
+
+    def gen_ns(self, n_gen: int) -> int | None:
+        """The decode's time scaled to `n_gen` tokens, in whole ns (at least 1)."""
+        return _scaled_ns(self.gen_ms, self.gen_n, n_gen)
+
+
+def _scaled_ns(ms: float | None, n: int | None, to_n: int) -> int | None:
+    if ms is None or not n:
+        return None
+    return max(1, min(round(ms * 1e6 * to_n / n), 1 << 62))
 
 
 def _number(d: dict[str, Any], key: str) -> float | None:
@@ -156,7 +172,7 @@ class LlamaServerApi(ServerApi):
             return None
         path = props.get("model_path") if isinstance(props.get("model_path"), str) else None
         slots = props.get("total_slots") if isinstance(props.get("total_slots"), int) else None
-        model_file = Path(path) if path and endpoint.is_local and Path(path).is_file() else None
+        model_file = Path(path) if path and endpoint.is_local and is_regular(Path(path)) else None
         placement = local_process(endpoint) if endpoint.is_local else None
         if placement is None:
             placement = Placement(
@@ -296,7 +312,7 @@ class LMStudioApi(ServerApi):
             model=ident,
             model_file=None,
             placement=Placement(backends_used=(), evidence="LM Studio says its runtime with each completion"),
-            store_reference=f"{publisher}/{ident}" if publisher and endpoint.is_local else None,
+            store_reference=f"lm-studio:{publisher}/{ident}" if publisher and endpoint.is_local else None,
         )
 
     def request(self, prompt: Any, model: str, n_gen: int) -> tuple[str, dict[str, Any]]:

@@ -10,6 +10,7 @@ object a line (Ollama); both yield (arrival time in ns, object).
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import socket
 import time
@@ -18,17 +19,29 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ggprof.bounded import TooManyItems, loads_bounded
 from ggprof.errors import BadInputError, RunError
 from ggprof.units import clean_name
 
 MAX_JSON_BYTES = 64 << 20  # /api/show verbose carries the tokenizer: tens of MB for a 256k vocabulary
 MAX_STREAM_BYTES = 32 << 20  # one streamed completion of a few thousand tokens is well under 1 MB
 MAX_LINE_BYTES = 1 << 20
+MAX_FRAMING_BYTES = 1 << 20  # headers and chunk framing on top of a body's own cap
+# what a parsed answer may hold (a JSON item: an object, an array or a value in one): parsing
+# multiplies bytes (63 MiB of `[{},{},...]` is 1.6 GB of Python objects). Ollama's /api/show
+# verbose of a 262k-token vocabulary with its merges is about 1.1 million items.
+MAX_JSON_ITEMS = 3_000_000
+MAX_EVENT_ITEMS = 100_000  # one streamed event: a token, its probabilities, the timings
 CONNECT_TIMEOUT_S = 3.0
 
 
 class ServerError(RunError):
-    """A server that broke off, answered an error, or sent what its API does not."""
+    """A server that broke off, answered an error, or sent what its API does not. `status`: the
+    HTTP status it answered, where it answered one."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -52,7 +65,19 @@ class Endpoint:
             raise BadInputError(f"--server {clean_name(url, 80)}: not a URL ({clean_name(e, 80)})") from None
         if u.scheme not in ("http", "https") or not u.hostname:
             raise BadInputError(f"--server {clean_name(url, 80)}: not an http(s) URL with a host")
-        return cls(u.scheme, u.hostname, port or (443 if u.scheme == "https" else 80), u.path.rstrip("/"))
+        if port == 0:
+            raise BadInputError(f"--server {clean_name(url, 80)}: port 0 is not a port a server listens on")
+        host = u.hostname
+        try:  # a name DNS can look up: at most 253 characters, labels of at most 63 (RFC 1035)
+            ok = len(host) <= 253 and (":" in host or all(0 < len(x) <= 63 for x in host.rstrip(".").split(".")))
+            if ok and ":" not in host:
+                host.encode("idna")
+        except UnicodeError:
+            ok = False
+        if not ok:
+            raise BadInputError(f"--server {clean_name(url, 80)}: not a host name that can be looked up")
+        default_port = 443 if u.scheme == "https" else 80
+        return cls(u.scheme, host, port if port is not None else default_port, u.path.rstrip("/"))
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -63,62 +88,155 @@ class Endpoint:
         return self.host in ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 
 
+class DeadlineExceeded(TimeoutError):
+    """A request, or a stream, ran past its whole deadline (however the bytes were dripped)."""
+
+
+class AnswerTooLarge(OSError):
+    """A server sent more bytes than the request's cap (headers, framing and body together)."""
+
+
+@dataclass
+class _Budget:
+    """What one request may still take: a whole deadline (monotonic), each read's own timeout,
+    and the bytes it may receive in all."""
+
+    deadline: float
+    read_timeout_s: float
+    max_bytes: int
+    received: int = 0
+
+    def left_s(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+class _MeteredReader(socket.SocketIO):
+    """The socket as http.client reads it: every receive bounded by the whole deadline and
+    counted against the byte cap, so a drip of one byte a second, endless chunk trailers or a
+    chunk of size -1 followed by gigabytes end at the deadline or the cap. (A SocketIO, as
+    socket.makefile makes: the socket stays open until its reader is closed too.)"""
+
+    def __init__(self, sock: socket.socket, budget: _Budget) -> None:
+        super().__init__(sock, "rb")
+        self._metered, self._budget = sock, budget
+
+    def readinto(self, buffer: Any) -> int:
+        b = self._budget
+        left = b.left_s()
+        if left <= 0:
+            raise DeadlineExceeded("deadline")
+        self._metered.settimeout(min(b.read_timeout_s, left))
+        try:
+            n = self._metered.recv_into(buffer)
+        except TimeoutError:
+            if b.left_s() <= 0.05:
+                raise DeadlineExceeded("deadline") from None
+            raise
+        b.received += n
+        if b.received > b.max_bytes:
+            raise AnswerTooLarge("cap")
+        return n
+
+
+class _MeteredSocket:
+    """A connected socket whose `makefile` (how http.client reads an answer) is metered."""
+
+    def __init__(self, sock: socket.socket, budget: _Budget) -> None:
+        self._sock, self._budget = sock, budget
+
+    def makefile(self, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
+        """The answer's reader (http.client reads through makefile("rb") only), counted as
+        socket.makefile counts its readers."""
+        reader = _MeteredReader(self._sock, self._budget)
+        self._sock._io_refs += 1  # type: ignore[attr-defined]
+        return io.BufferedReader(reader, 64 << 10)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def _connection_class(base: type[http.client.HTTPConnection], budget: _Budget) -> type[http.client.HTTPConnection]:
+    class Metered(base):  # type: ignore[valid-type, misc]
+        def connect(self) -> None:
+            super().connect()  # TCP (and TLS for https), bounded by the connection's timeout
+            self.sock = _MeteredSocket(self.sock, budget)  # type: ignore[has-type, arg-type]
+
+    return Metered
+
+
 class Client:
-    """Requests to one server, each bounded in time and size."""
+    """Requests to one server, each bounded as a whole: a deadline over everything it does
+    (connecting, the headers, the body or the stream), a timeout for each read within it, a cap
+    on the bytes it may receive and on the JSON items it may parse."""
 
     def __init__(self, endpoint: Endpoint, read_timeout_s: float) -> None:
         self.endpoint = endpoint
         self.read_timeout_s = read_timeout_s
 
-    def _connection(self, timeout_s: float) -> http.client.HTTPConnection:
-        cls = http.client.HTTPSConnection if self.endpoint.scheme == "https" else http.client.HTTPConnection
-        return cls(self.endpoint.host, self.endpoint.port, timeout=timeout_s)
-
-    def _open(self, method: str, path: str, body: dict[str, Any] | None, timeout_s: float) -> tuple[Any, Any]:
-        conn = self._connection(timeout_s)
+    def _open(self, method: str, path: str, body: dict[str, Any] | None, budget: _Budget) -> tuple[Any, Any]:
+        base = http.client.HTTPSConnection if self.endpoint.scheme == "https" else http.client.HTTPConnection
+        conn = _connection_class(base, budget)(
+            self.endpoint.host, self.endpoint.port, timeout=max(0.05, min(budget.read_timeout_s, budget.left_s()))
+        )
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
         try:
             conn.request(method, self.endpoint.prefix + path, body=data, headers=headers)
             return conn, conn.getresponse()
-        except (OSError, http.client.HTTPException) as e:
+        except (OSError, http.client.HTTPException, UnicodeError) as e:
             conn.close()
-            raise ServerError(f"{self.endpoint}{path}: {_why(e)}") from None
+            raise ServerError(f"{self.endpoint}{path}: {_why(e, budget)}") from None
 
     def get_json(self, path: str, body: dict[str, Any] | None = None, timeout_s: float | None = None) -> Any:
-        """GET (or POST when there is a body) and parse JSON; ServerError for anything else."""
+        """GET (or POST when there is a body) and parse JSON, all within `timeout_s` (default:
+        the client's read timeout) as a whole; ServerError for anything else."""
         method = "POST" if body is not None else "GET"
-        conn, resp = self._open(method, path, body, timeout_s or self.read_timeout_s)
+        whole_s = timeout_s or self.read_timeout_s
+        budget = _Budget(time.monotonic() + whole_s, self.read_timeout_s, MAX_JSON_BYTES + MAX_FRAMING_BYTES)
+        conn, resp = self._open(method, path, body, budget)
         try:
             raw = resp.read(MAX_JSON_BYTES + 1)
-        except (OSError, http.client.HTTPException) as e:
-            raise ServerError(f"{self.endpoint}{path}: {_why(e)}") from None
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            raise ServerError(f"{self.endpoint}{path}: {_why(e, budget)}") from None
         finally:
             conn.close()
         if resp.status != 200:
-            raise ServerError(f"{self.endpoint}{path}: HTTP {resp.status} {_snippet(raw)}")
+            raise ServerError(f"{self.endpoint}{path}: HTTP {resp.status} {_snippet(raw)}", status=resp.status)
         if len(raw) > MAX_JSON_BYTES:
             raise ServerError(f"{self.endpoint}{path}: answer larger than {MAX_JSON_BYTES >> 20} MiB")
         try:
-            return json.loads(raw)
+            return loads_bounded(raw, MAX_JSON_ITEMS)
+        except TooManyItems:
+            raise ServerError(
+                f"{self.endpoint}{path}: an answer of more than {MAX_JSON_ITEMS:,} JSON items; not parsed"
+            ) from None
         except (ValueError, RecursionError):
             raise ServerError(f"{self.endpoint}{path}: not JSON: {_snippet(raw)}") from None
 
     def stream(self, path: str, body: dict[str, Any], deadline: float) -> Iterator[tuple[int, dict[str, Any]]]:
         """POST and yield (perf_counter_ns at arrival, event) for each streamed JSON object, until
-        the stream ends; ServerError when it breaks, overruns `deadline` (monotonic) or its caps."""
-        conn, resp = self._open("POST", path, body, self.read_timeout_s)
+        the stream ends; ServerError when it breaks, overruns `deadline` (monotonic, for the
+        whole stream: a line dripped a byte at a time ends there too) or its caps."""
+        budget = _Budget(deadline, self.read_timeout_s, MAX_STREAM_BYTES + MAX_FRAMING_BYTES)
+        conn, resp = self._open("POST", path, body, budget)
         try:
             if resp.status != 200:
-                raise ServerError(f"{self.endpoint}{path}: HTTP {resp.status} {_snippet(resp.read(2000))}")
+                try:
+                    said = resp.read(2000)
+                except (OSError, http.client.HTTPException, ValueError):
+                    said = b""
+                raise ServerError(f"{self.endpoint}{path}: HTTP {resp.status} {_snippet(said)}", status=resp.status)
             total = 0
             while True:
                 if time.monotonic() > deadline:
                     raise ServerError(f"{self.endpoint}{path}: the stream ran past its time limit (--timeout)")
                 try:
                     line = resp.readline(MAX_LINE_BYTES + 1)
-                except (OSError, http.client.HTTPException) as e:
-                    raise ServerError(f"{self.endpoint}{path}: the stream broke off ({_why(e)})") from None
+                except DeadlineExceeded:
+                    late = "the stream ran past its time limit (--timeout)"
+                    raise ServerError(f"{self.endpoint}{path}: {late}") from None
+                except (OSError, http.client.HTTPException, ValueError) as e:
+                    raise ServerError(f"{self.endpoint}{path}: the stream broke off ({_why(e, budget)})") from None
                 if not line:
                     return
                 now = time.perf_counter_ns()
@@ -133,7 +251,10 @@ class Client:
                     if text == "[DONE]":
                         return
                 try:
-                    event = json.loads(text)
+                    event = loads_bounded(text, MAX_EVENT_ITEMS)
+                except TooManyItems:
+                    too_many = f"a streamed event of more than {MAX_EVENT_ITEMS:,} JSON items"
+                    raise ServerError(f"{self.endpoint}{path}: {too_many}") from None
                 except (ValueError, RecursionError):
                     raise ServerError(f"{self.endpoint}{path}: a streamed line is not JSON: {_snippet(text)}") from None
                 if not isinstance(event, dict):
@@ -145,7 +266,14 @@ class Client:
             conn.close()
 
 
-def _why(e: BaseException) -> str:
+def _why(e: BaseException, budget: _Budget | None = None) -> str:
+    late = budget is not None and isinstance(e, TimeoutError) and budget.left_s() <= 0.05
+    if isinstance(e, DeadlineExceeded) or late:
+        return "no whole answer in time (the request's deadline passed)"
+    if isinstance(e, AnswerTooLarge):
+        return f"sent more than {budget.max_bytes >> 20 if budget else 0} MiB; the rest not read"
+    if isinstance(e, UnicodeError):
+        return "a host name that cannot be looked up"
     if isinstance(e, (socket.timeout, TimeoutError)):
         return "no answer in time (timed out)"
     if isinstance(e, ConnectionRefusedError):
@@ -163,5 +291,5 @@ def reachable(endpoint: Endpoint, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
     try:
         with socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s):
             return True
-    except OSError:
+    except (OSError, UnicodeError):
         return False

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from ggprof.engines.server.apis import APIS, Server
@@ -11,6 +12,10 @@ from ggprof.errors import BadInputError
 
 # (port, kind) where each server listens by default, in the order they are tried
 DEFAULT_PORTS = ((11434, "ollama"), (8080, "llama-server"), (1234, "lm-studio"))
+# llama-server answers 503 {"error": {"message": "Loading model"}} until its model is loaded
+# (recorded: tests/data/servers/llama-server-loading.json); a large model loads in a minute
+LOADING_WAIT_S = 60.0
+LOADING_POLL_S = 1.0
 
 
 def find_server(url: str | None, read_timeout_s: float, model_name: str | None = None) -> Server:
@@ -32,15 +37,29 @@ def find_server(url: str | None, read_timeout_s: float, model_name: str | None =
 
 
 def identify(endpoint: Endpoint, client: Client, model_name: str | None, found: str) -> Server:
-    """Which API answers, and what it serves. BadInputError when it is none of them."""
-    for api in APIS.values():
-        try:
-            answer = client.get_json(api.identify_path, timeout_s=5.0)
-        except ServerError:
-            continue
-        server = api.make(endpoint, client, answer, model_name)
-        if server is not None:
-            return replace(server, found=f"{server.title()} ({found})")
+    """Which API answers, and what it serves. A server answering 503 (llama-server while it
+    loads its model) is waited for, at most LOADING_WAIT_S; BadInputError when it is none of
+    the APIs, ServerError when it is still loading after that."""
+    deadline = time.monotonic() + LOADING_WAIT_S
+    while True:
+        loading = False
+        for api in APIS.values():
+            try:
+                answer = client.get_json(api.identify_path, timeout_s=5.0)
+            except ServerError as e:
+                loading = loading or e.status == 503
+                continue
+            server = api.make(endpoint, client, answer, model_name)
+            if server is not None:
+                return replace(server, found=f"{server.title()} ({found})")
+        if not loading:
+            break
+        if time.monotonic() + LOADING_POLL_S > deadline:
+            raise ServerError(
+                f"--server {endpoint}: still answers 503 (loading its model) after {LOADING_WAIT_S:.0f} s: "
+                "run again once it has loaded"
+            )
+        time.sleep(LOADING_POLL_S)
     paths = ", ".join(api.identify_path for api in APIS.values())
     raise BadInputError(
         f"--server {endpoint}: not llama-server, Ollama, LM Studio or an OpenAI-compatible server "

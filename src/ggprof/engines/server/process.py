@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from ggprof.engines.server.client import Endpoint
+from ggprof.llamacpp import GGML_MAX_N_THREADS
 from ggprof.units import clean_name
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def local_process(endpoint: Endpoint) -> Placement | None:
             name = Path(m.path).name
             libs.update(b for key, b in GPU_LIBRARIES if name.startswith(key))
     ngl = _flag(cmdline, ("-ngl", "--n-gpu-layers", "--gpu-layers"))
-    threads = _flag(cmdline, ("-t", "--threads"))
+    threads = threads_of(cmdline)
     program = clean_name(Path(cmdline[0]).name if cmdline else "?", 60)
     if not libs or ngl == 0:
         why = "no GPU library mapped" if not libs else "-ngl 0"
@@ -75,6 +76,13 @@ def local_process(endpoint: Endpoint) -> Placement | None:
         evidence=f"process {pid} ({program}) mapped {', '.join(used).upper()} libraries; "
         f"-ngl {ngl if ngl is not None else 'default'}",
     )
+
+
+def threads_of(cmdline: list[str]) -> int | None:
+    """The -t a llama.cpp server was started with; None where it gave none, or one llama.cpp
+    itself would not run (above GGML_MAX_N_THREADS; -1 is its default, the physical cores)."""
+    threads = _flag(cmdline, ("-t", "--threads"))
+    return threads if threads is not None and 0 < threads <= GGML_MAX_N_THREADS else None
 
 
 def _flag(cmdline: list[str], names: tuple[str, ...]) -> int | None:

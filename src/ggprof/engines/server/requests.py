@@ -73,15 +73,16 @@ def single_rows(samples: list[Sample], n_prompt: int, n_gen: int) -> list[BenchR
     pp_ns, tg_ns, client_ns = [], [], []
     for s in samples:
         if len(s.token_ns) > 1 and s.n_tokens > 1:  # first to last token: n_tokens - 1 intervals
-            client_ns.append(int((s.token_ns[-1] - s.token_ns[0]) * n_gen / (s.n_tokens - 1)))
+            client_ns.append(max(1, int((s.token_ns[-1] - s.token_ns[0]) * n_gen / (s.n_tokens - 1))))
         t = s.server
-        if t and t.prompt_ms and t.prompt_n:
-            pp_ns.append(int(t.prompt_ms * 1e6 * n_prompt / t.prompt_n))
+        if t and (server_pp := t.prompt_ns(n_prompt)) is not None:
+            pp_ns.append(server_pp)
         elif s.ttft_ns:
             pp_ns.append(s.ttft_ns)
-        if t and t.gen_ms and t.gen_n:
-            tg_ns.append(int(t.gen_ms * 1e6 * n_gen / t.gen_n))  # normalized to n_gen tokens
+        if t and (server_tg := t.gen_ns(n_gen)) is not None:
+            tg_ns.append(server_tg)  # normalized to n_gen tokens
         elif len(s.token_ns) > 1 and s.n_tokens > 1:
+            check_not_burst(s)  # the client's clock is all there is
             tg_ns.append(client_ns[-1])
     ttft = tuple(s.ttft_ns for s in samples if s.ttft_ns is not None)
     itl = tuple(i for s in samples for i in s.itl_ns)
@@ -122,11 +123,34 @@ def token_steps_ns(samples: list[Sample]) -> list[int]:
 
 def decode_tok_s(s: Sample) -> float | None:
     """One request's decode rate: the server's timings, else first to last streamed token."""
-    if s.server and s.server.gen_ms and s.server.gen_n:
-        return s.server.gen_n / (s.server.gen_ms / 1e3)
+    if s.server and s.server.gen_n and (ns := s.server.gen_ns(s.server.gen_n)) is not None:
+        return s.server.gen_n / (ns / 1e9)
     if len(s.token_ns) > 1 and s.n_tokens > 1 and s.token_ns[-1] > s.token_ns[0]:
+        check_not_burst(s)
         return (s.n_tokens - 1) / ((s.token_ns[-1] - s.token_ns[0]) / 1e9)
     return None
+
+
+# Tokens that arrive closer together than this were not decoded one by one as they came: a
+# proxy that buffers the stream and flushes it at once delivers a whole completion in
+# microseconds (20,000 tok/s, beyond any decode at batch 1 on any device)
+MIN_CLIENT_ITL_NS = 50_000
+BURST_MIN_TOKENS = 8
+
+
+def check_not_burst(s: Sample) -> None:
+    """ServerError where a stream's tokens came in one burst: their arrival times time the
+    proxy or the network, not the decode (only the server's own timings could)."""
+    events = len(s.token_ns)
+    if events < BURST_MIN_TOKENS:
+        return
+    per_token_ns = (s.token_ns[-1] - s.token_ns[0]) / (s.n_tokens - 1)
+    if per_token_ns < MIN_CLIENT_ITL_NS:
+        raise ServerError(
+            f"{events} streamed events arrived within {(s.token_ns[-1] - s.token_ns[0]) / 1e6:.3g} ms "
+            f"({per_token_ns / 1e3:.3g} us a token): a burst (a proxy that buffers the stream?), not a decode "
+            "rate; the server reports no timings of its own, so nothing can be timed"
+        )
 
 
 def concurrent_row(rounds: list[list[Sample]], level: int, n_gen: int) -> BenchRow:
@@ -189,6 +213,7 @@ class Requester:
             if (t := api.timings(event)) is not None:
                 sample.server = t
             done = done or api.finished(event)
+        self._check_counts(sample)
         if not done:
             raise ServerError(
                 f"{self.server.title()}: the stream ended before the completion did "
@@ -213,6 +238,16 @@ class Requester:
         if not made:
             raise ServerError(f"{self.server.title()}: a completion came back without tokens or stats")
         return Sample(start_ns=start, token_ns=[end], n_tokens=made, server=timings)
+
+    def _check_counts(self, sample: Sample) -> None:
+        """A streamed completion whose timings count more tokens than the stream carried (and
+        the first, sampled from the prompt's logits) contradicts itself: refused, one line."""
+        said = sample.server.gen_n if sample.server else None
+        if said is not None and said > sample.n_tokens + 1:
+            raise ServerError(
+                f"{self.server.title()}: its timings count {said:,} generated tokens, its stream carried "
+                f"{sample.n_tokens:,}: an answer that contradicts itself; not timed"
+            )
 
     def together(self, level: int, n_prompt: int, n_gen: int) -> list[Sample]:
         """`level` requests sent at once, each on its own connection."""
