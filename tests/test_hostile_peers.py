@@ -125,15 +125,27 @@ def test_an_ollama_show_dripped_ends_at_the_runs_timeout(tmp_path: Path) -> None
 
 
 # -- 2. memory bounded by what is parsed, not only by bytes read ----------------------------------
-def test_a_chunk_of_size_minus_one_then_gigabytes_is_cut_at_the_cap() -> None:
-    """/props chunked with a chunk size of -1, then 2 GiB: read up to the answer's cap (65 MiB),
-    never all of it."""
+def test_a_chunk_of_size_minus_one_then_gigabytes_is_cut_at_the_cap(tmp_path: Path) -> None:
+    """/props, then a streamed completion, chunked with a chunk size of -1, then 2 GiB: each read
+    up to its answer's cap (65 MiB, 33 MiB), never all of it."""
     flood = Route(headers={"Transfer-Encoding": "chunked"}, raw=b"-1\r\n" + b"x" * MiB, raw_step=MiB)
     flood.raw_repeat = 2048
     with ReplayServer({("GET", "/props"): flood}) as url:
         w = watched("profile", "--server", url, "--no-save")
     one_error(w.result, 2)
     assert w.peak_rss_bytes < 400 * MiB, w.peak_rss_bytes
+    # the stream's flood against the same run whose stream answers an error at once: what the
+    # host's own measurement takes is in both, the flood's share must stay within its cap
+    routes = llama_server_routes(write_model(tmp_path / "m.gguf", Shape())[0])
+    peaks = {}
+    error = Route(status=500, body=b"no")
+    for name, route in (("warm-up", error), ("error", error), ("flood", flood)):  # warm-up: the host cached
+        routes[("POST", "/completion")] = route
+        with ReplayServer(routes) as url:
+            w = watched("profile", "--server", url, "--no-save")
+        peaks[name] = w.peak_rss_bytes
+    assert "the stream broke off (sent more than 33 MiB; the rest not read)" in one_error(w.result, 5)
+    assert peaks["flood"] - peaks["error"] < 150 * MiB, peaks
 
 
 def test_a_body_of_millions_of_empty_objects_is_not_parsed(tmp_path: Path) -> None:
