@@ -13,6 +13,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -121,6 +122,13 @@ def site_env(tmp_path: Path) -> dict[str, str]:
     return {"PYTHONPATH": str(tmp_path / "site")}
 
 
+def _interruptible() -> None:
+    """In the child before it runs: Ctrl-C's default action back. A suite started in the
+    background by a non-interactive shell (`nohup ... &`, some CI runners) inherits SIGINT
+    ignored, and Python then keeps it ignored: a test that sends SIGINT would wait forever."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def started(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """`ggprof ARGS` started in the background (to be signalled, killed or raced)."""
     return subprocess.Popen(
@@ -129,6 +137,7 @@ def started(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[s
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, **(env or {})},
+        preexec_fn=_interruptible,
     )
 
 

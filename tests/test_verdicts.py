@@ -275,7 +275,7 @@ def test_profile_gemma_end_to_end(gemma_path: Path, run_cli) -> None:  # type: i
     running: it is never impossible, and a verdict that is not plausible names why: the
     noise of its repetitions, or the other processes that shared its CPUs (measured while it
     ran, first among the causes). On a quiet machine that leaves plausible only."""
-    r = run_cli("profile", str(gemma_path), "-p", "128", "-n", "64", "-r", "5", "-t", "2", "--json")
+    r = run_cli("profile", str(gemma_path), "-p", "32", "-n", "16", "-r", "2", "-t", "2", "--json")
     d = json.loads(r.stdout)
     assert r.exit_code == d["exit_status"] and d["verdict"] != "impossible"
     load = d["context"]["cpu_load_during_percent"]
