@@ -44,10 +44,12 @@ def test_profile_through_llama_bench_judges_keeps_and_reports(
 ) -> None:
     db = tmp_path / "runs.db"
     # the host pinned (--bandwidth 0.1 GB/s: a ceiling of 0.4 tok/s that any real decode is above),
-    # so that the verdict is one certain code whatever this machine is
+    # so that the verdict is one certain code whatever this machine is; one thread, so that a
+    # busy machine cannot make it spin at every barrier (two threads beside a busy loop on two
+    # cores decoded below 0.4 tok/s)
     r = as_process(
         "profile", str(gemma_path), "--engine", engine(llama_tools), *SMALL, "--db", str(db), "--json",
-        "--bandwidth", "0.1", timeout_s=300,
+        "--bandwidth", "0.1", "-t", "1", timeout_s=300,
     )  # fmt: skip
     d = judged(r)
     assert d["engine"].startswith("llama.cpp's llama-bench (")
