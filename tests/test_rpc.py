@@ -225,8 +225,11 @@ def _fake_server(reply: bytes | None) -> tuple[socket.socket, str]:
             except OSError:
                 return
             conn.recv(64)
-            if reply is None:
-                time.sleep(8)
+            if reply is None:  # silent until the client gives up and closes its end
+                conn.settimeout(60)
+                with contextlib.suppress(OSError):
+                    while conn.recv(64):
+                        pass
             else:
                 conn.sendall(reply)
             conn.close()
