@@ -181,6 +181,15 @@ class LlamaBenchRow:
     n_gpu_layers: int | None
     avg_ts: float
     stddev_ts: float
+    # what a row says of its model, machine and build (kept where well formed, for a pasted log)
+    model_type: str = ""
+    model_size: int | None = None
+    model_n_params: int | None = None
+    gpu_info: str = ""
+    cpu_info: str = ""
+    n_threads: int | None = None
+    build_commit: str | None = None
+    build_number: int | None = None
 
     @property
     def test(self) -> str:
@@ -191,8 +200,11 @@ class LlamaBenchRow:
 def read_rows(path: str) -> list[LlamaBenchRow]:
     """Rows of llama-bench's -o json (a list) or -o jsonl (one object a line), each validated;
     BadInputError naming the row and field for anything else."""
-    text = read_text(path, MAX_RESULTS_BYTES)
-    where = clean_name(path)
+    return rows_from_text(read_text(path, MAX_RESULTS_BYTES), clean_name(path))
+
+
+def rows_from_text(text: str, where: str) -> list[LlamaBenchRow]:
+    """The rows of llama-bench's JSON or JSONL output in `text` (see read_rows)."""
     # parsing multiplies memory: what may be parsed is bounded by the rows the text claims (a
     # real row is ~45 items: its fields and samples), and in all
     claimed = text.count('"avg_ts"')
@@ -257,4 +269,20 @@ def _row(where: str, index: int, r: object) -> LlamaBenchRow:
         n_gpu_layers=count("n_gpu_layers", low=-1, default=None),
         avg_ts=number("avg_ts", positive=True),
         stddev_ts=number("stddev_ts", positive=False),
+        model_type=_text(r.get("model_type")),
+        model_size=_whole(r.get("model_size"), 1 << 50),
+        model_n_params=_whole(r.get("model_n_params"), 1 << 50),
+        gpu_info=_text(r.get("gpu_info")),
+        cpu_info=_text(r.get("cpu_info")),
+        n_threads=_whole(r.get("n_threads"), 1 << 16),
+        build_commit=_text(r.get("build_commit"))[:40] or None,
+        build_number=_whole(r.get("build_number"), 1 << 31),
     )
+
+
+def _text(v: object) -> str:
+    return clean_name(v, 200) if isinstance(v, str) else ""
+
+
+def _whole(v: object, top: int) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= top else None

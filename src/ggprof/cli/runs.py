@@ -344,6 +344,12 @@ def profile(
     type=click.Path(dir_okay=False),
     help="Judge each row of llama-bench's JSON (-o json or jsonl) output.",
 )
+@click.option(
+    "--log",
+    "log_path",
+    metavar="FILE",
+    help="Judge every speed in a pasted llama.cpp, llama-server, llama-bench or Ollama log (- for stdin).",
+)
 @rpc_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def check(
@@ -357,9 +363,14 @@ def check(
     backend: str | None,
     n_gpu_layers: int | None,
     llama_bench: str | None,
+    log_path: str | None,
     as_json: bool,
 ) -> int:
-    """Judge a reported number (a bug report, a README, a forum post) without running anything."""
+    """Judge a reported number (a bug report, a README, a forum post, a pasted log) without running anything."""
+    if log_path is not None:
+        if llama_bench is not None or tg is not None or pp is not None:
+            raise click.UsageError("--log reads its speeds from the log: no --tg, --pp or --llama-bench beside it")
+        return _check_log(log_path, model, choice, backend, as_json)
     from ggprof.bench.llamabench import read_rows
     from ggprof.pipelines.check import Checker, Reported, judge_chunks, reported_from_row
     from ggprof.report.predict import predict_dict
@@ -418,6 +429,25 @@ def check(
         out.write("\n".join(lines) + "\n")  # buffered: one flush at the end, not one per row
     out.flush()
     return int(EXIT[max(severities, key=lambda s: RANK[s]) if severities else "unknown"])
+
+
+def _check_log(path: str, model: str | None, choice: DeviceChoice, backend: str | None, as_json: bool) -> int:
+    import json
+    import sys
+
+    from ggprof.logs.text import read_log
+    from ggprof.pipelines.logcheck import check_log
+    from ggprof.report.logcheck import log_dict, log_text
+    from ggprof.verdict.finding import EXIT
+
+    log = read_log(path)
+    spec = load_model_arg(model) if model else None  # the real header replaces the log's estimate
+    checked = check_log(log, extensions(), choice, spec, backend)
+    if as_json:
+        sys.stdout.write(json.dumps(log_dict(checked), indent=2, allow_nan=False) + "\n")
+    else:
+        sys.stdout.write(log_text(checked))
+    return int(EXIT[checked.severity])
 
 
 def _text_chunk(index: int, judged: Iterator[Judged]) -> list[tuple[Severity, list[str]]]:

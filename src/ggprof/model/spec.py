@@ -197,9 +197,18 @@ class ModelSpec:
         return rules
 
     # -- KV cache ----------------------------------------------------------------------------
+    @cached_property
+    def _kv_per_token(self) -> dict[tuple[str, str], tuple[int, ...]]:
+        return {}  # per cache types: each layer's KV bytes per token (predictions ask for it per depth)
+
     def kv_layer_bytes_per_token(self, cache_type_k: str = CACHE_TYPE, cache_type_v: str = CACHE_TYPE) -> list[int]:
-        tk, tv = kv_cache_type(cache_type_k), kv_cache_type(cache_type_v)
-        return [_nbytes(tk, h * self.head_dim_k) + _nbytes(tv, h * self.head_dim_v) for h in self.n_kv_heads_per_layer]
+        key = (cache_type_k, cache_type_v)
+        if key not in self._kv_per_token:
+            tk, tv = kv_cache_type(cache_type_k), kv_cache_type(cache_type_v)
+            self._kv_per_token[key] = tuple(
+                _nbytes(tk, h * self.head_dim_k) + _nbytes(tv, h * self.head_dim_v) for h in self.n_kv_heads_per_layer
+            )
+        return list(self._kv_per_token[key])
 
     def kv_bytes_per_token(self, cache_type_k: str = CACHE_TYPE, cache_type_v: str = CACHE_TYPE) -> int:
         """KV cache bytes one token adds (all layers, K and V)."""

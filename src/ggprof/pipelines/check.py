@@ -8,13 +8,15 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from ggprof.bench.context import RunContext
 from ggprof.bench.llamabench import LlamaBenchRow, backend_of_row
 from ggprof.bench.roofs import StoredRoof
 from ggprof.errors import NoBandwidthError
 from ggprof.llamacpp import N_PROMPT
+from ggprof.machine.device import Device
 from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
@@ -42,13 +44,26 @@ class Reported:
     n_gpu_layers: int | None = None
     cv: float | None = None
     label: str = "reported"
+    context: RunContext | None = None  # what the report says about the run (a pasted log's facts)
+    model_uncertainty: float = 0.0  # the model estimated from a log: how far its bytes may be off
 
 
 class Checker:
     """Judges reported results against one device choice; this host is described at most once."""
 
-    def __init__(self, spec: ModelSpec, choice: DeviceChoice, ext: Extensions) -> None:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        choice: DeviceChoice,
+        ext: Extensions,
+        *,
+        use_host: bool = True,
+        cpu: Device | None = None,
+    ) -> None:
+        """`use_host`: whether this host may stand in for the device (not for a pasted log's
+        machine); `cpu`: the CPU and RAM holding layers not offloaded, where known otherwise."""
         self.spec, self.choice, self.ext = spec, choice, ext
+        self.use_host, self.cpu = use_host, cpu
         self._host: HostReport | None = None
         self.split: SplitSetup | None = None  # the machines RPC rows ran on (--rpc, --rpc-device)
         self.tensor_split: tuple[float, ...] = ()
@@ -63,11 +78,12 @@ class Checker:
         return self._host
 
     def target(self, backend: str | None, partial: bool) -> Target | None:
-        host = self.host() if self.choice.needs_host or partial else None
+        host = self.host() if self.use_host and (self.choice.needs_host or partial) else None
         try:
-            return resolve_target(self.choice, profiles=self.ext.profiles, host=host, backend=backend)
+            target = resolve_target(self.choice, profiles=self.ext.profiles, host=host, backend=backend)
         except NoBandwidthError:
             return None
+        return replace(target, cpu=self.cpu) if self.cpu is not None and target.device.is_discrete_gpu else target
 
     @staticmethod
     def key(r: Reported) -> tuple[str | None, int, int, int | None]:
@@ -128,7 +144,8 @@ class Checker:
         target, prediction = self.predicted(r)
         used = r.backend or (target.device.backend if target else "cpu")
         # this host's CPU: the compute roof `profile` measured for the model here, as profile judged
-        roof = self.roof(target, r.depth) if target is not None and used == "cpu" else None
+        here = target is not None and used == "cpu" and self.use_host  # a roof measured on this host
+        roof = self.roof(target, r.depth) if here and target is not None else None
         case = JudgeCase(
             model=self.spec,
             backend=used,
@@ -138,10 +155,12 @@ class Checker:
             n_prompt=r.n_prompt,
             depth=r.depth,
             tg_cv=r.cv,
+            context=r.context,
+            model_uncertainty=r.model_uncertainty,
             source="reported",
             probe=roof.probe if roof else None,
             n_threads=roof.run_threads if roof else None,
-            roof_note=roof_note(roof, target) if target is not None and used == "cpu" else None,
+            roof_note=roof_note(roof, target) if here and target is not None else None,
         )
         return Judged(
             label=r.label,

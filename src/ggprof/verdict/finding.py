@@ -71,6 +71,8 @@ class JudgeCase:
     source: Literal["measured", "reported"] = "measured"
     n_threads: int | None = None  # the decode's threads where no run context says (a kept probe's run)
     roof_note: str | None = None  # where the compute roof came from, or why the band has none
+    # a model estimated from a log, not read from its file: how far its bytes per token may be off
+    model_uncertainty: float = 0.0
 
     @property
     def run_threads(self) -> int | None:
@@ -80,7 +82,8 @@ class JudgeCase:
     @property
     def tolerance(self) -> float:
         """How far above a ceiling a number may land before it is impossible (noise, rounding)."""
-        return min(BASE_TOLERANCE + 2 * max(self.tg_cv or 0.0, 0.0), MAX_TOLERANCE)
+        noise = 2 * max(self.tg_cv or 0.0, 0.0)
+        return min(BASE_TOLERANCE + noise + max(self.model_uncertainty, 0.0), MAX_TOLERANCE)
 
 
 @dataclass(frozen=True, kw_only=True)

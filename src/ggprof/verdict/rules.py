@@ -185,6 +185,8 @@ def _tolerance_text(case: JudgeCase) -> str:
     """How a case's tolerance is made: `5% + 2 x the repetitions' CV 2.1%`, capped."""
     cv = max(case.tg_cv or 0.0, 0.0)
     text = f"{BASE_TOLERANCE:.0%} measurement tolerance" + (f" + 2 x the repetitions' CV {cv:.1%}" if cv else "")
+    if case.model_uncertainty:
+        text += f" + {case.model_uncertainty:.0%} for a model estimated from a log"
     return text + (f", capped at {MAX_TOLERANCE:.0%}" if case.tolerance >= MAX_TOLERANCE else "")
 
 

@@ -10,7 +10,6 @@ object a line (Ollama); both yield (arrival time in ns, object).
 from __future__ import annotations
 
 import http.client
-import io
 import json
 import socket
 import time
@@ -21,6 +20,7 @@ from typing import Any
 
 from ggprof.bounded import TooManyItems, loads_bounded
 from ggprof.errors import BadInputError, RunError
+from ggprof.netio import Budget, DeadlineExceeded, metered_connection, why
 from ggprof.units import clean_name
 
 MAX_JSON_BYTES = 64 << 20  # /api/show verbose carries the tokenizer: tens of MB for a 256k vocabulary
@@ -88,82 +88,6 @@ class Endpoint:
         return self.host in ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 
 
-class DeadlineExceeded(TimeoutError):
-    """A request, or a stream, ran past its whole deadline (however the bytes were dripped)."""
-
-
-class AnswerTooLarge(OSError):
-    """A server sent more bytes than the request's cap (headers, framing and body together)."""
-
-
-@dataclass
-class _Budget:
-    """What one request may still take: a whole deadline (monotonic), each read's own timeout,
-    and the bytes it may receive in all."""
-
-    deadline: float
-    read_timeout_s: float
-    max_bytes: int
-    received: int = 0
-
-    def left_s(self) -> float:
-        return self.deadline - time.monotonic()
-
-
-class _MeteredReader(socket.SocketIO):
-    """The socket as http.client reads it: every receive bounded by the whole deadline and
-    counted against the byte cap, so a drip of one byte a second, endless chunk trailers or a
-    chunk of size -1 followed by gigabytes end at the deadline or the cap. (A SocketIO, as
-    socket.makefile makes: the socket stays open until its reader is closed too.)"""
-
-    def __init__(self, sock: socket.socket, budget: _Budget) -> None:
-        super().__init__(sock, "rb")
-        self._metered, self._budget = sock, budget
-
-    def readinto(self, buffer: Any) -> int:
-        b = self._budget
-        left = b.left_s()
-        if left <= 0:
-            raise DeadlineExceeded("deadline")
-        self._metered.settimeout(min(b.read_timeout_s, left))
-        try:
-            n = self._metered.recv_into(buffer)
-        except TimeoutError:
-            if b.left_s() <= 0.05:
-                raise DeadlineExceeded("deadline") from None
-            raise
-        b.received += n
-        if b.received > b.max_bytes:
-            raise AnswerTooLarge("cap")
-        return n
-
-
-class _MeteredSocket:
-    """A connected socket whose `makefile` (how http.client reads an answer) is metered."""
-
-    def __init__(self, sock: socket.socket, budget: _Budget) -> None:
-        self._sock, self._budget = sock, budget
-
-    def makefile(self, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
-        """The answer's reader (http.client reads through makefile("rb") only), counted as
-        socket.makefile counts its readers."""
-        reader = _MeteredReader(self._sock, self._budget)
-        self._sock._io_refs += 1  # type: ignore[attr-defined]
-        return io.BufferedReader(reader, 64 << 10)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sock, name)
-
-
-def _connection_class(base: type[http.client.HTTPConnection], budget: _Budget) -> type[http.client.HTTPConnection]:
-    class Metered(base):  # type: ignore[valid-type, misc]
-        def connect(self) -> None:
-            super().connect()  # TCP (and TLS for https), bounded by the connection's timeout
-            self.sock = _MeteredSocket(self.sock, budget)  # type: ignore[has-type, arg-type]
-
-    return Metered
-
-
 class Client:
     """Requests to one server, each bounded as a whole: a deadline over everything it does
     (connecting, the headers, the body or the stream), a timeout for each read within it, a cap
@@ -173,9 +97,9 @@ class Client:
         self.endpoint = endpoint
         self.read_timeout_s = read_timeout_s
 
-    def _open(self, method: str, path: str, body: dict[str, Any] | None, budget: _Budget) -> tuple[Any, Any]:
+    def _open(self, method: str, path: str, body: dict[str, Any] | None, budget: Budget) -> tuple[Any, Any]:
         base = http.client.HTTPSConnection if self.endpoint.scheme == "https" else http.client.HTTPConnection
-        conn = _connection_class(base, budget)(
+        conn = metered_connection(base, budget)(
             self.endpoint.host, self.endpoint.port, timeout=max(0.05, min(budget.read_timeout_s, budget.left_s()))
         )
         data = json.dumps(body).encode() if body is not None else None
@@ -185,19 +109,19 @@ class Client:
             return conn, conn.getresponse()
         except (OSError, http.client.HTTPException, UnicodeError) as e:
             conn.close()
-            raise ServerError(f"{self.endpoint}{path}: {_why(e, budget)}") from None
+            raise ServerError(f"{self.endpoint}{path}: {why(e, budget)}") from None
 
     def get_json(self, path: str, body: dict[str, Any] | None = None, timeout_s: float | None = None) -> Any:
         """GET (or POST when there is a body) and parse JSON, all within `timeout_s` (default:
         the client's read timeout) as a whole; ServerError for anything else."""
         method = "POST" if body is not None else "GET"
         whole_s = timeout_s or self.read_timeout_s
-        budget = _Budget(time.monotonic() + whole_s, self.read_timeout_s, MAX_JSON_BYTES + MAX_FRAMING_BYTES)
+        budget = Budget(time.monotonic() + whole_s, self.read_timeout_s, MAX_JSON_BYTES + MAX_FRAMING_BYTES)
         conn, resp = self._open(method, path, body, budget)
         try:
             raw = resp.read(MAX_JSON_BYTES + 1)
         except (OSError, http.client.HTTPException, ValueError) as e:
-            raise ServerError(f"{self.endpoint}{path}: {_why(e, budget)}") from None
+            raise ServerError(f"{self.endpoint}{path}: {why(e, budget)}") from None
         finally:
             conn.close()
         if resp.status != 200:
@@ -217,7 +141,7 @@ class Client:
         """POST and yield (perf_counter_ns at arrival, event) for each streamed JSON object, until
         the stream ends; ServerError when it breaks, overruns `deadline` (monotonic, for the
         whole stream: a line dripped a byte at a time ends there too) or its caps."""
-        budget = _Budget(deadline, self.read_timeout_s, MAX_STREAM_BYTES + MAX_FRAMING_BYTES)
+        budget = Budget(deadline, self.read_timeout_s, MAX_STREAM_BYTES + MAX_FRAMING_BYTES)
         conn, resp = self._open("POST", path, body, budget)
         try:
             if resp.status != 200:
@@ -236,7 +160,7 @@ class Client:
                     late = "the stream ran past its time limit (--timeout)"
                     raise ServerError(f"{self.endpoint}{path}: {late}") from None
                 except (OSError, http.client.HTTPException, ValueError) as e:
-                    raise ServerError(f"{self.endpoint}{path}: the stream broke off ({_why(e, budget)})") from None
+                    raise ServerError(f"{self.endpoint}{path}: the stream broke off ({why(e, budget)})") from None
                 if not line:
                     return
                 now = time.perf_counter_ns()
@@ -264,21 +188,6 @@ class Client:
                 yield now, event
         finally:
             conn.close()
-
-
-def _why(e: BaseException, budget: _Budget | None = None) -> str:
-    late = budget is not None and isinstance(e, TimeoutError) and budget.left_s() <= 0.05
-    if isinstance(e, DeadlineExceeded) or late:
-        return "no whole answer in time (the request's deadline passed)"
-    if isinstance(e, AnswerTooLarge):
-        return f"sent more than {budget.max_bytes >> 20 if budget else 0} MiB; the rest not read"
-    if isinstance(e, UnicodeError):
-        return "a host name that cannot be looked up"
-    if isinstance(e, (socket.timeout, TimeoutError)):
-        return "no answer in time (timed out)"
-    if isinstance(e, ConnectionRefusedError):
-        return "connection refused (nothing listens there)"
-    return clean_name(f"{type(e).__name__}: {e}", 160)
 
 
 def _snippet(raw: object) -> str:

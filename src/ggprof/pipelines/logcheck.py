@@ -1,0 +1,350 @@
+"""`ggprof check --log`: judge every speed in a pasted log against what the log says ran.
+
+Each run of the log (a model load and the speeds after it) gets a model (the file given beside
+the log, else an estimate from the log's lines), a device (the log's GPU matched to a profile,
+or --device/--bandwidth), the placement the log shows (layers offloaded, the KV cache's
+buffer), and each of its speeds is judged by the same rules as `check` and `profile`. This
+host is never used for the log's machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ggprof.bench.context import RunContext
+from ggprof.bench.llamabench import backend_of_row, rows_from_text
+from ggprof.errors import BadInputError
+from ggprof.logs.model import LogModel, model_from_log
+from ggprof.logs.parse import Fact, LogRun, ParsedLog, Speed, parse_lines
+from ggprof.logs.text import Line, LogText
+from ggprof.logs.triage import Cause, backend_of, causes, gpu_device, is_partial, tiny_prefill
+from ggprof.machine.device import Device
+from ggprof.machine.profiles import Profile
+from ggprof.machine.target import DeviceChoice, device_from_profile
+from ggprof.model.spec import ModelSpec
+from ggprof.pipelines.check import Checker, Reported
+from ggprof.pipelines.extensions import Extensions
+from ggprof.pipelines.judged import Judged
+from ggprof.units import clean_name
+from ggprof.verdict.finding import RANK, Severity
+
+COMPARE_RATIO = 1.5  # speeds of one kind this far apart in one log are compared
+
+
+@dataclass
+class Measurement:
+    run: int
+    speed: Speed
+    judged: Judged | None
+    note: str | None = None  # why it was not judged
+
+    @property
+    def severity(self) -> Severity:
+        return self.judged.verdict.severity if self.judged is not None else "unknown"
+
+
+@dataclass
+class RunCheck:
+    index: int
+    run: LogRun
+    backend: str
+    backend_line: Fact | None
+    model: LogModel
+    device_note: str  # which device the speeds were judged against, and where it came from
+    profile: Profile | None
+    missing: list[str] = field(default_factory=list)  # what the log leaves out, and what it costs
+    measurements: list[Measurement] = field(default_factory=list)
+    causes: list[Cause] = field(default_factory=list)
+
+    @property
+    def severity(self) -> Severity:
+        judged = [m.severity for m in self.measurements]
+        return max(judged, key=lambda s: RANK[s]) if judged else "unknown"
+
+
+@dataclass
+class LogCheck:
+    log: LogText
+    parsed: ParsedLog
+    runs: list[RunCheck]
+    comparison: list[str]
+
+    @property
+    def severity(self) -> Severity:
+        s = [r.severity for r in self.runs]
+        return max(s, key=lambda x: RANK[x]) if s else "unknown"
+
+
+def check_log(
+    log: LogText,
+    ext: Extensions,
+    choice: DeviceChoice,
+    spec: ModelSpec | None = None,
+    backend: str | None = None,
+) -> LogCheck:
+    parsed = _bench_json(log) or parse_lines(log.lines)
+    runs = [_check_run(i, r, log.name, ext, choice, spec, backend) for i, r in enumerate(parsed.runs)]
+    return LogCheck(log=log, parsed=parsed, runs=runs, comparison=_compare(runs))
+
+
+def _bench_json(log: LogText) -> ParsedLog | None:
+    """llama-bench's `-o json` / `-o jsonl` pasted as a log: its rows as the run's speeds (one
+    run per model file), each row's fields as facts. None when the log is not that."""
+    first = next((line.text for line in log.lines if line.text.strip()), "")
+    if not first.lstrip().startswith(("[", "{")) or not any('"avg_ts"' in line.text for line in log.lines[:50]):
+        return None
+    text = "\n".join(line.text for line in log.lines)
+    try:
+        rows = rows_from_text(text, log.name)
+    except BadInputError:
+        return None  # JSON of another shape, or a broken paste: read as lines
+    runs: dict[str, LogRun] = {}
+    for row in rows:
+        run = runs.setdefault(row.model_filename, LogRun(first_line=row.index))
+        at = Line(row.index, f"row {row.index}: {row.model_filename or 'model'} {row.test} {row.avg_ts:g} t/s")
+        run.setdefault(
+            "model_file", clean_name(row.model_filename.replace("\\", "/").rsplit("/", 1)[-1], 200) or None, at
+        )
+        run.setdefault("model_size_bytes", row.model_size, at)
+        run.setdefault("model_params", row.model_n_params, at)
+        if row.model_type:
+            run.setdefault("model_desc", row.model_type, at)
+            run.setdefault("architecture", row.model_type.split(" ")[0][:40], at)
+            quant = row.model_type.split(" ", 2)[2:] if len(row.model_type.split(" ")) > 2 else []
+            if quant:
+                run.setdefault("quant", quant[0][:40], at)
+        run.setdefault("threads", row.n_threads, at)
+        if row.build_commit:
+            run.setdefault("build", f"b{row.build_number or 0} ({row.build_commit})", at)
+        backend = backend_of_row(row.backends)
+        kind: Literal["prefill", "decode"] = "prefill" if row.n_prompt and not row.n_gen else "decode"
+        if row.n_prompt and row.n_gen:
+            continue  # a pp+tg test is neither
+        n = row.n_prompt if kind == "prefill" else row.n_gen
+        run.add_speed(
+            Speed(
+                kind,
+                row.avg_ts,
+                n,
+                row.index,
+                at.text,
+                "llama-bench JSON",
+                depth=row.n_depth,
+                cv=row.stddev_ts / row.avg_ts,
+                backend=backend,
+                n_gpu_layers=row.n_gpu_layers,
+                n_prompt=n if kind == "prefill" else None,
+            )
+        )
+    return ParsedLog(runs=list(runs.values()), formats=["llama-bench JSON"])
+
+
+def _profile_for(run: LogRun, backend: str, ext: Extensions) -> tuple[Profile | None, str | None]:
+    d = gpu_device(run, backend)
+    if d is None:
+        return None, None
+    profile, note = ext.profiles.match(d.name, kinds=("gpu", "soc"))
+    return profile, note
+
+
+def _check_run(
+    index: int,
+    run: LogRun,
+    name: str,
+    ext: Extensions,
+    choice: DeviceChoice,
+    given: ModelSpec | None,
+    backend_override: str | None,
+) -> RunCheck:
+    backend, backend_line = backend_of(run)
+    if backend_override:
+        backend, backend_line = backend_override, None
+    model = (
+        LogModel(given, given.path.name, None, (), ())
+        if given is not None
+        else model_from_log(run, f"{name} (run {index + 1})" if index else name, ext.swa_default)
+    )
+    missing = list(model.missing)
+    profiles = ext.profiles
+    chosen = profiles.get(choice.device_id) if choice.device_id else None
+    profile, match_note = _profile_for(run, backend, ext) if backend not in ("cpu", "unknown") else (None, None)
+    cpu: Device | None = None
+    device_choice: DeviceChoice | None
+    if chosen is not None and chosen.kind != "cpu-memory":
+        device_choice, note = DeviceChoice(device_id=chosen.id, flops=choice.flops), f"profile {chosen.id} (--device)"
+        profile = chosen
+    elif profile is not None:
+        device_choice = DeviceChoice(device_id=profile.id, flops=choice.flops)
+        d = gpu_device(run, backend)
+        note = f"profile {profile.id}, matched from the log's {d.name if d else 'device'!r}" + (
+            f" ({match_note})" if match_note else ""
+        )
+    elif backend == "cpu" and (chosen is not None or choice.bandwidth is not None):
+        device_choice = DeviceChoice(
+            device_id=chosen.id if chosen else None, bandwidth=choice.bandwidth, flops=choice.flops
+        )
+        note = (
+            f"profile {chosen.id} (--device)"
+            if chosen
+            else f"{choice.bandwidth.detail if choice.bandwidth else ''} (--bandwidth)"
+        )
+    elif choice.bandwidth is not None and backend != "unknown":
+        device_choice = DeviceChoice(bandwidth=choice.bandwidth, flops=choice.flops)
+        note = "user-given bandwidth (--bandwidth)"
+    else:
+        device_choice, note = None, "none"
+        d = gpu_device(run, backend)
+        if backend == "unknown":
+            missing.append("which backend ran the model (no device, offload or buffer line): give --backend")
+        elif backend == "cpu":
+            missing.append(
+                "the CPU's memory bandwidth (a log does not print it): give --device (a memory profile, "
+                "`ggprof profiles`) or --bandwidth GB/s"
+            )
+        elif d is not None:
+            missing.append(f"a profile for {d.name!r} (none matches): give --device ID or --bandwidth GB/s")
+        else:
+            missing.append("the GPU's name (no device line in the log): give --device ID or --bandwidth GB/s")
+    if is_partial(run) and device_choice is not None:
+        if chosen is not None and chosen.kind == "cpu-memory":
+            cpu = device_from_profile(chosen)
+        elif choice.bandwidth is not None and profile is not None:
+            cpu = Device(id="user", name="system RAM (user-given)", backend="cpu", bandwidth=choice.bandwidth)
+        else:
+            missing.append(
+                "the system RAM's bandwidth for the layers not offloaded: give --device (a memory "
+                "profile such as ddr5-6000-dual) or --bandwidth GB/s"
+            )
+    rc = RunCheck(
+        index=index,
+        run=run,
+        backend=backend,
+        backend_line=backend_line,
+        model=model,
+        device_note=note,
+        profile=profile,
+        missing=missing,
+    )
+    rc.causes = causes(run, backend)
+    if not run.speeds:
+        rc.missing.append("any speed (no timing, rate or llama-bench line)")
+    spec = model.spec
+    checker = Checker(spec, device_choice, ext, use_host=False, cpu=cpu) if spec is not None and device_choice else None
+    context = _context(run, backend, spec)
+    for s in run.speeds:
+        if tiny_prefill(s):
+            rc.measurements.append(
+                Measurement(
+                    index, s, None, f"a prompt of {s.n_tokens} tokens is too small a batch to judge a prefill rate"
+                )
+            )
+            continue
+        if s.kind == "decode" and (spec_fact := run.facts.get("speculative")) is not None:
+            rc.measurements.append(
+                Measurement(
+                    index,
+                    s,
+                    None,
+                    f"speculative decoding ({spec_fact.value}, line {spec_fact.line}): "
+                    "several tokens per read of the weights, so no per-token bandwidth ceiling applies",
+                )
+            )
+            continue
+        if checker is None:
+            rc.measurements.append(
+                Measurement(
+                    index,
+                    s,
+                    None,
+                    "not judged: " + ("no model estimate" if spec is None else "no figures for the device"),
+                )
+            )
+            continue
+        assert spec is not None  # a checker is made only with a model
+        ngl = run.value("layers_offloaded") if is_partial(run) else None
+        ngl = s.n_gpu_layers if s.n_gpu_layers is not None and s.n_gpu_layers < (spec.n_layers + 1) else ngl
+        depth = min(s.depth, max(spec.context_length - 1, 0)) if spec.context_length else s.depth
+        r = Reported(
+            tg_tok_s=s.tok_s if s.kind == "decode" else None,
+            pp_tok_s=s.tok_s if s.kind == "prefill" else None,
+            depth=depth,
+            n_prompt=s.n_tokens or 512 if s.kind == "prefill" else 512,
+            backend=backend if backend != "unknown" else None,
+            n_gpu_layers=ngl if backend != "cpu" else None,
+            cv=s.cv,
+            model_uncertainty=model.uncertainty,  # the estimate's spread widens the tolerance, as noise does
+            label=f"{s.kind} {s.tok_s:,.4g} tok/s (line {s.line})",
+            context=context,
+        )
+        rc.measurements.append(Measurement(index, s, checker.check(r)))
+    return rc
+
+
+def _context(run: LogRun, backend: str, spec: ModelSpec | None) -> RunContext:
+    ngl = run.value("n_gpu_layers_requested")
+    offloaded = run.value("layers_offloaded")
+    d = run.devices[0] if run.devices else None
+    requested = None
+    if backend == "cpu" and (run.warnings or (ngl and offloaded == 0)):
+        requested = d.name if d else "a GPU"
+    build = run.value("build") or ""
+    number = int(build[1:].split()[0]) if build.startswith("b") and build[1:].split()[0].isdigit() else None
+    compiled = tuple(run.value("backends_compiled") or run.value("backends_loaded") or ())
+    used = (backend,) if backend in ("cpu", "unknown") else ((backend, "cpu") if is_partial(run) else (backend,))
+    return RunContext(
+        backends_used=used if backend != "unknown" else ("unknown",),
+        engine="log",
+        build_number=number,
+        build_commit=build.split("(")[-1].rstrip(")") if "(" in build else None,
+        gpu_info=d.name if d else "",
+        gpu_requested=requested,
+        gpu_requested_backend=d.backend if requested and d else None,
+        n_threads=run.value("threads"),
+        n_gpu_layers_requested=ngl,
+        n_gpu_layers_offloaded=offloaded,
+        n_layers=spec.n_layers if spec else run.value("n_layers"),
+        backends_compiled=(*(b for b in compiled if b != "cpu"), "cpu") if compiled else (),
+    )
+
+
+def _shown(v: object) -> object:
+    return "not in the log" if v is None else v
+
+
+def _compare(runs: list[RunCheck]) -> list[str]:
+    """Speeds of one kind far apart in one log: before and after a change, side by side."""
+    out = []
+    for kind in ("decode", "prefill"):
+        ms = [m for r in runs for m in r.measurements if m.speed.kind == kind and not tiny_prefill(m.speed)]
+        if len(ms) < 2:
+            continue
+        lo = min(ms, key=lambda m: m.speed.tok_s)
+        hi = max(ms, key=lambda m: m.speed.tok_s)
+        if hi.speed.tok_s < COMPARE_RATIO * lo.speed.tok_s:
+            continue
+        line = (
+            f"{kind}: {hi.speed.tok_s:,.4g} tok/s (line {hi.speed.line}) vs {lo.speed.tok_s:,.4g} tok/s "
+            f"(line {lo.speed.line}): {hi.speed.tok_s / lo.speed.tok_s:.1f}x apart"
+        )
+        if hi.run != lo.run:
+            a, b = runs[hi.run].run, runs[lo.run].run
+            diffs = [
+                k
+                for k in (
+                    "layers_offloaded",
+                    "threads",
+                    "build",
+                    "n_ctx",
+                    "flash_attn",
+                    "n_gpu_layers_requested",
+                    "quant",
+                )
+                if a.value(k) != b.value(k) and (a.value(k) is not None or b.value(k) is not None)
+            ]
+            if diffs:
+                line += "; the runs differ in " + ", ".join(
+                    f"{k} ({_shown(a.value(k))} vs {_shown(b.value(k))})" for k in diffs
+                )
+        out.append(line)
+    return out
