@@ -72,8 +72,8 @@ def test_cpu_timings_with_threads_and_sampling() -> None:
     assert rate(d, 1) == pytest.approx(4.43)
     # decode starts after the 271-token prompt: judged at its average depth
     assert d["measurements"][1]["depth"] == 271 + 510 // 2
-    assert d["verdict"] == "unknown"
-    assert any("model's size" in m for m in d["runs"][0]["missing"])
+    assert d["verdict"] == "unknown"  # nothing of the model in the log: not even dense or not
+    assert any("mixture of experts" in m for m in d["runs"][0]["missing"])
 
 
 def test_a_second_command_is_a_second_run() -> None:
@@ -610,3 +610,37 @@ def test_llama_bench_json_pasted_as_a_log(gemma_path: Path) -> None:
     )
     assert [m["kind"] for m in d["measurements"]] == ["prefill", "decode"]
     assert code == 4 and d["measurements"][1]["verdict"] == "impossible"
+
+
+def test_more_device_lines_and_printers() -> None:
+    run = checked("llama-cpp-rs-64-metal-m1-max.txt")[1]["runs"][0]
+    assert [(d["name"], d["backend"], d["uma"]) for d in run["devices"]] == [("Apple M1 Max", "metal", True)]
+    assert run["kv_buffers_bytes"] == {"Metal": 2048 * MiB} and run["facts"]["backend"] == "metal"
+    assert run["device"].startswith("profile apple-m1-max")
+    run = checked("ollama-3158-two-rocm-devices.txt")[1]["runs"][0]
+    assert [d["name"] for d in run["devices"]] == ["Radeon RX 7900 XTX"] * 2
+    assert (run["facts"]["backend"], run["facts"]["n_gpu_layers_requested"]) == ("rocm", 33)
+    assert run["device"].startswith("profile rx-7900-xtx")
+    _, d = checked("ollama-11420-rocm-engine-15-of-49.txt")
+    assert d["runs"][0]["model_buffers_bytes"] == {"ROCm0": int(19.0 * GiB), "CPU": int(43.8 * GiB)}
+    assert (d["facts"]["backend"], d["facts"]["layers_offloaded"], d["facts"]["layers_total"]) == ("rocm", 15, 49)
+    assert causes(d)[0] == "PARTIAL_OFFLOAD"
+    run = checked("lmstudio-900-debug-log-cpu-only.txt")[1]["runs"][0]
+    assert (run["facts"]["backend"], run["facts"]["layers_offloaded"], run["facts"]["n_ctx"]) == ("cpu", 0, 131072)
+
+
+def test_a_mixture_of_experts_from_its_key_values() -> None:
+    """ollama/ollama#5708: Mixtral's loader lines (8 experts, 2 used): the layout holds the
+    parameters it has (46.7 B), a token reads the two experts' share."""
+    _, d = checked("ollama-5708-mixtral-kv-lines.txt")
+    f, model = d["facts"], d["runs"][0]["model"]
+    assert (f["architecture"], f["n_layers"], f["n_experts"], f["n_experts_used"], f["n_ff"]) == (
+        "llama",
+        32,
+        8,
+        2,
+        14336,
+    )
+    assert any("46.70 B parameters" in a for a in model["assumptions"])
+    # about 12.9 B active weights at Q4_K's 4.5 bits: 7.3 GB, far from the 26 GB of the whole file
+    assert 6.5e9 < model["decode_bytes_per_token"] < 8e9

@@ -136,6 +136,11 @@ def model_from_log(run: LogRun, name: str, swa_default: SwaDefault | None = None
     n_ff = _bound(run.value("n_ff"), 1 << 20)
     n_ff_exp = _bound(run.value("n_ff_exp"), 1 << 20)
     arch = run.value("architecture") or "unknown"
+    if n_experts and not n_ff_exp and arch == "llama" and n_ff:
+        # llama.cpp's llama architecture with experts (Mixtral) has no expert width of its own:
+        # feed_forward_length is each expert's
+        n_ff_exp = n_ff
+        assumptions.append(f"each expert's FFN width is feed_forward_length {n_ff:,} (the llama architecture's MoE)")
     named = " ".join(str(run.value(k) or "") for k in ("model_type", "model_desc", "model_name", "model_file"))
     experts_known = run.value("n_experts") is not None
     moe_named = arch.startswith(MOE_ARCHS) or bool(_MOE_TYPE.search(named)) or n_ff_exp is not None
@@ -145,8 +150,14 @@ def model_from_log(run: LogRun, name: str, swa_default: SwaDefault | None = None
             "n_expert, n_expert_used and n_ff_exp): give the model file to judge it"
         )
         return LogModel(None, "the log", None, tuple(missing), tuple(assumptions))
+    if not experts_known and arch == "unknown" and not run.value("model_desc"):
+        missing.append(
+            "the architecture, so whether it is a mixture of experts (which reads a fraction of its weights "
+            "a token): nothing is judged against a dense ceiling that may be far too low"
+        )
+        return LogModel(None, "the log", None, tuple(missing), tuple(assumptions))
     if not experts_known:
-        assumptions.append("dense (the log prints no expert count)")
+        assumptions.append(f"dense ({arch}, and the log prints no expert count)")
     if shaped and not n_vocab:
         n_vocab = 32000
         missing.append("the vocabulary size (taken as 32,000): the embedding's share of the bytes is a guess")

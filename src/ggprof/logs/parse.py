@@ -221,7 +221,7 @@ _METAL_WS = re.compile(r"recommendedMaxWorkingSetSize\s*=\s*([\d.,]+) MB")
 _USING_DEVICE = re.compile(r"using device (\w+?)(\d*) \((.+?)\)(?: - (\d+) MiB free)?")
 _LOAD_BACKEND = re.compile(r"^load_backend: loaded (\w+) backend")
 _NO_GPU = re.compile(r"(not compiled with GPU offload support|no usable GPU found)")
-_NGL = re.compile(r"(?:^|\s)(?:-ngl|--n-gpu-layers|--gpu-layers)[ =](-?\d+)\b")
+_NGL = re.compile(r"(?:(?:^|\s)(?:-ngl|--n-gpu-layers|--gpu-layers)[ =]|\bn_gpu_layers[:=]\s*)(-?\d+)\b")
 _THREADS_ARG = re.compile(r"(?:^|\s)(?:-t|--threads)[ =](\d+)\b")
 _TIMING = re.compile(
     r"(?:(prompt) )?eval time =\s*([\d.,]+) ms /\s*(\d+) (?:tokens|runs)"
@@ -401,10 +401,15 @@ class _Parser:
         elif m := _KV.match(t):
             key, kind, value = m[1], m[2], m[3].strip()
             arch = r.value("architecture") or (value if key == "general.architecture" else None)
+            if arch is None and key.endswith((".block_count", ".embedding_length")) and "." in key:
+                arch = key.split(".", 1)[0][:40]  # the excerpt starts after `general.architecture`
+                r.set("architecture", arch, line)
             if key == "general.architecture":
                 r.setdefault("architecture", value[:40], line)
             elif key == "general.name":
                 r.setdefault("model_name", value[:120], line)
+            elif key == "general.file_type":
+                r.setdefault("file_type", count(value), line)
             elif key == "tokenizer.ggml.tokens" and (v := re.search(r"arr\[\w+,\s*(\d+)\]", kind)):
                 r.setdefault("n_vocab", count(v[1]), line)
             elif arch and key.startswith(arch + "."):
@@ -505,7 +510,7 @@ class _Parser:
             have = r.value("backends_loaded") or ()
             r.set("backends_loaded", (*have, m[1].lower())[:16], line)
             return True
-        if ("ngl" in t or "gpu-layers" in t) and (m := _NGL.search(t)):
+        if ("ngl" in t or "gpu-layers" in t or "gpu_layers" in t) and (m := _NGL.search(t)):
             r.set("n_gpu_layers_requested", int(m[1]), line)
         if ("-t" in t or "--threads" in t) and (m := _THREADS_ARG.search(t)):
             r.setdefault("threads", count(m[1]), line)
@@ -849,7 +854,21 @@ class _Parser:
         (("Model metadata",), python_meta),
         (('"eval_count"', '"predicted_n"'), api_json),
         (("% CPU", "% GPU"), ollama_ps),
-        (("n_threads", "build", "version:", "GPU", "load_backend", "-ngl", "gpu-layers", "-t ", "--threads"), system),
+        (
+            (
+                "n_threads",
+                "build",
+                "version:",
+                "GPU",
+                "load_backend",
+                "-ngl",
+                "gpu-layers",
+                "gpu_layers",
+                "-t ",
+                "--threads",
+            ),
+            system,
+        ),
     )
 
     # -- llama-bench's markdown table -----------------------------------------------------------

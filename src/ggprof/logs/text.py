@@ -27,6 +27,7 @@ _CHUNK = 1 << 20
 # llama-server's own timestamps (`12.46.239.704 I `, `0.00.123.456 W `), a markdown quote.
 _JOURNAL = re.compile(r"^[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d +(?:[^\s:]+ +)?[\w.@-]+(?:\[\d*\])?: ")
 _LOCALAI = re.compile(r"^\d{1,2}:\d\d[AP]M \w+ GRPC\([^)]{0,300}\): (?:stderr|stdout) ")
+_EPOCH = re.compile(r"^\[\d{10}\] ")  # llama.cpp's old server log: `[1711291193] system info: ...`
 _SERVER_STAMP = re.compile(r"^\d+\.\d\d\.\d\d\d\.\d\d\d [DIWE] ")
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 # UTF-8 read as Latin-1 or cp1252 and written back: the characters llama.cpp prints (±, µ, ×).
@@ -58,7 +59,7 @@ def normalize(raw: str) -> str:
         for bad, good in _MOJIBAKE.items():
             s = s.replace(bad, good)
     s = s.replace("\t", "    ")
-    s = clean(s).rstrip()
+    s = clean(s).strip()  # indentation carries nothing a log line is read by
     if not s:
         return s
     while s.startswith(">"):  # a markdown or e-mail quote
@@ -70,6 +71,8 @@ def normalize(raw: str) -> str:
             else s.strip("`")
         )
     if s[:1].isupper() and (m := _JOURNAL.match(s)):
+        s = s[m.end() :]
+    if s[:1] == "[" and (m := _EPOCH.match(s)):
         s = s[m.end() :]
     if s[:1].isdigit():
         for prefix in (_LOCALAI, _SERVER_STAMP):

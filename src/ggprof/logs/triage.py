@@ -45,7 +45,7 @@ def backend_of(run: LogRun) -> tuple[str, Fact | None]:
     if any(w for w in run.warnings):
         return "cpu", run.warnings[0]
     offloaded = run.value("layers_offloaded")
-    for name, fact in run.model_buffers.items():
+    for name, fact in (*run.model_buffers.items(), *run.kv_buffers.items()):  # weights, then the KV cache
         if (b := _buffer_backend(name)) is not None:
             return b, fact
     in_ram = ("CPU", "CPU_MAPPED", "CPU_REPACK", "CPU_AARCH64")
