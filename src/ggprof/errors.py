@@ -53,3 +53,8 @@ class RunError(GGProfError):
     printed what it must not; a server that broke off or answered an error."""
 
     exit_status = ExitStatus.RUN_FAILED
+
+
+class RemoteError(BadInputError):
+    """A remote model that cannot be read: not found, behind a token or terms, or a server that
+    stalls, breaks off, ignores ranges or sends what it was not asked for."""

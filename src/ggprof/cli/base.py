@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Callable
 from functools import cache
@@ -442,6 +443,14 @@ def resolve_model(model: str | None) -> tuple[ModelSpec, Path]:
             click.echo(f"writing the default synthetic model ({DEFAULT_SHAPE}, {DEFAULT_QUANT})...", err=True)
         path = ensure_model()
         return load_model_arg(str(path)), path
+    from ggprof.errors import BadInputError
+    from ggprof.model.hub import is_remote
+
+    if is_remote(model):
+        raise BadInputError(
+            f"{clean_name(model, 100)}: a model is run from this machine's disk: download it first "
+            "(`hf download ORG/REPO FILE.gguf`, `ollama pull`), or judge it unrun with `predict` / `fit`"
+        )
     spec = load_model_arg(model)
     return spec, spec.path
 
@@ -469,10 +478,55 @@ def model_source() -> ModelSource:
     return ModelSource(load=lambda text: resolve_model(text)[0], swa_default=extensions().swa_default)
 
 
+# --max-header-bytes: what one remote model's header may take (set by the option's callback)
+_REMOTE = {"max_header_bytes": 64 << 20}
+_SIZE = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
+
+
+def _header_bytes(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is None:
+        return
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmg]i?b|b)?\s*", value.lower())
+    n = float(m[1]) * _SIZE[m[2] or ""] if m else 0
+    if not 1 << 16 <= n <= 1 << 32:
+        raise click.BadParameter("a size from 64KiB to 4GiB (64MiB, 100000000)", ctx, param)
+    _REMOTE["max_header_bytes"] = int(n)
+
+
+def remote_header_bytes() -> int:
+    return _REMOTE["max_header_bytes"]
+
+
+def remote_options(f: Any) -> Any:
+    """--max-header-bytes, for the commands that read a model's header (a remote one by range)."""
+    return click.option(
+        "--max-header-bytes",
+        metavar="SIZE",
+        callback=_header_bytes,
+        expose_value=False,
+        help="The most a remote model's header may take (default 64MiB).",
+    )(f)
+
+
 def load_model_arg(text: str) -> ModelSpec:
-    """Inspect a model: a file, `ollama:NAME[:TAG]` or LM Studio's `publisher/model` (with the
-    plugins' architecture rules)."""
-    from ggprof.model.spec import load_model
+    """Inspect a model: a file, `ollama:NAME[:TAG]`, LM Studio's `publisher/model`, or a remote one
+    (`hf://ORG/REPO/FILE.gguf`, an http(s) URL, `ollama://NAMESPACE/MODEL:TAG`: its header by range
+    requests), with the plugins' architecture rules."""
+    from ggprof.model.hub import is_remote
+    from ggprof.model.spec import load_model, model_from_headers
     from ggprof.model.stores import resolve_reference
 
+    if is_remote(text):
+        from ggprof.model.hub import model_ref, read_remote_model
+        from ggprof.model.ranges import Traffic
+
+        traffic = Traffic()
+        headers = read_remote_model(model_ref(text), _REMOTE["max_header_bytes"], traffic)
+        if traffic.requests:
+            click.echo(
+                f"{clean_name(headers[0].path, 120)}: header read in {traffic.requests} range request"
+                f"{'s' if traffic.requests != 1 else ''}, {traffic.bytes / 1e6:.2f} MB",
+                err=True,
+            )
+        return model_from_headers(headers, swa_default=extensions().swa_default)
     return load_model(resolve_reference(text), swa_default=extensions().swa_default)

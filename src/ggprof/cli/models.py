@@ -22,6 +22,8 @@ from ggprof.cli.base import (
     extensions,
     finite_in,
     load_model_arg,
+    remote_header_bytes,
+    remote_options,
     rpc_options,
     show,
 )
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 
 @cli.command()
 @click.argument("model", metavar="MODEL.gguf")
+@remote_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def inspect(model: str, as_json: bool) -> None:
     """Read a GGUF model's header: size, architecture, bytes a token reads."""
@@ -71,6 +74,7 @@ def plugins(as_json: bool) -> None:
 
 @cli.command()
 @click.argument("model", metavar="MODEL.gguf")
+@remote_options
 @device_options
 @click.option("--depth", type=TOKENS, default=0, show_default=True, help="Tokens already in the KV cache.")
 @click.option("--prompt", type=TOKENS, default=N_PROMPT, show_default=True, help="Prompt tokens (prefill).")
@@ -134,12 +138,20 @@ def predict(
 
 @cli.command()
 @click.argument("paths", metavar="[PATH]...", nargs=-1)
+@remote_options
 @click.option("--ctx", type=POSITIVE_TOKENS, default=N_CTX, show_default=True, help="Context the models must hold.")
 @device_options
 @click.option("--memory", "memory_gb", type=float, callback=GB, help="Memory of the device (RAM), GB.")
 @click.option("--gpu-memory", "gpu_memory_gb", type=float, callback=GB, help="Memory of the GPU (VRAM), GB.")
 @click.option(
-    "--min-tok-s", type=float, callback=TOK_S, default=10.0, show_default=True, help="Decode speed the pick must reach."
+    "--min-tok-s",
+    "--min-tg",
+    "min_tok_s",
+    type=float,
+    callback=TOK_S,
+    default=10.0,
+    show_default=True,
+    help="Decode speed the pick must reach.",
 )
 @rpc_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -161,7 +173,7 @@ def fit(
     from ggprof.machine.device import with_memory
     from ggprof.machine.host import describe_host
     from ggprof.machine.target import resolve_target
-    from ggprof.model.stores import default_locations
+    from ggprof.model.stores import Candidate, default_locations
     from ggprof.pipelines.choose import ChooseOptions, choose_models, scan
     from ggprof.report.choose import choose_dict, choose_text
 
@@ -178,14 +190,22 @@ def fit(
         else:
             device = with_memory(device, int(memory_gb * 1e9) if memory_gb else None, "--memory")
         target = replace(target, device=device, cpu=cpu)
+    from ggprof.model.hub import is_remote
+
     locations = [] if paths else default_locations()
-    found = scan([Path(p) for p in paths], locations)
+    found = scan([Path(p) for p in paths if not is_remote(p)], locations)
+    for ref in (p for p in paths if is_remote(p)):  # models elsewhere: their headers by range requests
+        from ggprof.model.hub import models_of
+
+        for m in models_of(ref):
+            name = m.name.rsplit("/", 1)[-1]  # the file's name: the row's; the reference: its path
+            found.candidates.append(Candidate(path=Path(m.name), name=name, store="remote", remote=m))
     remote: tuple[Member, ...] = ()
     if rpc.active:  # a model that does not fit the device alone is considered split over these
         from ggprof.pipelines.rpc import probe_servers, split_members
 
         remote = split_members(rpc, probe_servers(rpc.endpoints), ext.profiles, host.cpu)
-    options = ChooseOptions(ctx=ctx, min_tok_s=min_tok_s, remote=remote)
+    options = ChooseOptions(ctx=ctx, min_tok_s=min_tok_s, remote=remote, max_header_bytes=remote_header_bytes())
     report = choose_models(found, target, options, ext, scanned=locations)
     for w in dict.fromkeys(w for m in report.models for w in m.prediction.warnings):
         warn(w)
@@ -198,6 +218,7 @@ def fit(
 
 @cli.command()
 @click.argument("model", metavar="MODEL.gguf")
+@remote_options
 @click.option(
     "--qps", type=float, callback=finite_in(1e-6, 1e6), required=True, help="Requests per second (above 1e-6)."
 )

@@ -23,6 +23,7 @@ from ggprof.cli.base import (
     load_model_arg,
     make_bench_params,
     model_source,
+    remote_options,
     resolve_engine,
     resolve_model,
     rpc_options,
@@ -320,6 +321,7 @@ def profile(
 
 @cli.command()
 @click.argument("model", metavar="[MODEL.gguf]", required=False)
+@remote_options
 @click.option("--tg", "tg", type=float, callback=TOK_S, help="Reported decode speed, tok/s.")
 @click.option("--pp", "pp", type=float, callback=TOK_S, help="Reported prefill speed, tok/s.")
 @click.option("--depth", type=TOKENS, default=0, show_default=True, help="KV depth of the report.")

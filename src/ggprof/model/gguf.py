@@ -14,7 +14,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, Protocol
 
 from ggprof.errors import BadInputError, GGUFError
 from ggprof.files import open_regular
@@ -106,6 +106,14 @@ class GGUFHeader:
         return mv.value
 
 
+class SeekRead(Protocol):
+    """What the reader reads a file through: an open file, a remote file's ranges, a kept prefix."""
+
+    def seek(self, pos: int, /) -> Any: ...
+
+    def read(self, n: int, /) -> bytes: ...
+
+
 class _Window:
     """The bytes of a file around the read position, read forward in chunks.
 
@@ -115,7 +123,7 @@ class _Window:
 
     CHUNK = 1 << 20
 
-    def __init__(self, f: BinaryIO, size: int, path: Path) -> None:
+    def __init__(self, f: SeekRead, size: int, path: Path) -> None:
         self.f, self.size, self.path = f, size, path
         self.base = 0
         self.data = b""
@@ -135,6 +143,11 @@ class _Window:
         want = min(max(pos + n - start, self.CHUNK), self.size - start)
         self.f.seek(start)
         chunk = self.f.read(want)
+        while len(chunk) > 0 and start + len(chunk) < pos + n:  # a short read (a remote file's ranges)
+            more = self.f.read(want - len(chunk))
+            if not more:
+                break
+            chunk += more
         if start + len(chunk) < pos + n:
             raise GGUFError(self.path, f"the file ended at byte {start + len(chunk)} while it was read (truncated?)")
         self.data, self.base = prefix + chunk, pos
@@ -429,6 +442,14 @@ def read_header(path: str | os.PathLike[str], shard: int = 0) -> GGUFHeader:
         if size < 24:
             raise GGUFError(p, f"file too short for a GGUF header ({size} bytes)")
         return _Parser(_Window(f, size, p), p, shard).parse()
+
+
+def read_header_from(f: SeekRead, size: int, path: Path, shard: int = 0) -> GGUFHeader:
+    """The header of a GGUF file read through `f` (seek and read: a remote file's ranges, a
+    cached prefix), `size` bytes long in all. GGUFError for anything wrong."""
+    if size < 24:
+        raise GGUFError(path, f"file too short for a GGUF header ({size} bytes)")
+    return _Parser(_Window(f, size, path), path, shard).parse()
 
 
 def split_paths(path: Path) -> list[Path] | None:

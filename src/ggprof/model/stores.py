@@ -31,6 +31,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
@@ -64,6 +65,7 @@ class Candidate:
     path: Path
     name: str
     store: str
+    remote: Any = None  # a ggprof.model.hub.RemoteModel: its header is read by range requests
 
 
 @dataclass(frozen=True, kw_only=True)

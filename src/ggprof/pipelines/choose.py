@@ -37,6 +37,7 @@ class ChooseOptions:
     ctx: int = N_CTX
     min_tok_s: float = 10.0
     remote: tuple[Member, ...] = ()  # machines a model that does not fit may be split over (RPC)
+    max_header_bytes: int = 64 << 20  # a remote model's header at most (--max-header-bytes)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,8 +54,10 @@ class Assessed:
     needed_bytes: int
     available_bytes: int | None
     ttft_ms: float | None  # a 512-token prompt on an empty context (None: no peak FLOP/s known)
+    prefill_tok_s: tuple[float, float] | None = None  # that prompt's expected prefill (the band's ends)
     why_not: str | None = None  # None for the pick
     pick: bool = False
+    fastest: bool = False  # the fastest that fits at the context (the pick is the largest fast enough)
     split: bool = False  # placed over the main device and the remote machines (llama.cpp's RPC)
 
     @property
@@ -94,7 +97,15 @@ def choose_models(
     """Read each candidate's header, place and predict it, pick the best; unreadable files are skipped."""
     assessed: list[Assessed] = []
     skipped = list(found.skipped)
-    for c, headers in zip(found.candidates, read_headers([c.path for c in found.candidates]), strict=True):
+    local = [c for c in found.candidates if c.remote is None]
+    remote = [c for c in found.candidates if c.remote is not None]
+    read = dict(zip(local, read_headers([c.path for c in local]), strict=True))
+    if remote:  # every remote header at once: the network's latency paid once, not per model
+        from ggprof.model.hub import read_many
+
+        read.update(zip(remote, read_many([c.remote for c in remote], options.max_header_bytes), strict=True))
+    for c in found.candidates:
+        headers = read[c]
         try:
             if isinstance(headers, str):
                 raise BadInputError(headers)
@@ -191,12 +202,28 @@ def _assessed(
     ctx: int,
     at: Callable[..., Prediction],
 ) -> Assessed:
-    ttft = at(ngl if target.device.is_discrete_gpu else None, depth=0).ttft_floor_ms
-    return _built(c, spec, p, fits, ngl, ttft)
+    empty = at(ngl if target.device.is_discrete_gpu else None, depth=0)
+    return _built(c, spec, p, fits, ngl, empty.ttft_floor_ms, prefill=_prefill(empty))
+
+
+def _prefill(p: Prediction) -> tuple[float, float] | None:
+    """The expected prefill of a 512-token prompt: the compute ceiling at the band's ends."""
+    ceiling = p.prefill_ceiling_tok_s
+    if ceiling is None:
+        return None
+    band = p.prefill_band
+    return (ceiling * band.low, ceiling * band.high) if band else (ceiling, ceiling)
 
 
 def _built(
-    c: Candidate, spec: ModelSpec, p: Prediction, fits: bool, ngl: int, ttft: float | None, split: bool = False
+    c: Candidate,
+    spec: ModelSpec,
+    p: Prediction,
+    fits: bool,
+    ngl: int,
+    ttft: float | None,
+    split: bool = False,
+    prefill: tuple[float, float] | None = None,
 ) -> Assessed:
     needed = sum(m.required_bytes for m in p.memory)
     avail = [m.total_bytes for m in p.memory]
@@ -211,6 +238,7 @@ def _built(
         needed_bytes=needed,
         available_bytes=sum(a for a in avail if a) if all(avail) else None,
         ttft_ms=ttft,
+        prefill_tok_s=prefill,
         split=split,
     )
 
@@ -281,6 +309,10 @@ def rank(assessed: list[Assessed], options: ChooseOptions) -> list[Assessed]:
             out.append(replace(f, why_not=f"smaller than the pick ({_params(f.spec)} vs {_params(pick.spec)} params)"))
         else:
             out.append(f)
+    # the fastest of those that fit at the context, for whoever wants speed before size
+    able = [f for f in out if f.fits and (f.why_not is None or f.why_not.startswith("smaller than the pick"))]
+    fastest = max(able, key=lambda f: f.expected_high_tok_s or 0, default=None)
+    out = [replace(f, fastest=True) if f is fastest else f for f in out]
     first = [f for f in out if f.pick]
     fitting = sorted((f for f in out if f.fits and not f.pick), key=lambda f: -(f.expected_high_tok_s or 0))
     rest = sorted((f for f in out if not f.fits), key=lambda f: f.needed_bytes)

@@ -45,6 +45,9 @@ def assessed_dict(f: Assessed) -> dict[str, Any]:
         "expected_basis": p.expected.basis if p.expected else None,
         "compute_roof_note": p.roof_note,
         "ttft_ms": f.ttft_ms,
+        "prefill_tok_s_low": f.prefill_tok_s[0] if f.prefill_tok_s else None,
+        "prefill_tok_s_high": f.prefill_tok_s[1] if f.prefill_tok_s else None,
+        "fastest": f.fastest,
         "max_ctx": p.max_ctx_fits,
         "context_length": s.context_length,
         "pick": f.pick,
@@ -60,6 +63,7 @@ def choose_dict(r: ChoiceReport) -> dict[str, Any]:
         "device": device_dict(r.target.device),
         "device_description": r.target.description,
         "best": str(pick.candidate.path) if pick else None,
+        "fastest": next((str(f.candidate.path) for f in r.models if f.fastest), None),
         "models": [assessed_dict(f) for f in r.models],
         "skipped": [{"path": str(s.path), "reason": s.reason} for s in r.skipped],
         "scanned": [{"store": loc.store, "path": str(loc.path), "exists": loc.exists} for loc in r.scanned],
@@ -92,12 +96,12 @@ def choose_text(r: ChoiceReport) -> str:
         clean_name(f"device: {r.target.description}", WIDTH),
         "",
         f"  {'model':<30} {'quant':<7} {'bpw':>5} {'size':>8} {'fits':>5} {'-ngl':>4} {'tok/s':>11} "
-        f"{'TTFT':>7} {'max ctx':>8}",
+        f"{'pp512':>7} {'max ctx':>8}",
     ]
     for f in r.models:
-        mark = "*" if f.pick else " "
+        mark = "*" if f.pick else ("+" if f.fastest else " ")
         ngl = "all" if f.n_gpu_layers > f.spec.n_layers else str(f.n_gpu_layers)
-        ttft = f"{sig3(f.ttft_ms)}ms" if f.ttft_ms is not None else "?"
+        ttft = sig3(f.prefill_tok_s[0]) if f.prefill_tok_s else "?"
         max_ctx = f.prediction.max_ctx_fits
         lines.append(
             f"{mark} {clean_name(f.candidate.name, 30):<30} {clean_name(f.spec.quant_label or '?', 7):<7} "
@@ -112,10 +116,13 @@ def choose_text(r: ChoiceReport) -> str:
         notes += (
             [f"why not: {f.why_not}"] if f.why_not else ["the pick: the largest model that fits and is fast enough"]
         )
+        if f.fastest:
+            notes.append("the fastest that fits at this context")
         lines += [clean_name(f"    {n}", WIDTH) for n in notes]
     if not r.models:
         lines.append("  (no readable GGUF model)")
-    lines.append("tok/s: expected decode at a full context; TTFT: 512-token prompt; GB = 1e9 bytes; * the pick")
+    lines.append("tok/s: expected decode at a full context; pp512: expected prefill of a 512-token prompt,")
+    lines.append("tok/s (from); GB = 1e9 bytes; * the pick, + the fastest that fits")
     unroofed = [f for f in r.models if f.prediction.roof is None and f.prediction.roof_note]
     if unroofed:
         lines.append(

@@ -1,0 +1,406 @@
+"""Models that are not on this machine: a GGUF on Hugging Face, on any HTTP(S) server, or in an
+Ollama registry, read by range requests (ggprof.model.ranges) so that only headers cross the
+network.
+
+References:
+- `hf://ORG/REPO/FILE.gguf[@REVISION]`, one file (a split set's first shard names the set), or
+  `hf://ORG/REPO[@REVISION]`, every GGUF of the repository (`repo_models`);
+- `http(s)://.../FILE.gguf` (a Hugging Face `resolve/` link too);
+- `ollama://[REGISTRY/]NAMESPACE/MODEL[:TAG]`: the registry's manifest, then its model layer.
+
+Hugging Face is reached through `huggingface_hub`, as its users have it set up: `HF_ENDPOINT`,
+`HF_TOKEN` or the login `hf auth login` stored, `HF_HUB_OFFLINE`. A header read once is kept in
+ggprof's cache, keyed by what names its content (a commit, an ETag, a digest): read again from
+the same commit it costs no request. A token is sent only to the host it is for, never printed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+import urllib.parse
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ggprof.errors import BadInputError, GGUFError, RemoteError
+from ggprof.model.gguf import _MAX_TENSOR_INFO_BYTES, SPLIT_NAME, GGUFHeader, read_header_from
+from ggprof.model.ranges import MAX_HEADER_BYTES, RangeReader, RemoteFile, Traffic, get_json, shown_url
+from ggprof.paths import cache_dir
+from ggprof.units import clean_name
+
+SCHEMES = ("hf://", "http://", "https://", "ollama://")
+DEFAULT_REGISTRY = "registry.ollama.ai"
+OLLAMA_MODEL_LAYER = "application/vnd.ollama.image.model"
+LIST_DEADLINE_S = 60.0  # the repository's listing, as a whole
+MAX_SHARDS = 256
+MAX_REPO_FILES = 20_000
+MAX_CONCURRENT = 16  # headers read at once
+_NAME = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}$")  # an org, repository, namespace or model name
+_REVISION = re.compile(r"^[\w.\-/]{1,120}$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+T = TypeVar("T")
+_LOOK_AHEAD_BYTES = _MAX_TENSOR_INFO_BYTES
+
+
+def is_remote(text: str) -> bool:
+    return text.startswith(SCHEMES)
+
+
+@dataclass(frozen=True)
+class RemoteFileRef:
+    """One file of a remote model: where to read it and what names its content."""
+
+    url: str
+    shown: str  # as the user would name it: hf:ORG/REPO/FILE, the URL without its query
+    headers: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    content_key: str | None = None  # a commit or digest that names the bytes (a cache hit needs no request)
+    size: int | None = None  # as a listing states it
+
+
+@dataclass(frozen=True)
+class RemoteModel:
+    """A model (one file, or the shards of a split set) somewhere else."""
+
+    name: str  # shown in output
+    files: tuple[RemoteFileRef, ...]
+
+
+# -- references ----------------------------------------------------------------------------------
+def _hf_parts(text: str) -> tuple[str, str | None, str | None]:
+    """(ORG/REPO, FILE or None, REVISION or None) of `hf://...`."""
+    body = text[len("hf://") :]
+    body, _, revision = body.partition("@")
+    parts = [p for p in body.split("/") if p]
+    if len(parts) < 2 or not all(_NAME.match(p) for p in parts[:2]):
+        raise BadInputError(f"{clean_name(text, 100)}: not hf://ORG/REPO[/FILE.gguf][@REVISION]")
+    if revision and not _REVISION.match(revision):
+        raise BadInputError(f"{clean_name(text, 100)}: {clean_name(revision, 40)!r} is not a revision")
+    path = "/".join(parts[2:]) or None
+    if path is not None and (".." in parts[2:] or not path.lower().endswith(".gguf")):
+        raise BadInputError(f"{clean_name(text, 100)}: a file in the repository must be a .gguf")
+    return f"{parts[0]}/{parts[1]}", path, revision or None
+
+
+def _endpoint() -> str:
+    import huggingface_hub.constants as c
+
+    return (os.environ.get("HF_ENDPOINT") or c.ENDPOINT).rstrip("/")
+
+
+def _offline() -> bool:
+    import huggingface_hub.constants as c
+
+    env = os.environ.get("HF_HUB_OFFLINE")
+    return env.strip().lower() in ("1", "on", "yes", "true") if env is not None else bool(c.HF_HUB_OFFLINE)
+
+
+def _hf_headers() -> dict[str, str]:
+    """The token the user has set up (HF_TOKEN, or the login `hf auth login` stored), as
+    huggingface_hub finds it; sent to the Hub's own host only (ranges.RangeReader)."""
+    from importlib import metadata
+
+    from huggingface_hub import get_token
+
+    try:
+        version = metadata.version("ggprof")
+    except metadata.PackageNotFoundError:
+        version = "dev"
+    token = get_token()
+    return {"user-agent": f"ggprof/{version}", **({"authorization": f"Bearer {token}"} if token else {})}
+
+
+def _hf_file(repo: str, filename: str, revision: str | None, commit: str | None, size: int | None) -> RemoteFileRef:
+    from huggingface_hub import hf_hub_url
+
+    url = hf_hub_url(repo, filename, revision=commit or revision or "main", endpoint=_endpoint())
+    return RemoteFileRef(
+        url=url,
+        shown=f"hf:{repo}/{filename}" + (f"@{revision}" if revision else ""),
+        headers=_hf_headers(),
+        content_key=f"hf:{_endpoint()}:{repo}:{commit}:{filename}" if commit else None,
+        size=size,
+    )
+
+
+def model_ref(text: str) -> RemoteModel:
+    """The one model a reference names (`hf://ORG/REPO` names a repository: `repo_models`)."""
+    if text.startswith("hf://"):
+        repo, path, revision = _hf_parts(text)
+        if path is None:
+            raise BadInputError(
+                f"{clean_name(text, 100)} names a repository: name one of its files (hf://{repo}/FILE.gguf), "
+                "or give it to `ggprof fit`"
+            )
+        commit = revision if revision and _COMMIT.match(revision) else None
+        names = _shard_names(path)
+        return RemoteModel(f"hf:{repo}/{path}", tuple(_hf_file(repo, n, revision, commit, None) for n in names))
+    if text.startswith("ollama://"):
+        return _ollama_model(text)
+    u = urllib.parse.urlsplit(text)
+    if not u.path.lower().endswith(".gguf"):
+        raise BadInputError(f"{shown_url(text)}: not the URL of a .gguf file")
+    names = _shard_names(u.path.rsplit("/", 1)[-1])
+    base = text[: text.index(u.path) + len(u.path) - len(u.path.rsplit("/", 1)[-1])]
+    query = f"?{u.query}" if u.query else ""
+    files = tuple(RemoteFileRef(url=f"{base}{n}{query}", shown=_shown_path(f"{base}{n}")) for n in names)
+    return RemoteModel(shown_url(text), files)
+
+
+def _shown_path(url: str) -> str:
+    """A URL as a path-like name (host and path): a Path would fold the `//` of `https://`."""
+    u = urllib.parse.urlsplit(url)
+    return clean_name(f"{u.netloc.rsplit('@', 1)[-1]}{u.path}", 200)
+
+
+def _shard_names(name: str) -> list[str]:
+    m = SPLIT_NAME.match(name.rsplit("/", 1)[-1])
+    if not m or int(m["count"]) < 2:
+        return [name]
+    count = int(m["count"])
+    if count > MAX_SHARDS:
+        raise BadInputError(f"{clean_name(name, 80)}: a split of {count} shards; at most {MAX_SHARDS} are read")
+    folder = name.rsplit("/", 1)[0] + "/" if "/" in name else ""
+    return [f"{folder}{m['prefix']}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
+
+
+def _ollama_model(text: str) -> RemoteModel:
+    body = text[len("ollama://") :]
+    *head, last = body.split("/")
+    model, _, tag = last.partition(":")  # the tag is the last segment's; a registry may have a port
+    parts = [p for p in (*head, model) if p]
+    registry = DEFAULT_REGISTRY
+    if len(parts) == 3 or (len(parts) == 2 and ("." in parts[0] or ":" in parts[0])):
+        registry, parts = parts[0], parts[1:]
+    if len(parts) == 1:
+        parts = ["library", parts[0]]
+    tag = tag or "latest"
+    if len(parts) != 2 or not all(_NAME.match(p) for p in parts) or not _NAME.match(tag):
+        raise BadInputError(f"{clean_name(text, 100)}: not ollama://[REGISTRY/]NAMESPACE/MODEL[:TAG]")
+    # a registry on this machine speaks plain http (as docker treats localhost); any other, https
+    host = registry.rsplit(":", 1)[0] if registry.count(":") == 1 else registry
+    scheme = "http" if host in ("localhost", "127.0.0.1", "[::1]") else "https"
+    base = f"{scheme}://{registry}/v2/{parts[0]}/{parts[1]}"
+    accept = {"Accept": "application/vnd.docker.distribution.manifest.v2+json"}
+    manifest = get_json(f"{base}/manifests/{tag}", accept)
+    layers = manifest.get("layers") if isinstance(manifest, dict) else None
+    layer = next((x for x in layers or [] if isinstance(x, dict) and x.get("mediaType") == OLLAMA_MODEL_LAYER), None)
+    digest = layer.get("digest") if layer else None
+    if not isinstance(digest, str) or not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        raise RemoteError(f"{clean_name(text, 100)}: the registry's manifest names no model layer")
+    size = layer.get("size") if isinstance(layer, dict) else None
+    shown = f"ollama:{'' if registry == DEFAULT_REGISTRY else registry + '/'}{parts[0]}/{parts[1]}:{tag}"
+    ref = RemoteFileRef(
+        url=f"{base}/blobs/{digest}",
+        shown=shown,
+        content_key=f"ollama:{digest}",
+        size=size if isinstance(size, int) and size > 0 else None,
+    )
+    return RemoteModel(shown, (ref,))
+
+
+def models_of(text: str) -> list[RemoteModel]:
+    """The models a reference names: a repository's every GGUF (`hf://ORG/REPO`), else one."""
+    if text.startswith("hf://") and _hf_parts(text)[1] is None:
+        return repo_models(text)
+    return [model_ref(text)]
+
+
+def repo_models(text: str) -> list[RemoteModel]:
+    """Every GGUF model of `hf://ORG/REPO[@REVISION]`: single files, and each split set as one
+    model; a vision projector (`mmproj`) is not a model. Listed through huggingface_hub."""
+    repo, path, revision = _hf_parts(text)
+    if path is not None:
+        return [model_ref(text)]
+    if _offline():
+        raise RemoteError(f"hf://{repo}: HF_HUB_OFFLINE is set, and a repository's files cannot be listed offline")
+    info = _within(LIST_DEADLINE_S, lambda: _model_info(repo, revision), f"hf://{repo}: the listing")
+    commit = getattr(info, "sha", None)
+    commit = commit if isinstance(commit, str) and _COMMIT.match(commit) else None
+    siblings = list(getattr(info, "siblings", None) or [])[:MAX_REPO_FILES]
+    sizes = {s.rfilename: getattr(s, "size", None) for s in siblings if isinstance(getattr(s, "rfilename", None), str)}
+    ggufs = sorted(n for n in sizes if n.lower().endswith(".gguf") and "mmproj" not in n.lower().rsplit("/", 1)[-1])
+    models: list[RemoteModel] = []
+    seen: set[str] = set()
+    for name in ggufs:
+        if name in seen:
+            continue
+        shards = _shard_names(name)
+        if len(shards) > 1 and shards[0] != name:
+            continue  # a later shard: its set is read from the first
+        missing = [s for s in shards if s not in sizes]
+        seen.update(shards)
+        if missing:
+            continue  # an incomplete split set in the listing is no model
+        files = tuple(_hf_file(repo, s, revision, commit, sizes.get(s)) for s in shards)
+        models.append(RemoteModel(f"hf:{repo}/{name}", files))
+    if not models:
+        raise RemoteError(f"hf://{repo}: no GGUF files in the repository")
+    return models
+
+
+def _model_info(repo: str, revision: str | None) -> Any:
+    from huggingface_hub import HfApi
+    from huggingface_hub import errors as e
+
+    try:
+        return HfApi(endpoint=_endpoint()).model_info(repo, revision=revision, files_metadata=True, timeout=15)
+    except e.GatedRepoError:
+        raise RemoteError(
+            f"hf://{repo} is gated: accept its terms on its page, and log in (HF_TOKEN or `hf auth login`)"
+        ) from None
+    except e.RevisionNotFoundError:
+        raise RemoteError(f"hf://{repo}: no revision {clean_name(revision, 40)!r}") from None
+    except e.RepositoryNotFoundError:
+        raise RemoteError(
+            f"hf://{repo}: no such repository, or a private one (it needs a token: HF_TOKEN or `hf auth login`)"
+        ) from None
+    except e.HfHubHTTPError as err:
+        status = getattr(getattr(err, "response", None), "status_code", None)
+        raise RemoteError(f"hf://{repo}: the Hub answered HTTP {status or '?'}") from None
+    except e.OfflineModeIsEnabled:
+        raise RemoteError(f"hf://{repo}: HF_HUB_OFFLINE is set") from None
+    except (OSError, ValueError) as err:
+        raise RemoteError(f"hf://{repo}: {clean_name(type(err).__name__ + ': ' + str(err), 120)}") from None
+    except Exception as err:  # httpx's errors, whatever the transport raises
+        raise RemoteError(f"hf://{repo}: {clean_name(type(err).__name__ + ': ' + str(err), 120)}") from None
+
+
+def _within(deadline_s: float, work: Callable[[], T], what: str) -> T:
+    """`work()` within a whole deadline (a daemon thread: a stalled library call never holds
+    ggprof's exit)."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as err:  # handed to the caller
+            box["error"] = err
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(deadline_s)
+    if t.is_alive():
+        raise RemoteError(f"{what} took longer than {deadline_s:.0f} s; given up")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
+
+
+# -- reading headers ---------------------------------------------------------------------------------
+def read_remote_model(
+    model: RemoteModel, max_header_bytes: int = MAX_HEADER_BYTES, traffic: Traffic | None = None
+) -> list[GGUFHeader]:
+    """The header of every file of `model`, read at once (a split set's shards concurrently)."""
+    traffic = traffic or Traffic()
+    if len(model.files) == 1:
+        return [read_remote_header(model.files[0], 0, max_header_bytes, traffic)]
+    with ThreadPoolExecutor(max_workers=min(len(model.files), MAX_CONCURRENT)) as pool:
+        headers = list(
+            pool.map(
+                lambda i: read_remote_header(model.files[i], i, max_header_bytes, traffic), range(len(model.files))
+            )
+        )
+    from ggprof.model.gguf import _check_split
+
+    _check_split(Path(model.name), headers)
+    return headers
+
+
+def read_remote_header(ref: RemoteFileRef, shard: int, max_header_bytes: int, traffic: Traffic) -> GGUFHeader:
+    path = Path(ref.shown)
+    cached = _cached(ref)
+    if cached is not None:
+        data, size, _ = cached
+        return read_header_from(_Prefix(data, size, ref.shown), size, path, shard)
+    if ref.url.startswith(_endpoint()) and _offline():
+        raise RemoteError(f"{ref.shown}: HF_HUB_OFFLINE is set and its header is not in ggprof's cache")
+    f = RemoteFile(RangeReader(ref.url, ref.headers, traffic), max_header_bytes)
+    if ref.size is not None and ref.size != f.size:
+        raise RemoteError(f"{ref.shown}: the server says {f.size:,} bytes, its listing {ref.size:,}")
+    header = read_header_from(f, f.size, path, shard)
+    ends = [header.data_offset + t.offset + t.n_bytes for t in header.tensors]
+    if ends and f.size > max(ends) + header.alignment + (1 << 20):
+        raise RemoteError(
+            f"{ref.shown}: the server says the file has {f.size:,} bytes, but its tensors end at {max(ends):,}"
+        )
+    # kept: the header and what the reader looked ahead past it (a tensor record's bound)
+    _keep(ref, bytes(f.data[: header.data_offset + _LOOK_AHEAD_BYTES]), f.size, f.etag)
+    return header
+
+
+class _Prefix:
+    """The start of a file kept in the cache: reads past it are a GGUFError (the header fits)."""
+
+    def __init__(self, data: bytes, size: int, shown: str) -> None:
+        self.data, self.size, self.shown, self.pos = data, size, shown, 0
+
+    def seek(self, pos: int) -> None:
+        self.pos = pos
+
+    def read(self, n: int) -> bytes:
+        if len(self.data) <= self.pos < self.size:
+            raise GGUFError(self.shown, "the cached header ends early (remove ggprof's remote-headers cache)")
+        end = min(self.pos + n, self.size, len(self.data))  # a short read past the header: what is kept
+        out = self.data[self.pos : end]
+        self.pos = end
+        return out
+
+
+def _cache_paths(key: str) -> tuple[Path, Path]:
+    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+    folder = cache_dir() / "remote-headers"
+    return folder / f"{digest}.head", folder / f"{digest}.json"
+
+
+def _cached(ref: RemoteFileRef) -> tuple[bytes, int, str | None] | None:
+    """A header kept under the commit or digest that names the file's bytes (no request)."""
+    if ref.content_key is None:
+        return None
+    head, meta = _cache_paths(ref.content_key)
+    try:
+        info = json.loads(meta.read_text())
+        data = head.read_bytes()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or info.get("key") != ref.content_key or not isinstance(info.get("size"), int):
+        return None
+    return data, int(info["size"]), info.get("etag")
+
+
+def _keep(ref: RemoteFileRef, data: bytes, size: int, etag: str | None) -> None:
+    if ref.content_key is None or len(data) > MAX_HEADER_BYTES:
+        return
+    head, meta = _cache_paths(ref.content_key)
+    try:
+        head.parent.mkdir(parents=True, exist_ok=True)
+        for path, blob in (
+            (head, data),
+            (meta, json.dumps({"key": ref.content_key, "size": size, "etag": etag}).encode()),
+        ):
+            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_bytes(blob)
+            os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that cannot be written costs the next run its requests, nothing else
+
+
+def read_many(
+    models: list[RemoteModel], max_header_bytes: int = MAX_HEADER_BYTES, traffic: Traffic | None = None
+) -> list[list[GGUFHeader] | str]:
+    """Each model's headers, or the one-line reason it could not be read, every model at once."""
+    traffic = traffic or Traffic()
+
+    def one(m: RemoteModel) -> list[GGUFHeader] | str:
+        try:
+            return read_remote_model(m, max_header_bytes, traffic)
+        except (RemoteError, GGUFError, BadInputError) as err:
+            return str(err)
+
+    with ThreadPoolExecutor(max_workers=min(max(len(models), 1), MAX_CONCURRENT)) as pool:
+        return list(pool.map(one, models))

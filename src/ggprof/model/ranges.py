@@ -1,0 +1,250 @@
+"""A GGUF file on an HTTP(S) server, read by range requests: only its header crosses the network.
+
+The first request asks for the first MiB and learns the file's size from `Content-Range`;
+each later one asks for twice the last (a 262k-token vocabulary is megabytes of header), until
+the parser has the tensor table. Every request is bounded as a whole (ggprof.netio: a deadline
+over connecting, headers and body, and a byte cap of what was asked plus framing); redirects
+are followed only to http(s) and at most MAX_REDIRECTS times, credentials never to another
+host; what a server sends is checked against what was asked (the range, the size). Nothing is
+read past `max_header_bytes` in all.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any
+
+from ggprof.errors import RemoteError
+from ggprof.netio import Budget, metered_connection, why
+from ggprof.units import clean_name
+
+MAX_HEADER_BYTES = 64 << 20  # default --max-header-bytes: above any real model's header
+FIRST_RANGE_BYTES = 1 << 20
+MAX_RANGE_BYTES = 8 << 20  # one request's range at most: growth stops doubling here
+MAX_REDIRECTS = 5
+REQUEST_DEADLINE_S = 60.0  # one range request as a whole (connect, headers, body)
+READ_TIMEOUT_S = 15.0
+MAX_ANSWER_HEADER_BYTES = 64 << 10  # status line and headers of one answer
+MAX_FILE_BYTES = 1 << 45  # a Content-Range claiming more is no model file (35 TB)
+_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
+
+
+@dataclass
+class Traffic:
+    """What the reads of one command cost: requests and body bytes (thread-safe)."""
+
+    requests: int = 0
+    bytes: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, n_bytes: int) -> None:
+        with self._lock:
+            self.requests += 1
+            self.bytes += n_bytes
+
+
+@dataclass(frozen=True)
+class Answer:
+    data: bytes
+    size: int  # the whole file's, from Content-Range
+    etag: str | None
+
+
+def shown_url(url: str) -> str:
+    """A URL for one line of output: its query (a signed URL's credentials) left out."""
+    u = urllib.parse.urlsplit(url)
+    return clean_name(urllib.parse.urlunsplit((u.scheme, u.netloc.rsplit("@", 1)[-1], u.path, "", "")), 160)
+
+
+class RangeReader:
+    """Range requests to one URL (following its redirects each time: a signed CDN URL expires)."""
+
+    def __init__(self, url: str, headers: dict[str, str] | None = None, traffic: Traffic | None = None) -> None:
+        u = urllib.parse.urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise RemoteError(f"{shown_url(url)}: not an http(s) URL")
+        self.url, self.headers = url, dict(headers or {})
+        self.traffic = traffic or Traffic()
+        self._landed: tuple[str, dict[str, str]] | None = None  # where the redirects led, for the next range
+
+    def get(self, start: int, end: int) -> Answer:
+        """Bytes [start, end] (inclusive, as HTTP counts) of the file. The URL the first request's
+        redirects led to is asked directly next (a CDN's signed URL lasts longer than one read);
+        should it refuse, the redirects are followed again."""
+        if self._landed is not None:
+            url, headers = self._landed
+            try:
+                _, location, answer = self._request(urllib.parse.urlsplit(url), headers, start, end)
+                if location is None and answer is not None:
+                    return answer
+            except RemoteError:
+                pass
+            self._landed = None
+        url, headers = self.url, dict(self.headers)
+        origin = urllib.parse.urlsplit(url).hostname
+        for _ in range(MAX_REDIRECTS + 1):
+            u = urllib.parse.urlsplit(url)
+            if u.hostname != origin:  # credentials go to the host they were given for only
+                headers = {k: v for k, v in headers.items() if k.lower() not in ("authorization", "cookie")}
+            _, location, answer = self._request(u, headers, start, end)
+            if location is None:
+                assert answer is not None
+                self._landed = (url, headers)
+                return answer
+            nxt = urllib.parse.urljoin(url, location)
+            if urllib.parse.urlsplit(nxt).scheme not in ("http", "https"):
+                raise RemoteError(
+                    f"{shown_url(self.url)}: redirected to a non-http(s) URL ({clean_name(location, 60)})"
+                )
+            url = nxt
+        raise RemoteError(f"{shown_url(self.url)}: more than {MAX_REDIRECTS} redirects")
+
+    def _request(
+        self, u: urllib.parse.SplitResult, headers: dict[str, str], start: int, end: int
+    ) -> tuple[int, str | None, Answer | None]:
+        asked = end - start + 1
+        budget = Budget(time.monotonic() + REQUEST_DEADLINE_S, READ_TIMEOUT_S, asked + MAX_ANSWER_HEADER_BYTES)
+        base = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+        port = u.port or (443 if u.scheme == "https" else 80)
+        where = shown_url(self.url)
+        conn = metered_connection(base, budget)(u.hostname or "", port, timeout=READ_TIMEOUT_S)
+        path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+        try:
+            conn.request(
+                "GET", path, headers={**headers, "Range": f"bytes={start}-{end}", "Accept-Encoding": "identity"}
+            )
+            resp = conn.getresponse()
+            status = resp.status
+            if status in (301, 302, 303, 307, 308):
+                location = resp.getheader("Location")
+                if not location:
+                    raise RemoteError(f"{where}: HTTP {status} without a Location")
+                return status, location, None
+            if status in (401, 403):
+                raise RemoteError(
+                    f"{where}: HTTP {status}: it needs a token (HF_TOKEN, `hf auth login`) or "
+                    "accepting the model's terms on its page"
+                )
+            if status == 404:
+                raise RemoteError(f"{where}: not found (HTTP 404)")
+            if status == 200:
+                raise RemoteError(
+                    f"{where}: the server ignores range requests (it answered the whole file); nothing more is read"
+                )
+            if status != 206:
+                raise RemoteError(f"{where}: HTTP {status} to a range request")
+            m = _CONTENT_RANGE.match(resp.getheader("Content-Range") or "")
+            if not m or int(m[1]) != start:
+                raise RemoteError(
+                    f"{where}: a range answer without the range asked for (Content-Range "
+                    f"{clean_name(resp.getheader('Content-Range') or 'missing', 60)!r})"
+                )
+            size = int(m[3])
+            got_end = int(m[2])
+            if not start <= got_end < size or size > MAX_FILE_BYTES or got_end > end:
+                raise RemoteError(f"{where}: a Content-Range that contradicts itself or the request")
+            want = got_end - start + 1
+            data = resp.read(want + 1)
+        except RemoteError:
+            raise
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            raise RemoteError(f"{where}: {why(e, budget)}") from None
+        finally:
+            conn.close()
+        if len(data) != want:
+            raise RemoteError(f"{where}: the server sent {len(data):,} bytes for a range of {want:,}")
+        self.traffic.add(len(data))
+        return status, None, Answer(data, size, resp.getheader("ETag"))
+
+
+class RemoteFile:
+    """What the GGUF reader reads a remote file through: `seek` and `read`, served from the
+    ranges fetched so far, each new range twice the last; `max_bytes` bounds them all."""
+
+    def __init__(self, reader: RangeReader, max_bytes: int = MAX_HEADER_BYTES) -> None:
+        self.reader, self.max_bytes = reader, max_bytes
+        first = reader.get(0, min(FIRST_RANGE_BYTES, max_bytes) - 1)
+        self.size, self.etag = first.size, first.etag
+        self.data = bytearray(first.data)  # bytes [0, len(data)) of the file
+        self.next_bytes = FIRST_RANGE_BYTES * 2
+        self.pos = 0
+
+    def seek(self, pos: int) -> None:
+        self.pos = pos
+
+    def read(self, n: int) -> bytes:
+        """Up to `n` bytes at the position: what is already here first (a short read, as a
+        socket's), else one more range, twice the last."""
+        end = min(self.pos + n, self.size)
+        if self.pos < len(self.data):
+            end = min(end, len(self.data))
+        while len(self.data) < end:
+            if len(self.data) >= self.max_bytes:
+                raise RemoteError(
+                    f"{shown_url(self.reader.url)}: the header runs past {self.max_bytes:,} bytes "
+                    "(--max-header-bytes); not read further"
+                )
+            want = max(end - len(self.data), self.next_bytes)
+            want = min(want, self.size - len(self.data), self.max_bytes - len(self.data))
+            got = self.reader.get(len(self.data), len(self.data) + want - 1)
+            if got.size != self.size:
+                raise RemoteError(f"{shown_url(self.reader.url)}: the file's size changed while it was read")
+            self.data += got.data
+            self.next_bytes = min(self.next_bytes * 2, MAX_RANGE_BYTES)
+        out = bytes(self.data[self.pos : end])
+        self.pos = end
+        return out
+
+
+MAX_JSON_BYTES = 1 << 20  # a registry's manifest is a few KB
+MAX_JSON_ITEMS = 100_000
+
+
+def get_json(url: str, headers: dict[str, str] | None = None) -> Any:
+    """A small JSON document (a registry's manifest), following redirects as range requests do,
+    bounded by the same whole deadline and a 1 MiB cap."""
+    from ggprof.bounded import TooManyItems, loads_bounded
+
+    origin = urllib.parse.urlsplit(url).hostname
+    sent = dict(headers or {})
+    where = shown_url(url)
+    for _ in range(MAX_REDIRECTS + 1):
+        u = urllib.parse.urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise RemoteError(f"{where}: not an http(s) URL")
+        if u.hostname != origin:
+            sent = {k: v for k, v in sent.items() if k.lower() not in ("authorization", "cookie")}
+        budget = Budget(time.monotonic() + REQUEST_DEADLINE_S, READ_TIMEOUT_S, MAX_JSON_BYTES + MAX_ANSWER_HEADER_BYTES)
+        base = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+        conn = metered_connection(base, budget)(
+            u.hostname, u.port or (443 if u.scheme == "https" else 80), timeout=READ_TIMEOUT_S
+        )
+        try:
+            conn.request("GET", (u.path or "/") + (f"?{u.query}" if u.query else ""), headers=sent)
+            resp = conn.getresponse()
+            if resp.status in (301, 302, 303, 307, 308) and resp.getheader("Location"):
+                url = urllib.parse.urljoin(url, resp.getheader("Location") or "")
+                continue
+            raw = resp.read(MAX_JSON_BYTES + 1)
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            raise RemoteError(f"{where}: {why(e, budget)}") from None
+        finally:
+            conn.close()
+        if resp.status == 404:
+            raise RemoteError(f"{where}: not found (HTTP 404)")
+        if resp.status in (401, 403):
+            raise RemoteError(f"{where}: HTTP {resp.status}: it needs credentials")
+        if resp.status != 200:
+            raise RemoteError(f"{where}: HTTP {resp.status}")
+        if len(raw) > MAX_JSON_BYTES:
+            raise RemoteError(f"{where}: an answer larger than {MAX_JSON_BYTES >> 20} MiB")
+        try:
+            return loads_bounded(raw, MAX_JSON_ITEMS)
+        except (TooManyItems, ValueError, RecursionError):
+            raise RemoteError(f"{where}: not the JSON asked for") from None
+    raise RemoteError(f"{where}: more than {MAX_REDIRECTS} redirects")

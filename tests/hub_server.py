@@ -1,0 +1,258 @@
+"""A local HTTP server standing in for Hugging Face, an Ollama registry and a plain file server:
+real GGUF files served with range support, the part of the Hub's API that huggingface_hub calls
+(`/api/models/ORG/REPO[/revision/REV]`, `/ORG/REPO/resolve/REV/FILE` redirected to a CDN path),
+and the registry's manifests and blobs (`/v2/NS/MODEL/manifests/TAG`, `/blobs/DIGEST`). It counts
+the requests and bytes it served, can add latency to every answer, and can misbehave on
+purpose (ignore ranges, lie about sizes, stall, send more than asked, close mid-answer).
+
+The Hub's answers follow what huggingface.co answers (docs: huggingface.co/docs/hub/api, the
+`ModelInfo` fields huggingface_hub reads: `id`, `sha`, `siblings` with `rfilename` and `size`;
+`X-Error-Code: GatedRepo` / `RepoNotFound` on errors, as hf_raise_for_status reads them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+@dataclass
+class Repo:
+    files: dict[str, Path]  # name in the repository -> file on disk
+    gated: bool = False
+    commit: str = COMMIT
+
+
+@dataclass
+class Served:
+    requests: int = 0
+    bytes: int = 0
+    paths: list[str] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, path: str, n: int, headers: dict[str, str]) -> None:
+        with self.lock:
+            self.requests += 1
+            self.bytes += n
+            self.paths.append(path)
+            self.headers.append(headers)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.requests, self.bytes = 0, 0
+            self.paths.clear()
+            self.headers.clear()
+
+
+class _Quiet(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hung up on purpose is no news (and stderr is the test's to read)
+
+
+class HubServer:
+    def __init__(self, latency_s: float = 0.0) -> None:
+        self.repos: dict[str, Repo] = {}
+        self.plain: dict[str, Path] = {}  # /files/NAME
+        self.ollama: dict[str, Path] = {}  # "NS/MODEL:TAG" -> the model blob's file
+        self.latency_s = latency_s
+        self.misbehave: dict[str, str] = {}  # file name -> how
+        self.cdn_host: str | None = None  # redirect downloads to this host name (another host than the API's)
+        self.served = Served()
+        server = _Quiet(("127.0.0.1", 0), _handler(self))
+        server.daemon_threads = True
+        self.server = server
+        self.url = f"http://127.0.0.1:{server.server_address[1]}"
+        self.thread = threading.Thread(target=server.serve_forever, daemon=True)
+
+    def __enter__(self) -> HubServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def digest(self, path: Path) -> str:
+        return "sha256:" + hashlib.sha256(str(path).encode()).hexdigest()  # names the file (its bytes are large)
+
+
+def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_HEAD(self) -> None:
+            self.do_GET(head=True)
+
+        def do_GET(self, head: bool = False) -> None:
+            if hub.latency_s:
+                time.sleep(hub.latency_s)
+            path = self.path.split("?", 1)[0]
+            if m := re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?", path):
+                return self.model_info(m[1], m[2])
+            if m := re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path):
+                repo = hub.repos.get(m[1])
+                if repo is None or m[3] not in repo.files:
+                    return self.error(404, "EntryNotFound" if repo else "RepoNotFound")
+                if repo.gated and "authorization" not in {k.lower() for k in self.headers}:
+                    return self.error(401, "GatedRepo")
+                how = hub.misbehave.get(m[3], "")
+                if how == "redirect-file":
+                    return self.redirect("file:///etc/passwd")
+                if how == "redirect-loop":
+                    return self.redirect(path)
+                cdn = f"http://{hub.cdn_host}:{hub.server.server_address[1]}" if hub.cdn_host else ""
+                return self.redirect(f"{cdn}/cdn/{m[1]}/{repo.commit}/{m[3]}")
+            if m := re.fullmatch(r"/cdn/([^/]+/[^/]+)/([0-9a-f]+)/(.+)", path):
+                repo = hub.repos.get(m[1])
+                if repo is None or m[3] not in repo.files:
+                    return self.error(404, "EntryNotFound")
+                return self.file(repo.files[m[3]], m[3], head)
+            if m := re.fullmatch(r"/files/(.+)", path):
+                if m[1] not in hub.plain:
+                    return self.error(404, "EntryNotFound")
+                return self.file(hub.plain[m[1]], m[1], head)
+            if m := re.fullmatch(r"/v2/([^/]+)/([^/]+)/manifests/([^/]+)", path):
+                return self.manifest(f"{m[1]}/{m[2]}:{m[3]}")
+            if m := re.fullmatch(r"/v2/([^/]+)/([^/]+)/blobs/(sha256:[0-9a-f]{64})", path):
+                blob = next((p for p in hub.ollama.values() if hub.digest(p) == m[3]), None)
+                if blob is None:
+                    return self.error(404, "BlobUnknown")
+                return self.redirect(f"/blobstore/{m[3]}")
+            if m := re.fullmatch(r"/blobstore/(sha256:[0-9a-f]{64})", path):
+                blob = next((p for p in hub.ollama.values() if hub.digest(p) == m[1]), None)
+                if blob is None:
+                    return self.error(404, "BlobUnknown")
+                return self.file(blob, blob.name, head)
+            return self.error(404, "NotFound")
+
+        # -- answers --------------------------------------------------------------------------
+        def json(self, obj: object, status: int = 200) -> None:
+            body = json.dumps(obj).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            hub.served.add(self.path, len(body), dict(self.headers))
+
+        def error(self, status: int, code: str) -> None:
+            body = json.dumps({"error": code}).encode()
+            self.send_response(status)
+            self.send_header("X-Error-Code", code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            hub.served.add(self.path, len(body), dict(self.headers))
+
+        def redirect(self, location: str) -> None:
+            self.send_response(302)
+            self.send_header("Location", location)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            hub.served.add(self.path, 0, dict(self.headers))
+
+        def model_info(self, repo_id: str, revision: str | None) -> None:
+            repo = hub.repos.get(repo_id)
+            if repo is None:
+                return self.error(401, "RepoNotFound")  # the Hub answers 401 for a missing or private repo
+            if revision not in (None, "main", repo.commit):
+                return self.error(404, "RevisionNotFound")
+            if repo.gated and "authorization" not in {k.lower() for k in self.headers}:
+                return self.error(401, "GatedRepo")
+            siblings = [{"rfilename": n, "size": p.stat().st_size} for n, p in sorted(repo.files.items())]
+            self.json({"id": repo_id, "sha": repo.commit, "private": False, "gated": repo.gated, "siblings": siblings})
+
+        def manifest(self, key: str) -> None:
+            blob = hub.ollama.get(key)
+            if blob is None:
+                return self.error(404, "MANIFEST_UNKNOWN")
+            self.json(
+                {
+                    "schemaVersion": 2,
+                    "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                    "config": {
+                        "mediaType": "application/vnd.docker.container.image.v1+json",
+                        "digest": "sha256:" + "0" * 64,
+                        "size": 2,
+                    },
+                    "layers": [
+                        {
+                            "mediaType": "application/vnd.ollama.image.license",
+                            "digest": "sha256:" + "1" * 64,
+                            "size": 10,
+                        },
+                        {
+                            "mediaType": "application/vnd.ollama.image.model",
+                            "digest": hub.digest(blob),
+                            "size": blob.stat().st_size,
+                        },
+                    ],
+                }
+            )
+
+        def file(self, disk: Path, name: str, head: bool) -> None:
+            size = disk.stat().st_size
+            how = hub.misbehave.get(name, "")
+            m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+            if how == "stall":
+                time.sleep(3600)
+            if m is None or how == "ignore-ranges":
+                self.send_response(200)
+                self.send_header("Content-Length", str(size))
+                self.send_header("ETag", f'"{hub.digest(disk)[7:23]}"')
+                self.end_headers()
+                if not head:
+                    self.stream(disk, 0, size)
+                return
+            start, end = int(m[1]), min(int(m[2]) if m[2] else size - 1, size - 1)
+            claimed = size * 2 if how == "lie-size" else size
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{end}/{claimed}")
+            length = end - start + 1
+            self.send_header("Content-Length", str(length * 2 if how == "send-more" else length))
+            self.send_header("ETag", f'"{hub.digest(disk)[7:23]}"')
+            self.end_headers()
+            if head:
+                return
+            if how == "close-mid":
+                self.stream(disk, start, length // 2)
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return
+            if how == "drip":
+                for i in range(length):
+                    self.wfile.write(disk.read_bytes()[start + i : start + i + 1] if i < 1 else b"\0")
+                    self.wfile.flush()
+                    time.sleep(0.2)  # each byte well within a read's timeout: only a whole deadline ends it
+                return
+            self.stream(disk, start, length * 2 if how == "send-more" else length)
+
+        def stream(self, disk: Path, start: int, length: int) -> None:
+            sent = 0
+            try:
+                with open(disk, "rb") as f:
+                    f.seek(start)
+                    while sent < length:
+                        chunk = f.read(min(1 << 20, length - sent)) or b"\0" * min(1 << 20, length - sent)
+                        self.wfile.write(chunk)
+                        sent += len(chunk)
+            except OSError:
+                pass
+            finally:
+                hub.served.add(self.path, sent, dict(self.headers))
+
+    return Handler

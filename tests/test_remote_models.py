@@ -1,0 +1,218 @@
+"""Models elsewhere, read by range requests: Hugging Face (through huggingface_hub, pointed at a
+local stand-in with HF_ENDPOINT), an Ollama registry and a plain file server, all served here by
+tests/hub_server.py from the real Gemma file and synthetic GGUFs. Only the header crosses; the
+figures equal the local file's; hostile servers end in one line."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ggufs import F16, Q4_K, Q8_0, Shape, write_model
+from hub_server import COMMIT, HubServer, Repo
+from support import in_process
+
+from ggprof.model.gguf import read_header
+
+REPO = "ggml-org/gemma-3-270m-GGUF"
+FILE = "gemma-3-270m-Q4_K_M.gguf"
+MiB = 1 << 20
+
+
+@pytest.fixture
+def hub(gemma_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
+    with HubServer() as server:
+        server.repos[REPO] = Repo({FILE: gemma_path})
+        server.plain["gemma.gguf"] = gemma_path
+        server.ollama["library/gemma3:270m"] = gemma_path
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # huggingface_hub's own caches stay here
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        yield server
+
+
+def inspected(*args: str) -> dict[str, Any]:
+    r = in_process("inspect", *args, "--json")
+    assert r.exit_code == 0, r.stderr
+    d: dict[str, Any] = json.loads(r.stdout)
+    return d
+
+
+def figures(d: dict[str, Any]) -> dict[str, Any]:
+    """An inspect answer without the names (a remote one is named by its reference)."""
+    return {k: v for k, v in d.items() if k not in ("path", "paths", "file", "name_shown")}
+
+
+def file_requests(hub: HubServer) -> list[str]:
+    return [p for p in hub.served.paths if not p.startswith("/api/agent")]
+
+
+def test_inspect_over_http_reads_the_header_only(hub: HubServer, gemma_path: Path) -> None:
+    local = figures(inspected(str(gemma_path)))
+    header = read_header(gemma_path).data_offset  # 6.5 MB of a 253 MB file: a 262k-token vocabulary
+    for ref in (
+        f"hf://{REPO}/{FILE}",
+        f"{hub.url}/files/gemma.gguf",
+        f"ollama://127.0.0.1:{hub.url.rsplit(':', 1)[1]}/gemma3:270m",
+    ):
+        hub.served.reset()
+        assert figures(inspected(ref)) == local, ref
+        assert len(file_requests(hub)) <= 6, (ref, hub.served.paths)
+        assert hub.served.bytes <= header + MiB + 64 << 10, ref  # the header, what the ranges grew past it, JSON
+
+
+def test_a_header_read_once_at_a_commit_costs_no_request(hub: HubServer) -> None:
+    ref = f"hf://{REPO}/{FILE}@{COMMIT}"
+    first = inspected(ref)
+    hub.served.reset()
+    assert inspected(ref) == first
+    assert file_requests(hub) == []
+
+
+def test_offline_reads_only_what_is_kept(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    r = in_process("inspect", f"hf://{REPO}/{FILE}@{COMMIT}")
+    assert r.exit_code == 2 and "HF_HUB_OFFLINE" in r.stderr and r.stderr.count("\n") == 1
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    inspected(f"hf://{REPO}/{FILE}@{COMMIT}")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hub.served.reset()
+    assert inspected(f"hf://{REPO}/{FILE}@{COMMIT}")["architecture"] == "gemma3"
+    assert file_requests(hub) == []
+
+
+def _quants(folder: Path) -> dict[str, Path]:
+    files: dict[str, Path] = {}
+    shape = Shape(n_layers=4, n_embd=512, n_heads=8, n_ff=1024, vocab=2000)
+    for quant, qtype, ftype in (("Q8_0", Q8_0, 7), ("Q4_K_M", Q4_K, 15), ("F16", F16, 1)):
+        path = folder / f"tiny-{quant}.gguf"
+        write_model(path, Shape(**{**shape.__dict__, "qtype": qtype, "file_type": ftype}))
+        files[path.name] = path
+    for part in write_model(
+        folder / "tiny-BF.gguf", Shape(**{**shape.__dict__, "qtype": F16, "file_type": 1}), split_max_tensors=20
+    ):
+        files[part.name] = part
+    files["mmproj-tiny-f16.gguf"] = folder / "tiny-F16.gguf"  # a vision projector: no model of its own
+    return files
+
+
+def test_fit_a_repository(hub: HubServer, tmp_path: Path) -> None:
+    files = _quants(tmp_path)
+    hub.repos["org/tiny-GGUF"] = Repo(files)
+    r = in_process("fit", "hf://org/tiny-GGUF", "--device", "rtx-4090", "--min-tg", "5", "--json")
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    names = sorted(m["name"] for m in d["models"])
+    assert names == ["tiny-BF-00001-of-00002.gguf", "tiny-F16.gguf", "tiny-Q4_K_M.gguf", "tiny-Q8_0.gguf"]
+    assert all(m["path"] == f"hf:org/tiny-GGUF/{m['name']}" for m in d["models"])
+    split = next(m for m in d["models"] if "BF-00001" in m["name"])
+    local = read_header(files["tiny-F16.gguf"])
+    assert split["n_params"] == sum(t.n_elements for t in local.tensors)  # both shards' tensors, as one model
+    assert d["min_tok_s"] == 5 and d["best"] is not None and d["fastest"] is not None
+    assert all(m["prefill_tok_s_low"] is not None for m in d["models"])
+    hub.served.reset()  # again: the listing names the commit, every header is kept under it
+    assert in_process("fit", "hf://org/tiny-GGUF", "--device", "rtx-4090").exit_code == 0
+    assert [p for p in file_requests(hub) if not p.startswith("/api/models/")] == []
+
+
+def test_a_split_set_by_url_reads_every_shard(hub: HubServer, tmp_path: Path) -> None:
+    files = _quants(tmp_path)
+    for name, path in files.items():
+        hub.plain[name] = path
+    d = inspected(f"{hub.url}/files/tiny-BF-00001-of-00002.gguf")
+    local = inspected(str(files["tiny-BF-00001-of-00002.gguf"]))
+    assert figures(d) == figures(local)
+
+
+def test_check_and_check_log_take_a_remote_model(hub: HubServer) -> None:
+    r = in_process("check", f"hf://{REPO}/{FILE}", "--tg", "50", "--bandwidth", "0.1", "--backend", "cpu")
+    assert r.exit_code == 4 and "IMPOSSIBLE" in r.stdout
+    log = Path(__file__).parent / "data" / "logs" / "own-llama-server-gemma3-270m-cpu.txt"
+    r = in_process(
+        "check", "--log", str(log), f"hf://{REPO}/{FILE}", "--backend", "cpu", "--bandwidth", "0.1", "--json"
+    )
+    d = json.loads(r.stdout)
+    assert r.exit_code == 4 and d["runs"][0]["model"]["source"] == FILE
+
+
+def test_gated_private_and_missing_are_one_line(hub: HubServer, gemma_path: Path) -> None:
+    hub.repos["org/gated"] = Repo({FILE: gemma_path}, gated=True)
+    cases = (
+        (("fit", "hf://org/gated", "--device", "rtx-4090"), "gated"),
+        (("inspect", f"hf://org/gated/{FILE}"), "token"),
+        (("fit", "hf://org/nothing-here", "--device", "rtx-4090"), "no such repository"),
+        (("inspect", f"hf://{REPO}/missing.gguf"), "not found"),
+        (("inspect", "hf://only-one-part"), "hf://ORG/REPO"),
+        (("inspect", f"hf://{REPO}"), "names a repository"),
+        (("inspect", f"{hub.url}/files/readme.txt"), "not the URL of a .gguf"),
+        (("inspect", f"ollama://127.0.0.1:{hub.url.rsplit(':', 1)[1]}/none:latest"), "not found"),
+    )
+    for args, words in cases:
+        r = in_process(*args)
+        assert r.exit_code == 2 and r.stdout == "", args
+        assert r.stderr.startswith("Error: ") and words in r.stderr and r.stderr.count("\n") == 1, (args, r.stderr)
+
+
+def test_a_token_goes_to_its_host_only_and_is_never_printed(
+    hub: HubServer, gemma_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "hf_thisIsATestTokenNotARealOne1234"
+    monkeypatch.setenv("HF_TOKEN", secret)
+    hub.cdn_host = "localhost"  # downloads redirected to another host name, as the Hub's CDN is
+    hub.repos["org/gated"] = Repo({FILE: gemma_path}, gated=True)
+    r = in_process("inspect", f"hf://org/gated/{FILE}", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert secret not in r.stdout + r.stderr
+    sent = list(zip(hub.served.paths, hub.served.headers, strict=True))
+    resolve = [h for p, h in sent if "/resolve/" in p]
+    cdn = [h for p, h in sent if p.startswith("/cdn/")]
+    assert resolve and all(h.get("authorization") == f"Bearer {secret}" for h in resolve)
+    assert cdn and all("authorization" not in {k.lower() for k in h} for h in cdn)
+    bad = in_process("inspect", "hf://org/gated/missing.gguf")
+    assert secret not in bad.stdout + bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("how", "words"),
+    [
+        ("ignore-ranges", "ignores range requests"),
+        ("send-more", "sent"),
+        ("close-mid", ""),
+        ("lie-size", "tensors end at"),
+        ("redirect-file", "non-http(s)"),
+        ("redirect-loop", "redirects"),
+        ("stall", "time"),
+        ("drip", "deadline"),
+    ],
+)
+def test_hostile_servers_end_in_one_line(hub: HubServer, monkeypatch: pytest.MonkeyPatch, how: str, words: str) -> None:
+    import time
+
+    from ggprof.model import ranges
+
+    monkeypatch.setattr(ranges, "READ_TIMEOUT_S", 1.0 if how == "drip" else 0.5)
+    monkeypatch.setattr(ranges, "REQUEST_DEADLINE_S", 2.0)
+    hub.misbehave[FILE] = how
+    start = time.monotonic()
+    r = in_process("inspect", f"hf://{REPO}/{FILE}")
+    assert time.monotonic() - start < 30
+    assert r.exit_code == 2 and r.stdout == "", (how, r.stderr)
+    assert r.stderr.startswith("Error: ") and words in r.stderr and r.stderr.count("\n") == 1, (how, r.stderr)
+
+
+def test_max_header_bytes_bounds_what_is_read(hub: HubServer) -> None:
+    hub.served.reset()
+    r = in_process("inspect", f"hf://{REPO}/{FILE}", "--max-header-bytes", "2MiB")
+    assert r.exit_code == 2 and "--max-header-bytes" in r.stderr
+    assert hub.served.bytes <= 2 * MiB + 64 << 10
+    r = in_process("inspect", f"hf://{REPO}/{FILE}", "--max-header-bytes", "12")
+    assert r.exit_code == 2 and "64KiB" in r.stderr
+
+
+def test_a_remote_model_is_not_run() -> None:
+    r = in_process("profile", f"hf://{REPO}/{FILE}")
+    assert r.exit_code == 2 and "download it first" in r.stderr and r.stderr.count("\n") == 1
