@@ -148,7 +148,12 @@ def model_ref(text: str) -> RemoteModel:
     names = _shard_names(u.path.rsplit("/", 1)[-1])
     base = text[: text.index(u.path) + len(u.path) - len(u.path.rsplit("/", 1)[-1])]
     query = f"?{u.query}" if u.query else ""
-    files = tuple(RemoteFileRef(url=f"{base}{n}{query}", shown=_shown_path(f"{base}{n}")) for n in names)
+    # a resolve link on the Hub's own host carries the user's token, as hf:// does
+    hub_host = urllib.parse.urlsplit(_endpoint()).netloc
+    headers = _hf_headers() if u.netloc == hub_host else {}
+    files = tuple(
+        RemoteFileRef(url=f"{base}{n}{query}", shown=_shown_path(f"{base}{n}"), headers=headers) for n in names
+    )
     return RemoteModel(shown_url(text), files)
 
 

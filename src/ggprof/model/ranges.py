@@ -61,6 +61,33 @@ def shown_url(url: str) -> str:
     return clean_name(urllib.parse.urlunsplit((u.scheme, u.netloc.rsplit("@", 1)[-1], u.path, "", "")), 160)
 
 
+REDIRECTS = (301, 302, 303, 307, 308)
+
+
+def next_hop(
+    url: str, location: str, origin: str | None, headers: dict[str, str], where: str
+) -> tuple[str, dict[str, str]]:
+    """Where a redirect leads, and the headers that may go there: http(s) only, credentials
+    only to the host they were given for (the one home of this policy)."""
+    nxt = urllib.parse.urljoin(url, location)
+    if urllib.parse.urlsplit(nxt).scheme not in ("http", "https"):
+        raise RemoteError(f"{where}: redirected to a non-http(s) URL ({clean_name(location, 60)})")
+    if urllib.parse.urlsplit(nxt).hostname != origin:
+        headers = {k: v for k, v in headers.items() if k.lower() not in ("authorization", "cookie")}
+    return nxt, headers
+
+
+def connect(u: urllib.parse.SplitResult, budget: Budget) -> http.client.HTTPConnection:
+    """A connection whose every answer is read within `budget` (ggprof.netio)."""
+    base = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+    port = u.port or (443 if u.scheme == "https" else 80)
+    return metered_connection(base, budget)(u.hostname or "", port, timeout=READ_TIMEOUT_S)
+
+
+def target(u: urllib.parse.SplitResult) -> str:
+    return (u.path or "/") + (f"?{u.query}" if u.query else "")
+
+
 class RangeReader:
     """Range requests to one URL (following its redirects each time: a signed CDN URL expires)."""
 
@@ -88,20 +115,12 @@ class RangeReader:
         url, headers = self.url, dict(self.headers)
         origin = urllib.parse.urlsplit(url).hostname
         for _ in range(MAX_REDIRECTS + 1):
-            u = urllib.parse.urlsplit(url)
-            if u.hostname != origin:  # credentials go to the host they were given for only
-                headers = {k: v for k, v in headers.items() if k.lower() not in ("authorization", "cookie")}
-            _, location, answer = self._request(u, headers, start, end)
+            _, location, answer = self._request(urllib.parse.urlsplit(url), headers, start, end)
             if location is None:
                 assert answer is not None
                 self._landed = (url, headers)
                 return answer
-            nxt = urllib.parse.urljoin(url, location)
-            if urllib.parse.urlsplit(nxt).scheme not in ("http", "https"):
-                raise RemoteError(
-                    f"{shown_url(self.url)}: redirected to a non-http(s) URL ({clean_name(location, 60)})"
-                )
-            url = nxt
+            url, headers = next_hop(url, location, origin, headers, shown_url(self.url))
         raise RemoteError(f"{shown_url(self.url)}: more than {MAX_REDIRECTS} redirects")
 
     def _request(
@@ -109,18 +128,15 @@ class RangeReader:
     ) -> tuple[int, str | None, Answer | None]:
         asked = end - start + 1
         budget = Budget(time.monotonic() + REQUEST_DEADLINE_S, READ_TIMEOUT_S, asked + MAX_ANSWER_HEADER_BYTES)
-        base = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-        port = u.port or (443 if u.scheme == "https" else 80)
         where = shown_url(self.url)
-        conn = metered_connection(base, budget)(u.hostname or "", port, timeout=READ_TIMEOUT_S)
-        path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+        conn = connect(u, budget)
         try:
             conn.request(
-                "GET", path, headers={**headers, "Range": f"bytes={start}-{end}", "Accept-Encoding": "identity"}
+                "GET", target(u), headers={**headers, "Range": f"bytes={start}-{end}", "Accept-Encoding": "identity"}
             )
             resp = conn.getresponse()
             status = resp.status
-            if status in (301, 302, 303, 307, 308):
+            if status in REDIRECTS:
                 location = resp.getheader("Location")
                 if not location:
                     raise RemoteError(f"{where}: HTTP {status} without a Location")
@@ -217,20 +233,17 @@ def get_json(url: str, headers: dict[str, str] | None = None) -> Any:
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise RemoteError(f"{where}: not an http(s) URL")
-        if u.hostname != origin:
-            sent = {k: v for k, v in sent.items() if k.lower() not in ("authorization", "cookie")}
         budget = Budget(time.monotonic() + REQUEST_DEADLINE_S, READ_TIMEOUT_S, MAX_JSON_BYTES + MAX_ANSWER_HEADER_BYTES)
-        base = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-        conn = metered_connection(base, budget)(
-            u.hostname, u.port or (443 if u.scheme == "https" else 80), timeout=READ_TIMEOUT_S
-        )
+        conn = connect(u, budget)
         try:
-            conn.request("GET", (u.path or "/") + (f"?{u.query}" if u.query else ""), headers=sent)
+            conn.request("GET", target(u), headers=sent)
             resp = conn.getresponse()
-            if resp.status in (301, 302, 303, 307, 308) and resp.getheader("Location"):
-                url = urllib.parse.urljoin(url, resp.getheader("Location") or "")
+            if resp.status in REDIRECTS and resp.getheader("Location"):
+                url, sent = next_hop(url, resp.getheader("Location") or "", origin, sent, where)
                 continue
             raw = resp.read(MAX_JSON_BYTES + 1)
+        except RemoteError:
+            raise
         except (OSError, http.client.HTTPException, ValueError) as e:
             raise RemoteError(f"{where}: {why(e, budget)}") from None
         finally:
