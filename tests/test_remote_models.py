@@ -194,8 +194,10 @@ def test_hostile_servers_end_in_one_line(hub: HubServer, monkeypatch: pytest.Mon
 
     from ggprof.model import ranges
 
-    monkeypatch.setattr(ranges, "READ_TIMEOUT_S", 1.0 if how == "drip" else 0.5)
-    monkeypatch.setattr(ranges, "REQUEST_DEADLINE_S", 2.0)
+    # a drip's bytes come every 50 ms: a 10 s read timeout never fires first, however busy the
+    # machine; the 1.5 s whole deadline does
+    monkeypatch.setattr(ranges, "READ_TIMEOUT_S", 10.0 if how == "drip" else 0.5)
+    monkeypatch.setattr(ranges, "REQUEST_DEADLINE_S", 1.5)
     hub.misbehave[FILE] = how
     start = time.monotonic()
     r = in_process("inspect", f"hf://{REPO}/{FILE}")
