@@ -644,3 +644,53 @@ def test_a_mixture_of_experts_from_its_key_values() -> None:
     assert any("46.70 B parameters" in a for a in model["assumptions"])
     # about 12.9 B active weights at Q4_K's 4.5 bits: 7.3 GB, far from the 26 GB of the whole file
     assert 6.5e9 < model["decode_bytes_per_token"] < 8e9
+
+
+# -- fuzz: lines of every printer, their numbers and names replaced --------------------------------
+def _templates() -> list[str]:
+    """Every line of the logs above that a printer's line starts with (a sample per file)."""
+    out: list[str] = []
+    for path in sorted(LOGS.glob("*.txt")):
+        lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
+        out += lines[:: max(len(lines) // 8, 1)]
+    return out
+
+
+def test_fuzzed_log_lines_are_a_verdict_or_one_line(tmp_path: Path) -> None:
+    import re
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+    from support import clean_output
+
+    templates = _templates()
+    numbers = st.one_of(
+        st.integers(min_value=-(10**30), max_value=10**30).map(str),
+        st.floats(allow_nan=True, allow_infinity=True).map(str),
+        st.sampled_from(["0", "-1", "1e400", "nan", "inf", "99999999999999999999", "0,00", "1.2.3", ""]),
+    )
+    junk = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(
+        st.lists(
+            st.tuples(st.sampled_from(templates), st.lists(numbers, min_size=8, max_size=8), junk),
+            min_size=1,
+            max_size=25,
+        )
+    )
+    def check(picked: list[tuple[str, list[str], str]]) -> None:
+        lines = []
+        for template, values, extra in picked:
+            it = iter(values * 10)
+            lines.append(re.sub(r"\d+(?:[.,]\d+)?", lambda _, it=it: next(it), template) + extra)
+        log = tmp_path / "fuzz.log"
+        log.write_text("\n".join(lines), errors="surrogatepass")
+        for fmt in ((), ("--json",)):
+            r = in_process("check", "--log", str(log), "--device", "rtx-4090", *fmt)
+            assert r.exit_code in (0, 2, 3, 4), r.stderr
+            assert "Traceback" not in r.stderr and clean_output(r.stdout)
+            if r.exit_code == 2:
+                assert r.stderr.startswith("Error: ") and r.stderr.count("\n") == 1
+
+    check()
