@@ -218,3 +218,16 @@ def test_max_header_bytes_bounds_what_is_read(hub: HubServer) -> None:
 def test_a_remote_model_is_not_run() -> None:
     r = in_process("profile", f"hf://{REPO}/{FILE}")
     assert r.exit_code == 2 and "download it first" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_predict_and_plan_take_a_remote_model(hub: HubServer, gemma_path: Path) -> None:
+    ref = f"hf://{REPO}/{FILE}"
+    remote = in_process("predict", ref, "--device", "rtx-4090", "--json")
+    local = in_process("predict", str(gemma_path), "--device", "rtx-4090", "--json")
+    assert remote.exit_code == local.exit_code == 0, remote.stderr
+    a, b = json.loads(remote.stdout), json.loads(local.stdout)
+    assert a["decode_ceiling_tok_s"] == b["decode_ceiling_tok_s"]
+    plan = in_process(
+        "plan", ref, "--qps", "1", "--prompt", "256", "--gen", "64", "--tpot-slo", "50", "--device", "rtx-4090"
+    )
+    assert plan.exit_code == 0, plan.stderr
