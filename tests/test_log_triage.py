@@ -694,3 +694,11 @@ def test_fuzzed_log_lines_are_a_verdict_or_one_line(tmp_path: Path) -> None:
                 assert r.stderr.startswith("Error: ") and r.stderr.count("\n") == 1
 
     check()
+
+
+def test_a_gpu_named_for_a_cpu_run_is_not_its_memory() -> None:
+    """llama.cpp#9153 ran on the CPU (a build without GPU offload): --device rtx-4090 is not
+    the bandwidth its weights were read at."""
+    _, d = checked("llamacpp-9153-not-compiled-with-gpu.txt", "--device", "rtx-4090")
+    run = d["runs"][0]
+    assert run["device"] == "none" and any("is a GPU, but the run was on the CPU" in m for m in run["missing"])

@@ -168,6 +168,14 @@ def _check_run(
     missing = list(model.missing)
     profiles = ext.profiles
     chosen = profiles.get(choice.device_id) if choice.device_id else None
+    if chosen is not None and chosen.kind == "gpu" and backend == "cpu":
+        # the log's run was on the CPU: a GPU's bandwidth is not what it read its weights at
+        missing.append(
+            f"the CPU's memory: --device {chosen.id} is a GPU, but the run was on the CPU"
+            + (f" (line {backend_line.line})" if backend_line else "")
+            + "; give --device a memory profile (ddr5-6000-dual) or --bandwidth GB/s"
+        )
+        chosen = None
     profile, match_note = _profile_for(run, backend, ext) if backend not in ("cpu", "unknown") else (None, None)
     cpu: Device | None = None
     device_choice: DeviceChoice | None
@@ -197,7 +205,7 @@ def _check_run(
         d = gpu_device(run, backend)
         if backend == "unknown":
             missing.append("which backend ran the model (no device, offload or buffer line): give --backend")
-        elif backend == "cpu":
+        elif backend == "cpu" and not any(m.startswith("the CPU's memory") for m in missing):
             missing.append(
                 "the CPU's memory bandwidth (a log does not print it): give --device (a memory profile, "
                 "`ggprof profiles`) or --bandwidth GB/s"
