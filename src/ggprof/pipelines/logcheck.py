@@ -205,11 +205,12 @@ def _check_run(
         d = gpu_device(run, backend)
         if backend == "unknown":
             missing.append("which backend ran the model (no device, offload or buffer line): give --backend")
-        elif backend == "cpu" and not any(m.startswith("the CPU's memory") for m in missing):
-            missing.append(
-                "the CPU's memory bandwidth (a log does not print it): give --device (a memory profile, "
-                "`ggprof profiles`) or --bandwidth GB/s"
-            )
+        elif backend == "cpu":
+            if not any(m.startswith("the CPU's memory") for m in missing):
+                missing.append(
+                    "the CPU's memory bandwidth (a log does not print it): give --device (a memory profile, "
+                    "`ggprof profiles`) or --bandwidth GB/s"
+                )
         elif d is not None:
             missing.append(f"a profile for {d.name!r} (none matches): give --device ID or --bandwidth GB/s")
         else:
