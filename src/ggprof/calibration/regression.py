@@ -114,6 +114,7 @@ def regress(backend: str, kind: str, points: list[Point], by_arch: bool = False,
         n=len(points),
         devices=len({p.device for p in points}),
         median_error=0.0,
+        level_devices=_level_devices(points, kind, by_arch),
     )
     res = residuals(fit, points)
     return replace(
@@ -122,6 +123,17 @@ def regress(backend: str, kind: str, points: list[Point], by_arch: bool = False,
         residual_high=percentile(res, QUANTILES[1]),
         median_error=percentile([abs(math.exp(r) - 1) for r in res], 0.5),
     )
+
+
+def _level_devices(points: list[Point], kind: str, by_arch: bool) -> dict[str, int]:
+    """How many devices each architecture (or vendor) factor rests on: decode's architectures
+    when fitted by them, prefill's groups (architectures or vendors) always."""
+    if kind == "decode" and not by_arch:
+        return {}
+    out: dict[str, set[str]] = {}
+    for p in points:
+        out.setdefault((p.arch or ALL) if kind == "decode" else p.group, set()).add(p.device)
+    return {k: len(v) for k, v in sorted(out.items())}
 
 
 def residuals(fit: LinearFit, points: list[Point]) -> list[float]:

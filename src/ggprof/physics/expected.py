@@ -150,6 +150,8 @@ class LinearFit:
     devices: int
     median_error: float  # median |measured / predicted - 1| on the fitted rows
     left_out: tuple[str, ...] = ()  # results left out of the fit and its spread (OUTLIER_FACTOR)
+    # devices behind each architecture (or vendor) factor: decode's arch_factor, prefill's groups
+    level_devices: dict[str, int] = field(default_factory=dict)
 
     def predicted_s(
         self, group: str | None, ideal_s: float, units: float, gb: float = 0.0, arch: str | None = None
@@ -174,7 +176,18 @@ class LinearFit:
             if missing
             else ""
         )
-        return EfficiencyBand(low=low, high=high, source=self.describe() + extra)
+        return EfficiencyBand(
+            low=low, high=high, source=self.level(arch if self.kind == "decode" else group) + self.describe() + extra
+        )
+
+    def level(self, key: str | None) -> str:
+        """Which level of what is known of the device the band rests on, and on how many
+        devices of it: `vulkan on the nvidia vendor (5 devices): ` (empty: the backend's)."""
+        n = self.level_devices.get(key or "")
+        if not key or key == ALL or not n:
+            return ""
+        kind = "vendor" if key in {v for _, v in VENDOR_PREFIXES} else "architecture"
+        return f"{self.backend} on the {key} {kind} ({n} device{'s' if n != 1 else ''}): "
 
     def describe(self) -> str:
         factors = ", ".join(f"{LABELS.get(g, g)} {1 / a:.0%}" for g, a in sorted(self.read_factor.items()))
