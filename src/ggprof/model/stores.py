@@ -31,12 +31,15 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
 from ggprof.model.gguf import SPLIT_NAME
 from ggprof.units import clean_name
+
+if TYPE_CHECKING:
+    from ggprof.model.hub import RemoteModel
 
 OLLAMA_MODEL_LAYER = "application/vnd.ollama.image.model"
 OLLAMA_REGISTRY = "registry.ollama.ai"
@@ -65,7 +68,7 @@ class Candidate:
     path: Path
     name: str
     store: str
-    remote: Any = None  # a ggprof.model.hub.RemoteModel: its header is read by range requests
+    remote: RemoteModel | None = None  # a model elsewhere: its header is read by range requests
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -103,7 +103,8 @@ def choose_models(
     if remote:  # every remote header at once: the network's latency paid once, not per model
         from ggprof.model.hub import read_many
 
-        read.update(zip(remote, read_many([c.remote for c in remote], options.max_header_bytes), strict=True))
+        models = [c.remote for c in remote if c.remote is not None]
+        read.update(zip(remote, read_many(models, options.max_header_bytes), strict=True))
     for c in found.candidates:
         headers = read[c]
         try:
