@@ -478,13 +478,16 @@ def model_source() -> ModelSource:
     return ModelSource(load=lambda text: resolve_model(text)[0], swa_default=extensions().swa_default)
 
 
-# --max-header-bytes: what one remote model's header may take (set by the option's callback)
-_REMOTE = {"max_header_bytes": 64 << 20}
+# --max-header-bytes: what one remote model's header may take (set by the option's callback,
+# each command afresh: a command run in the same process after another gets its own)
+MAX_HEADER_BYTES_DEFAULT = 64 << 20
+_REMOTE = {"max_header_bytes": MAX_HEADER_BYTES_DEFAULT}
 _SIZE = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
 
 
 def _header_bytes(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value is None:
+        _REMOTE["max_header_bytes"] = MAX_HEADER_BYTES_DEFAULT
         return
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmg]i?b|b)?\s*", value.lower())
     n = float(m[1]) * _SIZE[m[2] or ""] if m else 0
