@@ -480,14 +480,13 @@ def model_source() -> ModelSource:
 
 # --max-header-bytes: what one remote model's header may take (set by the option's callback,
 # each command afresh: a command run in the same process after another gets its own)
-MAX_HEADER_BYTES_DEFAULT = 64 << 20
-_REMOTE = {"max_header_bytes": MAX_HEADER_BYTES_DEFAULT}
+_REMOTE: dict[str, int] = {}
 _SIZE = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
 
 
 def _header_bytes(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value is None:
-        _REMOTE["max_header_bytes"] = MAX_HEADER_BYTES_DEFAULT
+        _REMOTE.pop("max_header_bytes", None)  # the default: ggprof.model.ranges.MAX_HEADER_BYTES
         return
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmg]i?b|b)?\s*", value.lower())
     n = float(m[1]) * _SIZE[m[2] or ""] if m else 0
@@ -497,7 +496,9 @@ def _header_bytes(ctx: click.Context, param: click.Parameter, value: str | None)
 
 
 def remote_header_bytes() -> int:
-    return _REMOTE["max_header_bytes"]
+    from ggprof.model.ranges import MAX_HEADER_BYTES
+
+    return _REMOTE.get("max_header_bytes", MAX_HEADER_BYTES)
 
 
 def remote_options(f: Any) -> Any:
@@ -524,7 +525,7 @@ def load_model_arg(text: str) -> ModelSpec:
         from ggprof.model.ranges import Traffic
 
         traffic = Traffic()
-        headers = read_remote_model(model_ref(text), _REMOTE["max_header_bytes"], traffic)
+        headers = read_remote_model(model_ref(text), remote_header_bytes(), traffic)
         if traffic.requests:
             click.echo(
                 f"{clean_name(headers[0].path, 120)}: header read in {traffic.requests} range request"

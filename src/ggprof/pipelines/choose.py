@@ -20,6 +20,7 @@ from ggprof.llamacpp import N_CTX, N_PROMPT
 from ggprof.machine.target import Target
 from ggprof.model.ggml import GGML_TYPES_BY_NAME
 from ggprof.model.gguf import GGUFHeader, read_model_files
+from ggprof.model.ranges import MAX_HEADER_BYTES
 from ggprof.model.spec import ModelSpec, model_from_headers
 from ggprof.model.stores import Candidate, Location, Scan, Skipped
 from ggprof.physics.roofline import PredictInputs, Prediction
@@ -37,7 +38,7 @@ class ChooseOptions:
     ctx: int = N_CTX
     min_tok_s: float = 10.0
     remote: tuple[Member, ...] = ()  # machines a model that does not fit may be split over (RPC)
-    max_header_bytes: int = 64 << 20  # a remote model's header at most (--max-header-bytes)
+    max_header_bytes: int = MAX_HEADER_BYTES  # a remote model's header at most (--max-header-bytes)
 
 
 @dataclass(frozen=True, kw_only=True)
