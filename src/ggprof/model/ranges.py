@@ -11,11 +11,13 @@ read past `max_header_bytes` in all.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import re
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +90,20 @@ def target(u: urllib.parse.SplitResult) -> str:
     return (u.path or "/") + (f"?{u.query}" if u.query else "")
 
 
+@contextlib.contextmanager
+def exchange(conn: http.client.HTTPConnection, budget: Budget, where: str) -> Iterator[None]:
+    """One request and its answer: whatever the socket or the protocol raises is one line, and
+    the connection is closed however it ends."""
+    try:
+        yield
+    except RemoteError:
+        raise
+    except (OSError, http.client.HTTPException, ValueError) as e:
+        raise RemoteError(f"{where}: {why(e, budget)}") from None
+    finally:
+        conn.close()
+
+
 class RangeReader:
     """Range requests to one URL (following its redirects each time: a signed CDN URL expires)."""
 
@@ -130,7 +146,7 @@ class RangeReader:
         budget = Budget(time.monotonic() + REQUEST_DEADLINE_S, READ_TIMEOUT_S, asked + MAX_ANSWER_HEADER_BYTES)
         where = shown_url(self.url)
         conn = connect(u, budget)
-        try:
+        with exchange(conn, budget, where):
             conn.request(
                 "GET", target(u), headers={**headers, "Range": f"bytes={start}-{end}", "Accept-Encoding": "identity"}
             )
@@ -166,12 +182,6 @@ class RangeReader:
                 raise RemoteError(f"{where}: a Content-Range that contradicts itself or the request")
             want = got_end - start + 1
             data = resp.read(want + 1)
-        except RemoteError:
-            raise
-        except (OSError, http.client.HTTPException, ValueError) as e:
-            raise RemoteError(f"{where}: {why(e, budget)}") from None
-        finally:
-            conn.close()
         if len(data) != want:
             raise RemoteError(f"{where}: the server sent {len(data):,} bytes for a range of {want:,}")
         self.traffic.add(len(data))
@@ -235,19 +245,13 @@ def get_json(url: str, headers: dict[str, str] | None = None) -> Any:
             raise RemoteError(f"{where}: not an http(s) URL")
         budget = Budget(time.monotonic() + REQUEST_DEADLINE_S, READ_TIMEOUT_S, MAX_JSON_BYTES + MAX_ANSWER_HEADER_BYTES)
         conn = connect(u, budget)
-        try:
+        with exchange(conn, budget, where):
             conn.request("GET", target(u), headers=sent)
             resp = conn.getresponse()
             if resp.status in REDIRECTS and resp.getheader("Location"):
                 url, sent = next_hop(url, resp.getheader("Location") or "", origin, sent, where)
                 continue
             raw = resp.read(MAX_JSON_BYTES + 1)
-        except RemoteError:
-            raise
-        except (OSError, http.client.HTTPException, ValueError) as e:
-            raise RemoteError(f"{where}: {why(e, budget)}") from None
-        finally:
-            conn.close()
         if resp.status == 404:
             raise RemoteError(f"{where}: not found (HTTP 404)")
         if resp.status in (401, 403):
