@@ -376,13 +376,19 @@ def test_one_number_gets_one_verdict_whichever_command_gives_it(  # type: ignore
     prof = json.loads(run_cli("profile", model, "-p", "16", "-n", "16", "-r", "2", "-t", "2", "--json").stdout)
     assert prof["depths"][0]["probe_threads"] == 1
     low, high, tg = prof["expected_tok_s_low"], prof["expected_tok_s_high"], prof["measured_tg_tok_s"]
-    decode = {f["code"]: f["severity"] for f in prof["findings"] if f["code"].startswith("DECODE_")}
 
     chk = json.loads(run_cli("check", model, "--tg", repr(tg), "--json").stdout)
     assert (chk["expected_tok_s_low"], chk["expected_tok_s_high"]) == (pytest.approx(low), pytest.approx(high))
-    assert {f["code"]: f["severity"] for f in chk["findings"] if f["code"].startswith("DECODE_")} == decode
     (found,) = [f for f in chk["findings"] if f["code"].startswith("DECODE_")]
     assert any("compute roof from the thread probe measured by `ggprof profile`" in e for e in found["evidence"])
+    # The same band, so the same verdict for a number inside it and for one far below it. (For the
+    # measured number itself the two may differ near the band's edge, and rightly: the profile
+    # widens its tolerance by its repetitions' spread, which a number given to `check` has not,
+    # and how noisy the run was depends on what else the machine was doing.)
+    for tok_s, verdict in (((low + high) / 2, "plausible"), (low / 2, "suspicious")):
+        d = json.loads(run_cli("check", model, "--tg", repr(tok_s), "--json").stdout)
+        severity = {f["severity"] for f in d["findings"] if f["code"].startswith("DECODE_")}
+        assert severity == {verdict}, (tok_s, low, high, d["findings"])
 
     pred = json.loads(run_cli("predict", model, "--json").stdout)
     assert (pred["expected_tok_s_low"], pred["expected_tok_s_high"]) == (pytest.approx(low), pytest.approx(high))
