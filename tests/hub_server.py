@@ -67,6 +67,7 @@ class HubServer:
         self.latency_s = latency_s
         self.misbehave: dict[str, str] = {}  # file name -> how
         self.cdn_host: str | None = None  # redirect downloads to this host name (another host than the API's)
+        self.stopped = threading.Event()  # set when the server stops: a stalled answer ends then
         self.served = Served()
         server = _Quiet(("127.0.0.1", 0), _handler(self))
         server.daemon_threads = True
@@ -79,6 +80,7 @@ class HubServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -209,7 +211,7 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             how = hub.misbehave.get(name, "")
             m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
             if how == "stall":
-                time.sleep(3600)
+                hub.stopped.wait()  # no answer until the server stops
             if m is None or how == "ignore-ranges":
                 self.send_response(200)
                 self.send_header("Content-Length", str(size))
@@ -237,7 +239,8 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 for i in range(length):
                     self.wfile.write(disk.read_bytes()[start + i : start + i + 1] if i < 1 else b"\0")
                     self.wfile.flush()
-                    time.sleep(0.05)  # each byte far within a read's timeout: only a whole deadline ends it
+                    if hub.stopped.wait(0.05):  # a byte each 50 ms, far within a read's timeout
+                        return
                 return
             self.stream(disk, start, length * 2 if how == "send-more" else length)
 

@@ -378,7 +378,8 @@ def test_an_rpc_hello_dripped_a_byte_at_a_time_ends_at_its_deadline() -> None:
                         conn.sendall(bytes([b]))
                     except OSError:
                         break
-                    time.sleep(1.5)
+                    if stop.wait(1.5):  # a byte each 1.5 s, until the test is done
+                        return
 
     threading.Thread(target=serve, daemon=True).start()
     try:
@@ -447,7 +448,7 @@ def test_api_show_shapes_bounded_in_total_and_names_once() -> None:
 
 # -- 8. llama-bench's children and SIGHUP ----------------------------------------------------------
 # a process that sleeps 600 s, its command line carrying a marker to find it by
-SLEEPER = "os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(600)', '{marker}'])"
+SLEEPER = "os.execv(sys.executable, [sys.executable, '-c', 'import threading; threading.Event().wait()', '{marker}'])"
 
 
 def descendants_named(word: str) -> list[psutil.Process]:

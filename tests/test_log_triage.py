@@ -42,13 +42,17 @@ def test_every_log_is_read_without_an_internal_error() -> None:
     """Every file of tests/data: the logs, and the recorded answers and outputs beside them."""
     names = sorted(p.name for p in LOGS.glob("*.txt"))
     assert len(names) >= 30
+    from ggprof.verdict.finding import EXIT
+
     for path in sorted(p for p in LOGS.parent.rglob("*") if p.is_file()):
         name = path.name
-        for fmt in ((), ("--json",)):
-            r = in_process("check", "--log", str(path), *fmt)
-            assert r.exit_code in (0, 3, 4), (name, r.stderr)
-            assert "Traceback" not in r.stdout + r.stderr, name
-            assert r.stdout.startswith("{" if fmt else "ggprof check --log"), name
+        judged = in_process("check", "--log", str(path), "--json")
+        text = in_process("check", "--log", str(path))
+        assert judged.stdout.startswith("{") and text.stdout.startswith("ggprof check --log"), name
+        assert "Traceback" not in judged.stderr + text.stdout + text.stderr, name
+        # the exit status is the verdict's, in either format
+        verdict = json.loads(judged.stdout)["verdict"]
+        assert judged.exit_code == text.exit_code == int(EXIT[verdict]), (name, verdict, text.stderr)
 
 
 # -- llama.cpp's own printers -------------------------------------------------------------------
@@ -454,8 +458,11 @@ def test_escapes_controls_and_mojibake_are_cleaned(tmp_path: Path) -> None:
         b"  Device 0: NVIDIA GeForce RTX 4090\x1b]0;title\x07, compute capability 8.9, VMM: yes\n"
     )
     r = in_process("check", "--log", str(log))
-    assert r.exit_code in (0, 3) and clean_output(r.stdout) and "\u202e" not in r.stdout
-    _, d = checked(log)
+    assert clean_output(r.stdout) and "\u202e" not in r.stdout
+    code, d = checked(log)
+    # both speeds sit far below what a 3.56 GiB model decodes at on an RTX 4090 (its profile,
+    # matched from the cleaned device line): the line was read through its escapes
+    assert r.exit_code == code == 3 and [m["verdict"] for m in d["measurements"]] == ["suspicious"] * 2
     assert [(m["kind"], m["tok_s"]) for m in d["measurements"]] == [("decode", 100.0), ("decode", 130.5)]
     assert d["measurements"][1]["source"] == "llama-bench"
     assert d["runs"][0]["devices"][0]["name"] == "NVIDIA GeForce RTX 4090"
@@ -664,13 +671,16 @@ def test_fuzzed_log_lines_are_a_verdict_or_one_line(tmp_path: Path) -> None:
     from hypothesis import strategies as st
     from support import clean_output
 
+    from ggprof.verdict.finding import EXIT
+
     templates = _templates()
     numbers = st.one_of(
         st.integers(min_value=-(10**30), max_value=10**30).map(str),
         st.floats(allow_nan=True, allow_infinity=True).map(str),
         st.sampled_from(["0", "-1", "1e400", "nan", "inf", "99999999999999999999", "0,00", "1.2.3", ""]),
     )
-    junk = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+    # no control characters: text so full of them is binary data, refused in one line (tested above)
+    junk = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=12)
 
     @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(
@@ -687,12 +697,12 @@ def test_fuzzed_log_lines_are_a_verdict_or_one_line(tmp_path: Path) -> None:
             lines.append(re.sub(r"\d+(?:[.,]\d+)?", lambda _, it=it: next(it), template) + extra)
         log = tmp_path / "fuzz.log"
         log.write_text("\n".join(lines), errors="surrogatepass")
-        for fmt in ((), ("--json",)):
-            r = in_process("check", "--log", str(log), "--device", "rtx-4090", *fmt)
-            assert r.exit_code in (0, 2, 3, 4), r.stderr
-            assert "Traceback" not in r.stderr and clean_output(r.stdout)
-            if r.exit_code == 2:
-                assert r.stderr.startswith("Error: ") and r.stderr.count("\n") == 1
+        judged = in_process("check", "--log", str(log), "--device", "rtx-4090", "--json")
+        text = in_process("check", "--log", str(log), "--device", "rtx-4090")
+        assert "Traceback" not in judged.stderr + text.stderr and clean_output(text.stdout)
+        # a text log is read whatever its lines say: its exit status is its verdict's, in both formats
+        verdict = json.loads(judged.stdout)["verdict"]
+        assert judged.exit_code == text.exit_code == int(EXIT[verdict]), (verdict, text.stderr)
 
     check()
 

@@ -997,7 +997,6 @@ _ROUTES: dict[str, tuple[int, ...]] = {
             "sampling",
             "sampler",
             "generate",
-            "sampler seed",
             "sampler chain",
             "srv  log_server_r",
             "srv  update_slots",
