@@ -102,6 +102,25 @@ MAX_BANDWIDTH_BYTES_PER_S = 1e14
 MIN_BANDWIDTH_BYTES_PER_S = 1e8
 
 
+_SIZE = re.compile(r"\s*(\d[\d.,]*)\s*([kmgt]i?b|b)?\b\s*", re.IGNORECASE)
+_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_SIZE_UNITS |= {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def parse_bytes(text: str, *, require_unit: bool = False, whole: bool = False) -> float | None:
+    """'3.56 GiB', '64MiB', '100000000' (bytes) -> bytes; `602,64` is 602.64, `1,234.5` is 1234.5.
+    None when the text does not start with a size (with `whole`, is not one; with
+    `require_unit`, names no unit)."""
+    m = (_SIZE.fullmatch if whole else _SIZE.match)(text)
+    if not m or (require_unit and not m[2]):
+        return None
+    number = m[1].replace(",", ".") if "." not in m[1] else m[1].replace(",", "")
+    try:
+        return float(number) * _SIZE_UNITS[(m[2] or "b").lower()]
+    except ValueError:
+        return None
+
+
 def parse_bandwidth(text: str) -> float:
     """'90' (GB/s), '850GB/s', '1.2TB/s' -> bytes/s. ValueError with the reason otherwise."""
     m = _BW.match(text)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from collections.abc import Callable
 from functools import cache
@@ -478,27 +477,24 @@ def model_source() -> ModelSource:
     return ModelSource(load=lambda text: resolve_model(text)[0], swa_default=extensions().swa_default)
 
 
-# --max-header-bytes: what one remote model's header may take (set by the option's callback,
-# each command afresh: a command run in the same process after another gets its own)
-_REMOTE: dict[str, int] = {}
-_SIZE = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
-
-
 def _header_bytes(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """--max-header-bytes, kept in the command's context (each command has its own)."""
     if value is None:
-        _REMOTE.pop("max_header_bytes", None)  # the default: ggprof.model.ranges.MAX_HEADER_BYTES
         return
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmg]i?b|b)?\s*", value.lower())
-    n = float(m[1]) * _SIZE[m[2] or ""] if m else 0
-    if not 1 << 16 <= n <= 1 << 32:
+    from ggprof.units import parse_bytes
+
+    n = parse_bytes(value, whole=True)
+    if n is None or not 1 << 16 <= n <= 1 << 32:
         raise click.BadParameter("a size from 64KiB to 4GiB (64MiB, 100000000)", ctx, param)
-    _REMOTE["max_header_bytes"] = int(n)
+    ctx.meta["max_header_bytes"] = int(n)
 
 
 def remote_header_bytes() -> int:
+    """What one remote model's header may take: --max-header-bytes, else the default."""
     from ggprof.model.ranges import MAX_HEADER_BYTES
 
-    return _REMOTE.get("max_header_bytes", MAX_HEADER_BYTES)
+    ctx = click.get_current_context(silent=True)
+    return int(ctx.meta.get("max_header_bytes", MAX_HEADER_BYTES)) if ctx is not None else MAX_HEADER_BYTES
 
 
 def remote_options(f: Any) -> Any:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ggprof.logs.text import Line
+from ggprof.units import parse_bytes
 
 MAX_RUNS = 64  # a log with more model loads keeps the last ones
 MAX_SPEEDS = 2000  # per run: the rest are counted, not kept
@@ -135,8 +136,6 @@ def count(text: str | None) -> int | None:
 
 
 _SCALE = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
-_BYTE_UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KiB": 1 << 10, "MiB": 1 << 20}
-_BYTE_UNITS |= {"GiB": 1 << 30, "TiB": 1 << 40}
 
 
 def params_of(text: str) -> int | None:
@@ -148,11 +147,9 @@ def params_of(text: str) -> int | None:
 
 
 def bytes_of(text: str) -> int | None:
-    m = re.match(r"\s*([\d.,]+)\s*([KMGT]i?B|B)\b", text)
-    if not m or (v := num(m[1])) is None:
-        return None
-    n = v * _BYTE_UNITS[m[2]]
-    return int(n) if 0 <= n < MAX_BYTES else None
+    """A size a log prints with its unit (`3.56 GiB`, `5.6 GiB`, `511.43 MiB`), bounded."""
+    n = parse_bytes(text, require_unit=True)
+    return int(n) if n is not None and math.isfinite(n) and 0 <= n < MAX_BYTES else None
 
 
 _GO_PART = re.compile(r"([\d.]+)(h|ms|µs|us|ns|m|s)")
