@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -498,3 +499,27 @@ def test_sighup_ends_ggprof_and_llama_bench(tmp_path: Path) -> None:
     assert proc.returncode == 129 and "Error: hung up (the terminal closed)" in err
     time.sleep(0.5)
     assert descendants_named(marker) == []
+
+
+def test_a_llama_server_holding_back_the_bytes_of_a_character_is_timed_not_refused(tmp_path: Path) -> None:
+    """A real llama-server sends a token that ends inside a UTF-8 character with a later one:
+    three byte-fallback tokens of `日` come as one event, so its timings count three times the
+    events it streamed, and that is no contradiction."""
+    model = write_model(tmp_path / "m.gguf", Shape())[0]
+    routes = llama_server_routes(model)
+    whole = routes[("POST", "/completion")].answer
+
+    def answer(body: Any) -> list[bytes]:
+        chunks = whole(body)  # n_predict token events, then the last with the timings
+        token = {**json.loads(chunks[0][len(b"data: ") :]), "content": "日"}
+        return [b"data: " + json.dumps(token).encode() + b"\n\n"] * -(-int(body["n_predict"]) // 3) + chunks[-1:]
+
+    routes[("POST", "/completion")] = Route(answer=answer)
+    with ReplayServer(routes) as url:
+        r = as_process("profile", "--server", url, *PINNED)
+    d = json.loads(r.stdout)
+    recorded_ms = json.loads(whole({"n_predict": 1})[-1][len(b"data: ") :])["timings"]["predicted_ms"]
+    # the server's own decode time, the first token (sampled from the prompt's logits) left out;
+    # far below the band the pinned 50 GB/s gives a 1.5 MB model: suspicious, not refused
+    assert d["measured_tg_tok_s"] == pytest.approx((16 - 1) / recorded_ms * 1e3, rel=1e-6)
+    assert r.exit_code == 3 and d["verdict"] == "suspicious" and "Error" not in r.stderr, r.stderr

@@ -151,6 +151,13 @@ class ServerApi:
         """How many generated tokens one event carries."""
         return 1 if self.text_of(event) is not None else 0
 
+    def tokens_at_most(self, event: dict[str, Any]) -> int:
+        """The most generated tokens one event can stand for. A server holds back a token that
+        ends inside a UTF-8 character and sends its bytes with a later token's, so each byte of
+        text may be a token of its own (byte-fallback tokens are one byte each)."""
+        text = self.text_of(event)
+        return max(self.tokens_in_event(event), len(text.encode("utf-8", "replace")) if text else 0)
+
     def busy_slots(self, client: Client) -> int | None:
         """Its slots busy with a request now (None: it cannot say)."""
         return None
@@ -218,6 +225,11 @@ class LlamaServerApi(ServerApi):
         if isinstance(event.get("tokens"), list) and event["tokens"]:
             return len(event["tokens"])
         return super().tokens_in_event(event)
+
+    def tokens_at_most(self, event: dict[str, Any]) -> int:
+        """A token whose text is empty (a control token) still comes as an event of its own."""
+        token_event = isinstance(event.get("content"), str) and event.get("stop") is not True
+        return max(int(token_event), super().tokens_at_most(event))
 
     def busy_slots(self, client: Client) -> int | None:
         """Its slots processing a request now (`/slots`)."""
