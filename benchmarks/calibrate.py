@@ -18,15 +18,18 @@ rows suspicious.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from ggprof import calibration
+from ggprof.calibration.levels import MIN_LEVEL_DEVICES
 from ggprof.paths import cache_dir
-from ggprof.physics.expected import OUTLIER_FACTOR
+from ggprof.physics.expected import OUTLIER_FACTOR, Levels
 from ggprof.pipelines.calibrate import (
     References,
     ResultRow,
@@ -72,39 +75,23 @@ def main() -> int:
         )
     print(f"{len(rows)} rows from {args.dataset.name}, {len({r.profile.id for r in rows})} devices\n")
     fits = calibration.speed_fits()
-    families = (  # (test, what the fit groups by, the fitted table, the table's name in "left out")
-        ("decode ", "", fits.decode, "decode"),
-        ("decode ", "with the device's architecture: ", fits.decode_arch, "decode with the architecture"),
-        (
-            "decode ",
-            "with the device's vendor (its architecture unseen): ",
-            fits.decode_vendor,
-            "decode with the vendor",
-        ),
-        ("prefill", "", fits.prefill, "prefill"),
-        (
-            "prefill",
-            "with the device's vendor (its architecture unseen): ",
-            fits.prefill_vendor,
-            "prefill with the vendor",
-        ),
-        ("prefill", "without the architecture: ", fits.prefill_any, "prefill without the architecture"),
-    )
-    for test, grouping, fitted_table, _ in families:
+    for test, fitted_table, levels in (
+        ("decode ", fits.decode, fits.decode_levels),
+        ("prefill", fits.prefill, fits.prefill_levels),
+    ):
         for b, f in fitted_table.items():
-            print(f"{test} {b:7s} {grouping}{f.describe()}")
-    for _, _, fitted_table, name in families:
-        for b, f in fitted_table.items():
+            print(f"{test} {b:7s} {f.describe()}")
             for label in f.left_out:
-                print(f"  left out of the {b} {name} fit ({OUTLIER_FACTOR:g}x off): {label}")
-    for kind, fitted in (("tg", calibration.speed_fits().decode), ("pp", calibration.speed_fits().prefill)):
+                print(f"  left out of the {b} {test.strip()} fit ({OUTLIER_FACTOR:g}x off): {label}")
+            if b in levels:
+                print(describe_levels(levels[b]))
+            else:
+                print(f"  no levels: fewer than {MIN_LEVEL_DEVICES} devices")
+    for kind, fitted in (("tg", fits.decode), ("pp", fits.prefill)):
         for b in sorted({r.backend for r in rows if r.kind == kind} - set(fitted)):
             mine = [r for r in rows if r.backend == b and r.kind == kind]
             devices = len({r.profile.id for r in mine})
             what = "decode " if kind == "tg" else "prefill"
-            if kind == "pp" and b in calibration.speed_fits().prefill_any:
-                print(f"{what} {b:7s} not fitted by architecture ({len(mine)} rows): one factor for all its devices")
-                continue
             print(f"{what} {b:7s} not fitted: {len(mine)} rows on {devices} devices; its plugin's own band applies")
 
     if not args.loo_only:
@@ -118,18 +105,39 @@ def main() -> int:
     # Leave one device out: fit without device D, judge D's rows (as published and slowed), for
     # every device. The figure a new device will see; the one docs/calibration.md reports.
     started = time.perf_counter()
-    loo: list[tuple[RowVerdict, RowVerdict, RowVerdict, RowVerdict]] = []
+    loo: list[tuple[RowVerdict, ...]] = []
     points = points_of(rows, refs)
     for device in sorted({r.profile.id for r in rows}):
         mine = [r for r in rows if r.profile.id == device]
         with calibration.using(regress_points(points.without(device), dataset="leave one out")):
-            loo += zip(*judge_all(mine, refs, ext), strict=True)
-    honest, slowed, by_bw, by_bw_slow = (list(x) for x in zip(*loo, strict=True))
+            loo += zip(*judge_all(mine, refs, ext), *judge_unbuilt(mine, refs, ext), strict=True)
+    honest, slowed, by_bw, by_bw_slow, no_build, no_build_slow = (list(x) for x in zip(*loo, strict=True))
     seconds = time.perf_counter() - started
     print(f"\nleave one device out ({len({r.profile.id for r in rows})} devices, {seconds:.0f} s): each device judged")
     print("by fits made without it; targets per backend with >= 5 devices: 0 impossible, <= 5% suspicious,")
     print(f">= 95% of the {SLOWDOWN['tg']:g}x (decode) / {SLOWDOWN['pp']:g}x (prefill) slower rows caught\n")
-    print(table("leave one device out, --device ID (profile figures)", honest, slowed, targets=True))
+    print(
+        table("leave one device out, --device ID (profile figures) and the row's build", honest, slowed, targets=True)
+    )
+    print(
+        table(
+            "... by the level each band rested on (device: never, the device is left out)",
+            honest,
+            slowed,
+            targets=True,
+            by=lambda v: v.level,
+        )
+    )
+    print(
+        table(
+            "... prefill by whether the row's Vulkan banner (matrix cores) is known",
+            [v for v in honest if v.row.kind == "pp"],
+            [v for v in slowed if v.row.kind == "pp"],
+            targets=True,
+            by=lambda v: "matrix cores known" if v.row.build.matrix_cores else "matrix cores unknown",
+        )
+    )
+    print(table("leave one device out, --device ID, the build not given", no_build, no_build_slow, targets=True))
     print(table("leave one device out, --bandwidth GB/s --flops TFLOPS (no device)", by_bw, by_bw_slow, targets=True))
     for title, verdicts in (("--device", honest), ("--bandwidth", by_bw)):
         for v in verdicts:
@@ -161,20 +169,57 @@ def judge_all(
     )
 
 
+def judge_unbuilt(
+    rows: list[ResultRow], refs: References, ext: Extensions
+) -> tuple[list[RowVerdict], list[RowVerdict]]:
+    """The rows judged with the device but not the build (`check --tg X --device ID` alone)."""
+    return (
+        [judge_row(r, refs, ext, use_build=False) for r in rows],
+        [judge_row(r, refs, ext, slowdown=SLOWDOWN[r.kind], use_build=False) for r in rows],
+    )
+
+
+def describe_levels(lv: Levels) -> str:
+    """One backend's levels: every key's effect (x its speed factor) and the devices behind it."""
+    lines = [
+        f"  levels: {lv.n} results on {lv.n_devices} devices, shrunk toward the level above by "
+        f"{lv.shrink_devices:g} devices; a new device's error {math.exp(lv.spread_low) - 1:+.0%}/"
+        f"{math.exp(lv.spread_high) - 1:+.0%} (leave one device out)"
+    ]
+    for level in ("class", "architecture"):
+        keys = ", ".join(
+            f"{k} x{math.exp(e):.2f} ({lv.devices[level][k]})" for k, e in sorted(lv.effects[level].items())
+        )
+        lines.append(f"    {level}: {keys or '-'}")
+    terms = ", ".join(f"{t} x{math.exp(v):.2f} per unit" for t, v in sorted(lv.terms.items()))
+    lines.append(f"    build terms: {terms or 'none the data can fit'}")
+    return "\n".join(lines)
+
+
 MIN_TARGET_DEVICES = 5  # the targets apply to a backend with results on at least this many devices
 
 
-def table(title: str, honest: list[RowVerdict], slowed: list[RowVerdict], targets: bool = False) -> str:
-    groups: dict[tuple[str, str], list[tuple[RowVerdict, RowVerdict]]] = defaultdict(list)
+def table(
+    title: str,
+    honest: list[RowVerdict],
+    slowed: list[RowVerdict],
+    targets: bool = False,
+    by: Callable[[RowVerdict], str] | None = None,
+) -> str:
+    """Per backend and test (and `by`, where given): honest rows judged impossible and
+    suspicious, slowed rows caught, the median midpoint error and the median band width."""
+    groups: dict[tuple[str, str, str], list[tuple[RowVerdict, RowVerdict]]] = defaultdict(list)
     for h, s in zip(honest, slowed, strict=True):
-        groups[(h.row.backend, h.row.kind)].append((h, s))
-        groups[("all", h.row.kind)].append((h, s))
+        sub = by(h) if by else ""
+        groups[(h.row.backend, h.row.kind, sub)].append((h, s))
+        if not by:
+            groups[("all", h.row.kind, "")].append((h, s))
     lines = [
         title,
         f"{'backend':8s} {'test':7s} {'rows':>5s} {'devices':>7s} {'impossible':>10s} {'suspicious':>10s} "
-        f"{'slowed caught':>13s} {'median midpoint error':>22s}" + ("  targets" if targets else ""),
+        f"{'slowed caught':>13s} {'midpoint error':>14s} {'band width':>10s}" + ("  targets" if targets else ""),
     ]
-    for (backend, kind), pairs in sorted(groups.items(), key=lambda kv: (kv[0][0] == "all", kv[0])):
+    for (backend, kind, sub), pairs in sorted(groups.items(), key=lambda kv: (kv[0][0] == "all", kv[0])):
         n = len(pairs)
         devices = len({h.row.profile.id for h, _ in pairs})
         imp = sum(h.severity == "impossible" for h, _ in pairs) / n
@@ -184,12 +229,16 @@ def table(title: str, honest: list[RowVerdict], slowed: list[RowVerdict], target
             abs((h.low_tok_s + h.high_tok_s) / 2 / h.row.tok_s - 1) for h, _ in pairs if h.low_tok_s and h.high_tok_s
         ]
         med = f"{statistics.median(errors):.1%}" if errors else "no band"
+        widths = [h.high_tok_s / h.low_tok_s for h, _ in pairs if h.low_tok_s and h.high_tok_s]
+        width = f"x{statistics.median(widths):.2f}" if widths else "-"
         test = "decode" if kind == "tg" else "prefill"
-        line = f"{backend:8s} {test:7s} {n:5d} {devices:7d} {imp:10.1%} {sus:10.1%} {caught:13.1%} {med:>22s}"
+        line = (
+            f"{backend:8s} {test:7s} {n:5d} {devices:7d} {imp:10.1%} {sus:10.1%} {caught:13.1%} {med:>14s} {width:>10s}"
+        )
         if targets:
             met = imp == 0 and sus <= 0.05 and caught >= 0.95
             line += "  " + ("met" if met else "MISSED") if devices >= MIN_TARGET_DEVICES else "  (few devices)"
-        lines.append(line)
+        lines.append(line + (f"  {sub}" if sub else ""))
     return "\n".join(lines) + "\n"
 
 

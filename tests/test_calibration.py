@@ -16,7 +16,9 @@ from ggprof_backends.cuda import nvml_bandwidth, parse_nvidia_smi
 
 from ggprof.calibration import committed_fits
 from ggprof.errors import BadInputError
+from ggprof.machine.device import BuildFacts
 from ggprof.machine.profiles import ProfileDB, builtin_dir
+from ggprof.physics.expected import build_codes
 from ggprof.pipelines.calibrate import References, ResultRow, judge_row, load_dataset, regress_all
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -211,12 +213,12 @@ def test_a_result_far_off_the_fit_is_left_out_and_named() -> None:
         )  # fmt: skip
 
     coherent = [point(i) for i in range(11)]
-    (fit,) = regress_backends("prefill", {"vulkan": [*coherent, point(11, slow=6.0)]}).values()
+    (fit,) = regress_backends("prefill", {"vulkan": [*coherent, point(11, slow=6.0)]})[0].values()
     assert fit.left_out == ("row 11",) and fit.n == 11 and OUTLIER_FACTOR < 6
     assert 1 / fit.read_factor["all"] == pytest.approx(0.4, rel=0.05)
     assert fit.residual_low > -0.05  # the band is as wide as the eleven, not the twelfth
     assert "1 result(s) over 4x off left out" in fit.describe()
-    (clean,) = regress_backends("prefill", {"vulkan": coherent}).values()
+    (clean,) = regress_backends("prefill", {"vulkan": coherent})[0].values()
     assert clean.left_out == ()
 
 
@@ -229,3 +231,130 @@ def test_an_h100_result_is_plausible_with_its_architecture_and_without(refs: Ref
         assert (r.exit_code, json.loads(r.stdout)["verdict"]) == (0, "plausible"), where
         r = run_cli("check", model, "--tg", str(144.49 / 2.5), *where, "--json")
         assert (r.exit_code, json.loads(r.stdout)["verdict"]) == (3, "suspicious"), where
+
+
+def test_levels_recover_known_effects_and_pull_thin_ones_toward_the_level_above() -> None:
+    """Results made from known effects (+-1% noise): one class 20% faster than the other, an
+    architecture of two devices 30% slower than its class, old builds at 0.6x. The fit gives
+    them back, an architecture's effect pulled toward its class by how few devices show it
+    (one device 2x slower moves a new device of it less than two 0.7x devices do); a term only one device has
+    is not fitted; two devices are too few for levels at all."""
+    import math
+    import random
+
+    from ggprof.calibration.levels import Observed, fit_levels
+
+    rng = random.Random(3)
+    obs = []
+    for d in range(13):
+        cls, arch = ("vendor-a discrete", "a1") if d < 6 else ("vendor-b discrete", f"b{d % 3}")
+        arch = "c1" if d == 12 else arch
+        effect = {"a1": math.log(1.2), "b0": math.log(0.7), "c1": math.log(0.5)}.get(arch, 0.0)
+        for old in (0.0, 1.0) if d % 2 else (0.0,):
+            obs.append(
+                Observed(
+                    residual=effect + old * math.log(0.6) + rng.uniform(-0.01, 0.01),
+                    device=f"gpu{d}",
+                    keys={"device": f"gpu{d}", "architecture": arch, "class": cls},
+                    codes={"old build": old} if old else {},
+                )
+            )
+    levels = fit_levels("vulkan", "decode", obs)
+    assert levels is not None and levels.n_devices == 13
+    assert levels.devices["architecture"] == {"a1": 6, "b0": 2, "b1": 2, "b2": 2, "c1": 1}
+    assert levels.terms["old build"] == pytest.approx(math.log(0.6), abs=0.03)
+    e = levels.effects
+    b1 = e["class"]["vendor-b discrete"] + e["architecture"]["b1"]  # as fast as the fit
+    at = lambda cls, arch: math.exp(e["class"][cls] + e["architecture"][arch] - b1)  # noqa: E731
+    assert at("vendor-a discrete", "a1") == pytest.approx(1.2, rel=0.05)
+    # a new device of an architecture seen on n devices moves about n/(n+1) of the way
+    assert 0.7 < at("vendor-b discrete", "b0") < 0.85  # two devices at 0.7
+    assert 0.5 * 1.05 < at("vendor-b discrete", "c1") < 0.9  # one device at 0.5: pulled harder
+
+    lone = [replace(o, codes={"old build": 1.0}) if o.device == "gpu1" else replace(o, codes={}) for o in obs]
+    relevel = fit_levels("vulkan", "decode", lone)
+    assert relevel is not None and "old build" not in relevel.terms  # one device: not a term
+    assert fit_levels("vulkan", "decode", [o for o in obs if o.device in {"gpu0", "gpu1"}]) is None
+
+
+def test_a_band_says_which_level_it_rests_on(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """The same reported speed on three Vulkan devices: one the data holds (judged by its own
+    results), one whose architecture it holds (RDNA 2), one known only by its class (no
+    RDNA 3 card has a Vulkan result): each verdict names its level and how many it rests on."""
+    model = str(refs.spec("llama2-7b-q4_0").path)
+    said = {}
+    for device in ("rx-6700-xt", "rx-6800", "rx-7900-xtx"):
+        r = run_cli("check", model, "--tg", "60", "--device", device, "--backend", "vulkan", "--json")
+        finding = next(f for f in json.loads(r.stdout)["findings"] if f["code"].startswith("DECODE"))
+        said[device] = finding["expected"]
+    assert "vulkan on rx-6700-xt itself (2 results)" in said["rx-6700-xt"]
+    assert "a result of a device the fit holds" in said["rx-6700-xt"]
+    assert "vulkan on the rdna2 architecture (2 devices)" in said["rx-6800"]
+    assert "vulkan on amd discrete GPUs (4 devices)" in said["rx-7900-xtx"]
+    assert "a device new to the fit" in said["rx-7900-xtx"]
+    for text in said.values():
+        assert "the build not given: taken as b4200 or later" in text
+
+
+def test_an_old_build_is_judged_by_its_era(rows: list[ResultRow], refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """The RX 5700 XT on the March 2024 Vulkan pull request (37.8 tok/s, PR #5835) is slow for
+    today's llama.cpp (suspicious without its build) and ordinary for its own (--build, as
+    llama-bench's build_number or a log's build line would give it); the same card on a 2025
+    build (65.2 tok/s, PR #13324) is plausible as a current build and suspicious as an old one."""
+    model = str(refs.spec("llama2-7b-q4_0").path)
+    base = ["check", model, "--device", "rx-5700-xt", "--backend", "vulkan", "--json"]
+    card = [r for r in rows if (r.profile.id, r.backend, r.kind) == ("rx-5700-xt", "vulkan", "tg")]
+    old, new = (next(r for r in card if str(r.build.date).startswith(d)) for d in ("2024-03", "2025-05"))
+    verdict = lambda *extra: json.loads(run_cli(*base, *extra).stdout)["verdict"]  # noqa: E731
+    assert verdict("--tg", str(old.tok_s)) == "suspicious"
+    assert verdict("--tg", str(old.tok_s), "--build", "b2400") == "plausible"
+    assert verdict("--tg", str(new.tok_s)) == "plausible"
+    assert verdict("--tg", str(new.tok_s), "--build", "5315") == "plausible"
+    assert verdict("--tg", str(new.tok_s / 2.5), "--build", "5315") == "suspicious"
+    r = run_cli(*base, "--tg", str(old.tok_s), "--build", "2400")
+    expected = next(f for f in json.loads(r.stdout)["findings"] if f["code"].startswith("DECODE"))["expected"]
+    assert "old build x0." in expected
+    for bad in ("latest", "b-1", "0", "99999999"):
+        r = run_cli(*base, "--tg", "40", "--build", bad)
+        assert r.exit_code == 2 and "is not a llama.cpp build number" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_llama_bench_rows_carry_their_build() -> None:
+    """llama-bench's JSON names each row's build_number: its era reaches the band."""
+    from ggprof.bench.llamabench import LlamaBenchRow
+    from ggprof.pipelines.check import reported_from_row
+
+    row = LlamaBenchRow(
+        index=1,
+        model_filename="llama-2-7b.Q4_0.gguf",
+        backends="Vulkan",
+        n_prompt=0,
+        n_gen=128,
+        n_depth=0,
+        n_gpu_layers=99,
+        avg_ts=37.8,
+        stddev_ts=0.1,
+        build_commit="abc1234",
+        build_number=2400,
+    )
+    made = reported_from_row(row, None)
+    assert made.build is not None and made.build.number == 2400
+    assert reported_from_row(replace(row, build_number=None), None).build is None
+
+
+def test_a_pasted_log_gives_its_build_and_vulkan_banner() -> None:
+    """Two real pasted logs (tests/data/logs/SOURCES.md): a February 2024 build whose Vulkan
+    banner predates the matrix-cores field, and a 2025 one that names KHR_coopmat."""
+    from ggprof.logs.parse import parse_lines
+    from ggprof.logs.text import read_log
+    from ggprof.pipelines.logcheck import _context, build_facts
+
+    logs = Path(__file__).parent / "data" / "logs"
+    found = {}
+    for name in ("llamacpp-5486-vulkan-rx6600m-fp16.txt", "llamacpp-13217-vulkan-780m-server.txt"):
+        (run,) = parse_lines(read_log(str(logs / name)).lines).runs
+        found[name] = build_facts(run, "vulkan", _context(run, "vulkan", None))
+    assert found["llamacpp-5486-vulkan-rx6600m-fp16.txt"] == BuildFacts(number=2145)
+    assert found["llamacpp-13217-vulkan-780m-server.txt"] == BuildFacts(number=5233, matrix_cores="KHR_coopmat")
+    assert build_codes(found["llamacpp-5486-vulkan-rx6600m-fp16.txt"]) == {"old build": 1.0}
+    assert build_codes(found["llamacpp-13217-vulkan-780m-server.txt"]) == {"no matrix cores": -0.5}

@@ -16,7 +16,7 @@ def decode_band(backend: str, model: ModelSpec | None, device: Device | None) ->
         return None
     from ggprof import speed_fits  # the fitted models load when a band is asked for, not at import
 
-    return speed_fits().decode_band(backend, model, bandwidth, device.architecture if device else None)
+    return speed_fits().decode_band(backend, model, bandwidth, device)
 
 
 def prefill_band(backend: str, model: ModelSpec | None, device: Device | None) -> EfficiencyBand | None:
@@ -26,4 +26,4 @@ def prefill_band(backend: str, model: ModelSpec | None, device: Device | None) -
         return None
     from ggprof import speed_fits
 
-    return speed_fits().prefill_band(backend, model, peak, device.architecture if device else None)
+    return speed_fits().prefill_band(backend, model, peak, device)

@@ -60,6 +60,7 @@ def gpu_device(
         peak_flops=peak,
         profile_id=profile.id if profile else None,
         architecture=profile.architecture if profile else None,
+        device_class=profile.device_class if profile else None,
         unified_memory=unified_memory,
         memory_available_bytes=memory_available_bytes,
         notes=all_notes,

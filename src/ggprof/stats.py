@@ -17,6 +17,22 @@ def percentile(values: Sequence[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
+def t_quantile(q: float, df: float) -> float:
+    """The q-th quantile of Student's t with `df` degrees of freedom: the normal quantile
+    corrected by Fisher's expansion in 1/df (Abramowitz & Stegun 26.7.5, four terms; within
+    0.02 of the exact value at df = 3, 0.001 from df = 5)."""
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(q)
+    terms = (
+        (z**3 + z) / 4,
+        (5 * z**5 + 16 * z**3 + 3 * z) / 96,
+        (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384,
+        (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160,
+    )
+    return z + sum(t / df ** (i + 1) for i, t in enumerate(terms))
+
+
 # Two-sided 5% critical values of Student's t (97.5th percentile) by degrees of freedom.
 T_975 = {
     1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,

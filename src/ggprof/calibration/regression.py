@@ -2,18 +2,20 @@
 
 Each published result is a Point (its group, ideal time, units, GB read and measured time);
 `regress_backends` fits one LinearFit per backend (benchmarks/calibrate.py writes them to
-speed-fits.json beside this package's loader)."""
+speed-fits.json beside this package's loader); ggprof.calibration.levels fits what is known of
+the device on top."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ggprof.physics.expected import ALL, OUTLIER_FACTOR, QUANTILES, LinearFit
+from ggprof.physics.expected import OUTLIER_FACTOR, QUANTILES, LinearFit
 from ggprof.stats import percentile
 
 MIN_OWN_SPREAD_ROWS = 12  # fewer rows: a backend takes the mean spread of the backends with more
+MIN_CONSTANT_ROWS = 10  # fewer rows: no constants (two more parameters would only replay them)
 MIN_FIT_DEVICES = 3  # a fit on one or two devices describes those devices, not the backend: none
 
 
@@ -27,16 +29,20 @@ class Point:
     measured_s: float
     device: str
     gb: float = 0.0
-    arch: str | None = None
+    architecture: str | None = None
+    device_class: str | None = None  # vendor and integrated/discrete (Profile.device_class)
+    codes: dict[str, float] = field(default_factory=dict)  # its build terms (expected.build_codes)
     label: str = ""  # which result (named when it is left out of a fit)
 
 
-def _bounded_lstsq(a: Any, bounds: list[float]) -> list[float]:
-    """Least squares of a @ x = 1 with x_i >= bounds_i: a coefficient past its bound is pinned
-    there and the rest refitted."""
+def _bounded_lstsq(a: Any, bounds: list[float], weights: Any) -> list[float]:
+    """Weighted least squares of a @ x = 1 with x_i >= bounds_i: a coefficient past its bound
+    is pinned there and the rest refitted."""
     import numpy as np
 
-    y = np.ones(a.shape[0])
+    root = np.sqrt(weights)
+    a = a * root[:, None]
+    y = root
     fixed: dict[int, float] = {}
     for _ in range(len(bounds)):
         free = [i for i in range(len(bounds)) if i not in fixed]
@@ -51,70 +57,44 @@ def _bounded_lstsq(a: Any, bounds: list[float]) -> list[float]:
     return [fixed[i] for i in range(len(bounds))]
 
 
-def regress(backend: str, kind: str, points: list[Point], by_arch: bool = False, constants: bool = True) -> LinearFit:
+def regress(backend: str, kind: str, points: list[Point], constants: bool = True) -> LinearFit:
     """Least squares on relative error (each row divided by its measured time, so every result
     weighs the same whatever its speed), read factors >= 1 (at most the ceiling), constants
-    >= 0 (none without `constants`). With `by_arch`, read factor = family factor x
-    architecture factor, fitted by alternating the two (each step is linear); the best
-    architecture's factor is 1."""
+    >= 0 (none without `constants`)."""
     import numpy as np
 
     if not points:
         raise ValueError(f"no {kind} points for {backend}")
     groups = sorted({p.group for p in points})
-    archs = sorted({p.arch or ALL for p in points}) if by_arch else []
     per_gb = kind == "decode"
     n_const = (2 if per_gb else 1) if constants else 0
-    fam = {g: 1.0 for g in groups}
-    arch = {a: 1.0 for a in archs}
-    c = k = 0.0
-
-    def consts(p: Point) -> list[float]:
-        return ([p.units / p.measured_s] + ([p.gb / p.measured_s] if per_gb else []))[:n_const]
-
-    def split(x: list[float], n: int) -> tuple[float, float]:
-        rest = [*x[n:], 0.0, 0.0]
-        return rest[0], rest[1] if per_gb else 0.0
-
-    for _ in range(30 if by_arch else 1):
-        m = np.array(
-            [
-                [(p.ideal_s * arch.get(p.arch or ALL, 1.0) if p.group == g else 0.0) / p.measured_s for g in groups]
-                + consts(p)
-                for p in points
-            ]
-        )
-        x = _bounded_lstsq(m, [1.0 / min(arch.values(), default=1.0)] * len(groups) + [0.0] * n_const)
-        fam = dict(zip(groups, x[: len(groups)], strict=True))
-        c, k = split(x, len(groups))
-        if not by_arch:
-            break
-        m = np.array(
-            [
-                [(p.ideal_s * fam[p.group] if (p.arch or ALL) == a else 0.0) / p.measured_s for a in archs] + consts(p)
-                for p in points
-            ]
-        )
-        x = _bounded_lstsq(m, [1.0 / min(fam.values())] * len(archs) + [0.0] * n_const)
-        arch = dict(zip(archs, x[: len(archs)], strict=True))
-        c, k = split(x, len(archs))
-        s = min(arch.values())
-        arch = {a: v / s for a, v in arch.items()}
-        fam = {g: v * s for g, v in fam.items()}
+    m = np.array(
+        [
+            [(p.ideal_s if p.group == g else 0.0) / p.measured_s for g in groups]
+            + ([p.units / p.measured_s] + ([p.gb / p.measured_s] if per_gb else []))[:n_const]
+            for p in points
+        ]
+    )
+    # every device weighs the same (its results share one unit): a chip measured a hundred
+    # times teaches the fit about that chip, not about the backend
+    per_device: dict[str, int] = {}
+    for p in points:
+        per_device[p.device] = per_device.get(p.device, 0) + 1
+    weights = np.array([1.0 / per_device[p.device] for p in points])
+    x = _bounded_lstsq(m, [1.0] * len(groups) + [0.0] * n_const, weights)
+    rest = [*x[len(groups) :], 0.0, 0.0]
     fit = LinearFit(
         backend=backend,
         kind=kind,
-        read_factor=fam,
-        per_unit_s=c,
-        per_gb_s=k,
-        arch_factor=arch,
+        read_factor=dict(zip(groups, x[: len(groups)], strict=True)),
+        per_unit_s=rest[0],
+        per_gb_s=rest[1] if per_gb else 0.0,
         residual_low=0.0,
         residual_high=0.0,
         spread_source="own",
         n=len(points),
         devices=len({p.device for p in points}),
         median_error=0.0,
-        level_devices=_level_devices(points, kind, by_arch),
     )
     res = residuals(fit, points)
     return replace(
@@ -125,22 +105,9 @@ def regress(backend: str, kind: str, points: list[Point], by_arch: bool = False,
     )
 
 
-def _level_devices(points: list[Point], kind: str, by_arch: bool) -> dict[str, int]:
-    """How many devices each architecture (or vendor) factor rests on: decode's architectures
-    when fitted by them, prefill's groups (architectures or vendors) always."""
-    if kind == "decode" and not by_arch:
-        return {}
-    out: dict[str, set[str]] = {}
-    for p in points:
-        out.setdefault((p.arch or ALL) if kind == "decode" else p.group, set()).add(p.device)
-    return {k: len(v) for k, v in sorted(out.items())}
-
-
 def residuals(fit: LinearFit, points: list[Point]) -> list[float]:
     """ln(measured speed / predicted speed) of each point."""
-    return [
-        math.log(fit.predicted_s(p.group, p.ideal_s, p.units, p.gb, p.arch or ALL)[0] / p.measured_s) for p in points
-    ]
+    return [math.log(fit.predicted_s(p.group, p.ideal_s, p.units, p.gb)[0] / p.measured_s) for p in points]
 
 
 def inliers(fit: LinearFit, points: list[Point]) -> list[Point]:
@@ -150,23 +117,21 @@ def inliers(fit: LinearFit, points: list[Point]) -> list[Point]:
     return [p for p, r in zip(points, res, strict=True) if abs(r - mid) <= math.log(OUTLIER_FACTOR)]
 
 
-def regress_backends(kind: str, points: dict[str, list[Point]], by_arch: bool = False) -> dict[str, LinearFit]:
+def regress_backends(kind: str, points: dict[str, list[Point]]) -> tuple[dict[str, LinearFit], dict[str, list[Point]]]:
     """One fit per backend with rows from at least MIN_FIT_DEVICES devices (else none: the
-    backend keeps its own band). A backend with few rows gets one factor per group and no
-    constant (more parameters would only replay its rows), no fit by architecture, and the
+    backend keeps its own band), and the points each rests on. A backend with few rows gets
+    one factor per group and no constant (more parameters would only replay its rows) and the
     mean residual spread of the backends with rows enough for their own. A row more than
     OUTLIER_FACTOR off the first fit is left out of the refit and its spread, and named in
     `left_out`."""
     points = {b: pts for b, pts in points.items() if len({p.device for p in pts}) >= MIN_FIT_DEVICES}
-    if by_arch:
-        points = {b: pts for b, pts in points.items() if len(pts) >= MIN_OWN_SPREAD_ROWS}
     fits: dict[str, LinearFit] = {}
     for b, pts in sorted(points.items()):
-        fit = regress(b, kind, pts, by_arch, constants=len(pts) >= MIN_OWN_SPREAD_ROWS)
+        fit = regress(b, kind, pts, constants=len(pts) >= MIN_CONSTANT_ROWS)
         kept = inliers(fit, pts)
         if len(kept) < len(pts):
             fit = replace(
-                regress(b, kind, kept, by_arch, constants=len(pts) >= MIN_OWN_SPREAD_ROWS),
+                regress(b, kind, kept, constants=len(pts) >= MIN_CONSTANT_ROWS),
                 left_out=tuple(p.label for p in pts if p not in kept),
             )
         points[b], fits[b] = kept, fit
@@ -183,4 +148,4 @@ def regress_backends(kind: str, points: dict[str, list[Point]], by_arch: bool = 
                 residual_high=max(hi, fit.residual_high),
                 spread_source=f"the mean of the other backends' fits ({fit.n} rows here)",
             )
-    return fits
+    return fits, points

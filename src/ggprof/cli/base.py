@@ -187,6 +187,18 @@ def finite_in(low: float, high: float) -> Callable[[click.Context, click.Paramet
 
 
 TOK_S = finite_in(0, MAX_TOK_S)
+
+
+def parse_build_number(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """--build: a llama.cpp build number, 5315 or b5315 (llama-bench's build_number, a release tag)."""
+    if value is None:
+        return None
+    text = value.strip().lower().removeprefix("b")
+    if not text.isdigit() or not 0 < int(text) < 10**7:
+        raise click.BadParameter(f"{clean_name(value, 40)!r} is not a llama.cpp build number (5315 or b5315)")
+    return int(text)
+
+
 GB = finite_in(0, 1e6)  # a memory size in GB (1e9 bytes)
 
 

@@ -23,6 +23,7 @@ from ggprof.cli.base import (
     load_model_arg,
     make_bench_params,
     model_source,
+    parse_build_number,
     remote_options,
     resolve_engine,
     resolve_model,
@@ -32,6 +33,7 @@ from ggprof.cli.base import (
 )
 from ggprof.cli.history import db_options, record, save_run
 from ggprof.llamacpp import GGML_MAX_N_THREADS, N_PROMPT
+from ggprof.machine.device import MATRIX_CORES, BuildFacts
 from ggprof.units import clean_name, warn
 
 if TYPE_CHECKING:
@@ -341,6 +343,18 @@ def profile(
 )
 @click.option("--n-gpu-layers", "-ngl", type=LAYERS, help="Layers offloaded in the report.")
 @click.option(
+    "--build",
+    "build_number",
+    metavar="BUILD",
+    callback=parse_build_number,
+    help="The report's llama.cpp build (5315 or b5315): builds before b4200 are judged by their era.",
+)
+@click.option(
+    "--matrix-cores",
+    type=click.Choice(MATRIX_CORES, case_sensitive=False),
+    help="What the report's ggml_vulkan banner says of matrix cores (prefill on Vulkan depends on it).",
+)
+@click.option(
     "--llama-bench",
     "llama_bench",
     type=click.Path(dir_okay=False),
@@ -364,6 +378,8 @@ def check(
     choice: DeviceChoice,
     backend: str | None,
     n_gpu_layers: int | None,
+    build_number: int | None,
+    matrix_cores: str | None,
     llama_bench: str | None,
     log_path: str | None,
     as_json: bool,
@@ -372,6 +388,8 @@ def check(
     if log_path is not None:
         if llama_bench is not None or tg is not None or pp is not None:
             raise click.UsageError("--log reads its speeds from the log: no --tg, --pp or --llama-bench beside it")
+        if build_number is not None or matrix_cores is not None:
+            raise click.UsageError("--log reads the build and the Vulkan banner from the log")
         return _check_log(log_path, model, choice, backend, as_json)
     from ggprof.bench.llamabench import read_rows
     from ggprof.pipelines.check import Checker, Reported, judge_chunks, reported_from_row
@@ -382,6 +400,8 @@ def check(
     if llama_bench is None and tg is None and pp is None:
         raise click.UsageError("give --tg and/or --pp, or --llama-bench RESULTS.json")
     if llama_bench is not None:
+        if build_number is not None or matrix_cores is not None:
+            raise click.UsageError("--llama-bench reads each row's build from the JSON: no --build or --matrix-cores")
         rows = read_rows(llama_bench)
         spec = load_model_arg(model or _row_model(rows))
         for row in rows:  # a row past the model's context claims KV the model cannot have
@@ -399,9 +419,16 @@ def check(
         spec = load_model_arg(model)
         # what bench would refuse to run is refused as a claim too: a depth past the model's context
         check_model_context(spec, depth + (n_prompt if pp is not None else 0) + 1, "--depth + prompt + 1")
+        build = BuildFacts(number=build_number, matrix_cores=_matrix_cores(matrix_cores))
         reports = [
             Reported(
-                tg_tok_s=tg, pp_tok_s=pp, depth=depth, n_prompt=n_prompt, backend=backend, n_gpu_layers=n_gpu_layers
+                tg_tok_s=tg,
+                pp_tok_s=pp,
+                depth=depth,
+                n_prompt=n_prompt,
+                backend=backend,
+                n_gpu_layers=n_gpu_layers,
+                build=build if build else None,
             )
         ]
     checker = Checker(spec, choice, extensions())
@@ -431,6 +458,11 @@ def check(
         out.write("\n".join(lines) + "\n")  # buffered: one flush at the end, not one per row
     out.flush()
     return int(EXIT[max(severities, key=lambda s: RANK[s]) if severities else "unknown"])
+
+
+def _matrix_cores(value: str | None) -> str | None:
+    """--matrix-cores in the banner's own spelling."""
+    return next((m for m in MATRIX_CORES if value and m.lower() == value.lower()), None)
 
 
 def _check_log(path: str, model: str | None, choice: DeviceChoice, backend: str | None, as_json: bool) -> int:

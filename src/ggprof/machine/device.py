@@ -10,6 +10,21 @@ from dataclasses import dataclass, field, replace
 
 from ggprof.figures import Figure
 
+MATRIX_CORES = ("none", "KHR_coopmat", "NV_coopmat2")  # what ggml_vulkan's banner says of them
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildFacts:
+    """What is known of the llama.cpp build a result was measured with (a report's build line,
+    llama-bench's build_number, a Vulkan device banner): the speed fits' build terms use them."""
+
+    number: int | None = None  # llama.cpp's build number (b5315)
+    date: str | None = None  # ISO date of the build (or of the result, when only that is known)
+    matrix_cores: str | None = None  # Vulkan's banner: none, KHR_coopmat, NV_coopmat2
+
+    def __bool__(self) -> bool:
+        return any(v is not None for v in (self.number, self.date, self.matrix_cores))
+
 
 @dataclass(frozen=True, kw_only=True)
 class Device:
@@ -28,6 +43,8 @@ class Device:
     memory_available_bytes: int | None = None
     notes: tuple[str, ...] = ()
     architecture: str | None = None  # from its profile: the chip generation the speed fits group by
+    device_class: str | None = None  # from its profile: vendor and integrated/discrete (nvidia discrete)
+    build: BuildFacts | None = None  # the build a reported result ran on, where the report says
 
     @property
     def bandwidth_bytes_per_s(self) -> float | None:

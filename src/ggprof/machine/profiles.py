@@ -29,6 +29,22 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 KINDS = ("cpu-memory", "gpu", "soc")
+# The vendor of each chip generation (profiles' `architecture`): the same drivers, compilers and
+# kernel paths, the evidence next after the generation itself (Intel's Vulkan driver is not NVIDIA's).
+VENDOR_PREFIXES = (
+    ("apple-", "apple"),
+    ("xe", "intel"),
+    ("rdna", "amd"),
+    ("gcn", "amd"),
+    ("cdna", "amd"),
+    ("pascal", "nvidia"),
+    ("volta", "nvidia"),
+    ("turing", "nvidia"),
+    ("ampere", "nvidia"),
+    ("ada", "nvidia"),
+    ("hopper", "nvidia"),
+    ("blackwell", "nvidia"),
+)
 MAX_PROFILE_BYTES = 1 << 20
 MAX_PATTERN_CHARS = 200
 MAX_DEVICE_NAME_CHARS = 256
@@ -61,6 +77,8 @@ class Profile:
     match: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()  # other ids `--device` accepts (apple-m2-ultra-76c for apple-m2-ultra)
     architecture: str | None = None  # the chip generation (ampere, rdna3, apple-m2): kernels differ by it
+    # a GPU sharing the host's memory (an iGPU, an SoC); default: kind "soc"
+    integrated: bool | None = None
     sources: dict[str, str] = field(default_factory=dict)
     notes: str | None = None
     path: Path | None = None
@@ -68,6 +86,17 @@ class Profile:
     @property
     def bandwidth_bytes_per_s(self) -> float:
         return self.memory_bandwidth_gbs * 1e9
+
+    @property
+    def vendor(self) -> str | None:
+        return vendor_of(self.architecture)
+
+    @property
+    def device_class(self) -> str | None:
+        """What the speed fits know of a device beyond its architecture: `nvidia discrete`,
+        `amd integrated` (None: no known vendor)."""
+        integrated = self.kind == "soc" if self.integrated is None else self.integrated
+        return f"{self.vendor} {'integrated' if integrated else 'discrete'}" if self.vendor else None
 
     @property
     def peak_flops(self) -> float | None:
@@ -95,6 +124,13 @@ class Profile:
             if m:
                 best = max(best, len(m.group(0)) or 1)
         return best
+
+
+def vendor_of(architecture: str | None) -> str | None:
+    """apple, intel, amd or nvidia for a known chip generation, else None."""
+    if architecture is None:
+        return None
+    return next((v for prefix, v in VENDOR_PREFIXES if architecture.startswith(prefix)), None)
 
 
 def builtin_dir() -> Path:
@@ -197,6 +233,7 @@ def parse_profile(path: Path) -> Profile:
         match=tuple(v.regex_list("match")),
         aliases=tuple(v.string_list("aliases")),
         architecture=v.optional_string("architecture"),
+        integrated=v.optional_bool("integrated"),
         sources=v.string_table("sources"),
         notes=v.optional_string("notes"),
         path=path,
@@ -232,6 +269,12 @@ class _Validator:
         value = self.data.get(name)
         if value is not None and not isinstance(value, str):
             raise self.error(name, "must be a string")
+        return value
+
+    def optional_bool(self, name: str) -> bool | None:
+        value = self.data.get(name)
+        if value is not None and not isinstance(value, bool):
+            raise self.error(name, "must be true or false")
         return value
 
     def choice(self, name: str, options: tuple[str, ...]) -> str:

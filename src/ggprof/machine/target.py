@@ -53,6 +53,7 @@ def device_from_profile(p: Profile) -> Device:
         profile_id=p.id,
         unified_memory=p.kind == "soc",
         architecture=p.architecture,
+        device_class=p.device_class,
     )
 
 

@@ -42,6 +42,10 @@ SHAPES: dict[str, RefShape] = {
     "llama3.2-3b": RefShape(3072, 28, 24, 8, 8192, 128256, "Llama 3.2 3B", tied=True),
     "tinyllama-1.1b": RefShape(2048, 22, 32, 4, 5632, 32000, "TinyLlama 1.1B"),
     "qwen2.5-14b": RefShape(5120, 48, 40, 8, 13824, 152064, "Qwen2.5 14B (attention biases left out)"),
+    # Gemma 2 2B (google/gemma-2-2b-it config.json: hidden 2304, 26 layers, 8 heads of 256, 4 KV
+    # heads, FFN 9216, vocabulary 256000, tied). As the tied output head its embedding is Q6_K in
+    # a Q4_K_M file (llama-quant.cpp), read every token: 1.59 GiB as llama-bench prints it.
+    "gemma2-2b": RefShape(2304, 26, 8, 4, 9216, 256000, "Gemma 2 2B", tied=True, head_dim=256, embd_type="Q6_K"),
     # Gemma 3 4B (google/gemma-3-4b-it config.json: hidden 2560, 34 layers, 8 heads of 256, 4 KV
     # heads, FFN 10240, vocabulary 262144, tied), text model only, in Google's QAT Q4_0 release
     # (ggml-org/gemma-3-4b-it-qat-GGUF): its 2.93 GiB are Q4_0 layers and an F16 embedding, which

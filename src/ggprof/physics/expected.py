@@ -5,21 +5,21 @@ the model's dominant weight type reach, plus costs that do not scale with the ba
 figure: one per layer (kernel launches, synchronisation, graph building, the host round
 trip) and one per GB read (memory a device's nominal bandwidth does not deliver at batch 1):
 
-    TPOT = bytes x read_factor[family] x arch_factor[architecture] / bandwidth
-           + n_layers x layer_s + GB x gb_s
+    TPOT = bytes x read_factor[family] / bandwidth + n_layers x layer_s + GB x gb_s
 
-read_factor = 1 / (achievable fraction of bandwidth); arch_factor is used only when the
-device (so its chip generation) is known. The per-layer term dominates when the bandwidth
-ceiling is high (small models, fast devices), which is why a flat "x% of the ceiling" band
-calls honest results on an H100 or an M2 Ultra suspicious. Prefill has the same form per
-prompt token, on the compute ceiling:
+read_factor = 1 / (achievable fraction of bandwidth). The per-layer term dominates when the
+bandwidth ceiling is high (small models, fast devices), which is why a flat "x% of the
+ceiling" band calls honest results on an H100 or an M2 Ultra suspicious. Prefill has the same
+form per prompt token, on the compute ceiling:
 
-    time per prompt token = read_factor[architecture] / ceiling tok/s + token_s
+    time per prompt token = read_factor / ceiling tok/s + token_s
 
-(llama.cpp's matrix kernels differ by chip generation far more than by weight type). Both
-bands are as wide as the fit's residuals on the published results (their 2nd to 98th
-percentile), never a chosen number. Fitting is least squares on relative error; the fitted
-parameters are data (`SpeedFits.load`), refitted by `benchmarks/calibrate.py`.
+What is known of the device moves both (`Levels`: its class, its architecture, the device
+itself, and the build; llama.cpp's kernels differ by chip generation far more than by weight
+type). A band is as wide as the fit's residuals on the published results (their 2nd to 98th
+percentile) or, with the device known, as the errors of devices left out of the fit: never a
+chosen number. Fitting is least squares on relative error; the fitted parameters are data
+(`SpeedFits.load`), refitted by `benchmarks/calibrate.py`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
-from ggprof.machine.device import EfficiencyBand
+from ggprof.machine.device import BuildFacts, Device, EfficiencyBand
 from ggprof.model.spec import ModelSpec
 
 # Weight families: types read by the same kind of kernel (ggml's type names).
@@ -65,32 +65,6 @@ MAX_FITS_BYTES = 1 << 20
 # (relative): one published row changed by 10% moves the fitted factors by 1e-4 or more.
 STORED_DIGITS = 6
 FIT_TOLERANCE = 1e-5
-
-
-# The vendor of each chip generation (profiles' `architecture`). A device whose own generation
-# has no published result for a backend is judged by its vendor's: the same drivers, compilers
-# and kernel paths, the next-closest evidence (Intel's Vulkan driver is not NVIDIA's).
-VENDOR_PREFIXES = (
-    ("apple-", "apple"),
-    ("xe", "intel"),
-    ("rdna", "amd"),
-    ("gcn", "amd"),
-    ("cdna", "amd"),
-    ("pascal", "nvidia"),
-    ("volta", "nvidia"),
-    ("turing", "nvidia"),
-    ("ampere", "nvidia"),
-    ("ada", "nvidia"),
-    ("hopper", "nvidia"),
-    ("blackwell", "nvidia"),
-)
-
-
-def vendor_of(architecture: str | None) -> str | None:
-    """apple, intel, amd or nvidia for a known chip generation, else None."""
-    if architecture is None:
-        return None
-    return next((v for prefix, v in VENDOR_PREFIXES if architecture.startswith(prefix)), None)
 
 
 def family(ggml_type: str) -> str:
@@ -130,19 +104,18 @@ ALL = "all"  # the group of a device whose architecture has no fitted factor
 
 @dataclass(frozen=True, kw_only=True)
 class LinearFit:
-    """time = sum_g read_factor_g x arch_factor x ideal_g + per_unit_s x units + per_gb_s x GB.
+    """time = sum_g read_factor_g x ideal_g + per_unit_s x units + per_gb_s x GB.
 
     For decode the groups are weight families, a unit is a layer, and per_gb_s is a cost per
-    GB read whatever the bandwidth (seconds per token); arch_factor, when fitted, says how
-    far each chip generation's kernels stay from the others. For prefill the groups are
-    architectures and the unit is the token itself."""
+    GB read whatever the bandwidth (seconds per token). For prefill there is one group (all
+    devices) and the unit is the token itself. What is known of the device (its architecture,
+    vendor, build) is the `Levels` on top."""
 
     backend: str
     kind: str  # "decode" or "prefill"
     read_factor: dict[str, float]
     per_unit_s: float
     per_gb_s: float = 0.0
-    arch_factor: dict[str, float] = field(default_factory=dict)  # empty: not by architecture
     residual_low: float  # ln(measured / predicted) at the 2nd percentile
     residual_high: float  # ... at the 98th
     spread_source: str  # "own" or "the mean of the other backends' fits (n rows here)"
@@ -150,53 +123,37 @@ class LinearFit:
     devices: int
     median_error: float  # median |measured / predicted - 1| on the fitted rows
     left_out: tuple[str, ...] = ()  # results left out of the fit and its spread (OUTLIER_FACTOR)
-    # devices behind each architecture (or vendor) factor: decode's arch_factor, prefill's groups
-    level_devices: dict[str, int] = field(default_factory=dict)
 
-    def predicted_s(
-        self, group: str | None, ideal_s: float, units: float, gb: float = 0.0, arch: str | None = None
-    ) -> tuple[float, float]:
-        """(fastest, slowest) predicted time; a group (or an architecture) without a factor
-        takes the range of the fitted ones."""
+    def predicted_s(self, group: str | None, ideal_s: float, units: float, gb: float = 0.0) -> tuple[float, float]:
+        """(fastest, slowest) predicted time; a group without a factor takes the range of the
+        fitted ones."""
         lo, hi = _factor(self.read_factor, group)
-        alo, ahi = _factor(self.arch_factor, arch) if self.arch_factor else (1.0, 1.0)
         base = units * self.per_unit_s + gb * self.per_gb_s
-        return base + lo * alo * ideal_s, base + hi * ahi * ideal_s
+        return base + lo * ideal_s, base + hi * ideal_s
 
     def band(
-        self, group: str | None, ideal_s: float, units: float, gb: float = 0.0, arch: str | None = None
+        self,
+        group: str | None,
+        ideal_s: float,
+        units: float,
+        gb: float = 0.0,
+        levels: tuple[float, float, float, str] | None = None,
     ) -> EfficiencyBand:
-        """The band as fractions of the ideal (ceiling) speed, which EfficiencyBand holds."""
-        fast, slow = self.predicted_s(group, ideal_s, units, gb, arch)
-        high = min(ideal_s / fast * math.exp(self.residual_high), 1.0)
-        low = min(ideal_s / slow * math.exp(self.residual_low), high)
-        missing = [x for x, table in ((group, self.read_factor), (arch, self.arch_factor)) if table and x not in table]
-        extra = (
-            f"; no published results for {'/'.join(m or '?' for m in missing)}: the range of the fitted ones"
-            if missing
-            else ""
-        )
-        return EfficiencyBand(
-            low=low, high=high, source=self.level(arch if self.kind == "decode" else group) + self.describe() + extra
-        )
-
-    def level(self, key: str | None) -> str:
-        """Which level of what is known of the device the band rests on, and on how many
-        devices of it: `vulkan on the nvidia vendor (5 devices): ` (empty: the backend's)."""
-        n = self.level_devices.get(key or "")
-        if not key or key == ALL or not n:
-            return ""
-        kind = "vendor" if key in {v for _, v in VENDOR_PREFIXES} else "architecture"
-        return f"{self.backend} on the {key} {kind} ({n} device{'s' if n != 1 else ''}): "
+        """The band as fractions of the ideal (ceiling) speed, which EfficiencyBand holds:
+        this fit's residual spread, or with `levels` (ln offset, ln low, ln high, why) the
+        offset and spread of what is known of the device."""
+        fast, slow = self.predicted_s(group, ideal_s, units, gb)
+        offset, low_ln, high_ln, why = levels or (0.0, self.residual_low, self.residual_high, "")
+        high = min(ideal_s / fast * math.exp(offset + high_ln), 1.0)
+        low = min(ideal_s / slow * math.exp(offset + low_ln), high)
+        missing = group is not None and group not in self.read_factor and len(self.read_factor) > 1
+        extra = f"; no published results for {group}: the range of the fitted ones" if missing else ""
+        return EfficiencyBand(low=low, high=high, source=why + self.describe() + extra)
 
     def describe(self) -> str:
         factors = ", ".join(f"{LABELS.get(g, g)} {1 / a:.0%}" for g, a in sorted(self.read_factor.items()))
         if self.kind == "decode":
             model = f"bandwidth reached {factors}"
-            if self.arch_factor:
-                archs = ", ".join(f"{a} x{1 / f:.2f}" for a, f in sorted(self.arch_factor.items()))
-                by = "vendor" if set(self.arch_factor) <= {v for _, v in VENDOR_PREFIXES} | {ALL} else "architecture"
-                model += f" (by {by}: {archs})"
             costs = [f"{self.per_unit_s * 1e6:.0f} us per layer"] if self.per_unit_s else []
             costs += [f"{self.per_gb_s * 1e3:.2f} ms per GB"] if self.per_gb_s else []
             model += f", plus {' and '.join(costs)}" if costs else ""
@@ -210,6 +167,108 @@ class LinearFit:
             f"fitted on {self.n} public {self.backend} {self.kind} results ({self.devices} devices): {model}; "
             f"residual spread {spread} (2nd-98th percentile{src}){out}"
         )
+
+
+# What is known of a device, most specific first: the levels a band rests on (Levels).
+LEVELS = ("device", "architecture", "class")
+# The build terms each test fits where the data has them (a code per result: build_codes).
+# Builds before December 2024 predate the Vulkan backend's reworked matrix-vector kernels
+# (llama.cpp PRs #10665, #10991; the same RX 5700 XT: 37.8 tok/s in PR #5835, 2024-03, and
+# 65.2 in PR #13324, 2025-05); b4200 is that month's build (b3999 on 2024-10-31 and b5315 on
+# 2025-05-08 in the dataset: about 7 builds a day). Matrix cores (Vulkan's banner) move prefill.
+OLD_BUILD_NUMBER = 4200
+OLD_BUILD_DATE = "2024-12"
+BUILD_TERMS = {"decode": ("old build",), "prefill": ("old build", "no matrix cores")}
+LEVEL_QUANTILE = 0.99  # a level's band: the 1st to 99th percentile of a new device's error
+
+
+def build_codes(build: BuildFacts | None) -> dict[str, float]:
+    """Each build term's code for a result: `old build` 1 (a build before OLD_BUILD_*) or 0
+    (newer, or not known: a report without its build is taken as a current one); `no matrix
+    cores` +0.5 (the banner says none), -0.5 (it names them), 0 (no banner)."""
+    if build is None:
+        return {}
+    old = (build.number is not None and build.number < OLD_BUILD_NUMBER) or (
+        build.number is None and build.date is not None and build.date < OLD_BUILD_DATE
+    )
+    codes = {"old build": 1.0} if old else {}
+    if build.matrix_cores is not None:
+        codes["no matrix cores"] = 0.5 if build.matrix_cores == "none" else -0.5
+    return codes
+
+
+@dataclass(frozen=True, kw_only=True)
+class Levels:
+    """How far a device's results sit from its backend's fit, by what is known of it (ln of
+    speed / the fit's): its class (vendor, integrated or discrete), its architecture within
+    the class, the device itself within its architecture, each shrunk toward the level above
+    by `shrink_devices` devices' weight; plus the build terms. `spread_low/high`: where a
+    device new to the fit lands around its prediction (leave one device out, a t interval)."""
+
+    backend: str
+    kind: str
+    effects: dict[str, dict[str, float]]  # level -> key -> ln(speed / the fit's), relative to the level above
+    devices: dict[str, dict[str, int]]  # level -> key -> devices (results, for the device level) behind it
+    terms: dict[str, float]  # build term -> ln(speed) per unit of its code
+    spread_low: float  # a device new to the fit
+    spread_high: float
+    device_spread_low: float  # a device the fit holds (its other results known)
+    device_spread_high: float
+    shrink_devices: float
+    n: int
+    n_devices: int
+
+    def keys(self, device: Device | None) -> dict[str, str | None]:
+        if device is None:
+            return {}
+        return {"device": device.profile_id, "architecture": device.architecture, "class": device.device_class}
+
+    def level_of(self, device: Device | None) -> str | None:
+        """The most specific level that knows the device (None: none does)."""
+        keys = self.keys(device)
+        return next((lv for lv in LEVELS if keys.get(lv) in self.effects.get(lv, {})), None)
+
+    def offset(self, device: Device | None) -> tuple[float, str]:
+        """(ln offset, which level and build terms it rests on, as a verdict says it)."""
+        keys = self.keys(device)
+        used = self.level_of(device)
+        if used is None:
+            where = f"{self.backend} with no published results of its class or architecture: the backend's fit"
+            total = 0.0
+        else:
+            total = sum(self.effects[lv].get(keys[lv] or "", 0.0) for lv in LEVELS[LEVELS.index(used) :])
+            key, n = keys[used] or "", self.devices[used][keys[used] or ""]
+            what = {
+                "device": f"{key} itself ({n} result{'s' if n != 1 else ''})",
+                "architecture": f"the {key} architecture ({n} device{'s' if n != 1 else ''})",
+                "class": f"{key} GPUs ({n} device{'s' if n != 1 else ''})",
+            }[used]
+            where = f"{self.backend} on {what}: x{math.exp(total):.2f} the fit's speed"
+        codes = build_codes(device.build if device else None)
+        for term, value in sorted(self.terms.items()):
+            if codes.get(term):
+                total += value * codes[term]
+                where += f", {term} x{math.exp(value * codes[term]):.2f}"
+        build = device.build if device else None
+        if "old build" in self.terms and (build is None or (build.number is None and build.date is None)):
+            where += f" (the build not given: taken as b{OLD_BUILD_NUMBER} or later)"
+        unknown = [t for t in self.terms if t not in codes and t != "old build"]
+        if unknown:
+            where += f" ({', '.join(unknown)} not known: the band spans both)"
+        low, high = self.spread(used)
+        spread = f"{math.exp(low) - 1:+.0%}/{math.exp(high) - 1:+.0%}"
+        who = "a result of a device the fit holds" if used == "device" else "a device new to the fit"
+        return total, (
+            f"{where}; {who} lands {spread} from its prediction ({LEVEL_QUANTILE - (1 - LEVEL_QUANTILE):.0%} "
+            f"interval, leaving {'one result' if used == 'device' else 'one device'} out over "
+            f"{self.n_devices} devices, levels shrunk by {self.shrink_devices:g} devices); "
+        )
+
+    def spread(self, level: str | None) -> tuple[float, float]:
+        """(ln low, ln high) of the band at `level`."""
+        if level == "device":
+            return self.device_spread_low, self.device_spread_high
+        return self.spread_low, self.spread_high
 
 
 def _rounded(value: Any) -> Any:
@@ -249,12 +308,10 @@ def _fit(v: dict[str, Any]) -> LinearFit:
 
 @dataclass(frozen=True, kw_only=True)
 class SpeedFits:
-    decode: dict[str, LinearFit] = field(default_factory=dict)  # by weight family only
-    decode_arch: dict[str, LinearFit] = field(default_factory=dict)  # ... and by the device's architecture
-    decode_vendor: dict[str, LinearFit] = field(default_factory=dict)  # ... and by its vendor
-    prefill: dict[str, LinearFit] = field(default_factory=dict)  # by the device's architecture
-    prefill_vendor: dict[str, LinearFit] = field(default_factory=dict)  # by its vendor
-    prefill_any: dict[str, LinearFit] = field(default_factory=dict)  # one factor: architecture unknown
+    decode: dict[str, LinearFit] = field(default_factory=dict)  # by weight family
+    prefill: dict[str, LinearFit] = field(default_factory=dict)  # one factor for all devices
+    decode_levels: dict[str, Levels] = field(default_factory=dict)  # what is known of the device, on top
+    prefill_levels: dict[str, Levels] = field(default_factory=dict)
     dataset: str = ""
 
     def to_json(self) -> str:
@@ -273,48 +330,39 @@ class SpeedFits:
             data = json.loads(read_text(path, MAX_FITS_BYTES, BadInputError))
             return cls(
                 decode={k: _fit(v) for k, v in data.get("decode", {}).items()},
-                decode_arch={k: _fit(v) for k, v in data.get("decode_arch", {}).items()},
-                decode_vendor={k: _fit(v) for k, v in data.get("decode_vendor", {}).items()},
                 prefill={k: _fit(v) for k, v in data.get("prefill", {}).items()},
-                prefill_vendor={k: _fit(v) for k, v in data.get("prefill_vendor", {}).items()},
-                prefill_any={k: _fit(v) for k, v in data.get("prefill_any", {}).items()},
+                decode_levels={k: Levels(**v) for k, v in data.get("decode_levels", {}).items()},
+                prefill_levels={k: Levels(**v) for k, v in data.get("prefill_levels", {}).items()},
                 dataset=str(data.get("dataset", "")),
             )
         except (ValueError, TypeError, AttributeError) as e:
             raise BadInputError(f"{path}: not a speed-fits file ({e})") from None
 
     def decode_band(
-        self, backend: str, spec: ModelSpec, bandwidth_bytes_per_s: float, architecture: str | None = None
+        self, backend: str, spec: ModelSpec, bandwidth_bytes_per_s: float, device: Device | None = None
     ) -> EfficiencyBand | None:
-        """The device's architecture narrows the band where the data has it, else its vendor's;
-        without either (a bandwidth given by hand) the weight family alone decides."""
-        fit, key = self.decode.get(backend), architecture
-        by_arch, by_vendor, vendor = (
-            self.decode_arch.get(backend),
-            self.decode_vendor.get(backend),
-            vendor_of(architecture),
-        )
-        if by_arch is not None and architecture in by_arch.arch_factor:
-            fit = by_arch
-        elif by_vendor is not None and vendor in by_vendor.arch_factor:
-            fit, key = by_vendor, vendor
+        """The weight family's fit, moved and narrowed by what is known of the device (its
+        levels and build terms); without a device (a bandwidth given by hand) the fit alone."""
+        fit = self.decode.get(backend)
         if fit is None:
             return None
         nbytes = spec.decode_bytes_per_token
-        return fit.band(dominant_family(spec), nbytes / bandwidth_bytes_per_s, spec.n_layers, nbytes / 1e9, key)
+        levels = self._levels(self.decode_levels.get(backend), device)
+        return fit.band(dominant_family(spec), nbytes / bandwidth_bytes_per_s, spec.n_layers, nbytes / 1e9, levels)
 
     def prefill_band(
-        self, backend: str, spec: ModelSpec, peak_flops: float, architecture: str | None
+        self, backend: str, spec: ModelSpec, peak_flops: float, device: Device | None = None
     ) -> EfficiencyBand | None:
-        """By the device's architecture where the data has it, else by its vendor; without
-        either (FLOP/s given by hand) the fit with one factor for all."""
-        group: str | None = architecture
+        """As decode_band, on the compute ceiling."""
         fit = self.prefill.get(backend)
-        if fit is None or architecture not in fit.read_factor:
-            group, fit = vendor_of(architecture), self.prefill_vendor.get(backend)
-            if fit is None or group not in fit.read_factor:
-                fit = self.prefill_any.get(backend, self.prefill.get(backend))
         if fit is None:
             return None
         ideal = 2.0 * spec.active_params / peak_flops  # seconds per prompt token at the peak
-        return fit.band(group if group in fit.read_factor else ALL, ideal, 1.0)
+        return fit.band(ALL, ideal, 1.0, levels=self._levels(self.prefill_levels.get(backend), device))
+
+    @staticmethod
+    def _levels(levels: Levels | None, device: Device | None) -> tuple[float, float, float, str] | None:
+        if levels is None or device is None or device.device_class is None:
+            return None  # a device given by its figures alone: nothing known beyond the backend
+        offset, why = levels.offset(device)
+        return (offset, *levels.spread(levels.level_of(device)), why)

@@ -14,16 +14,19 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ggprof.calibration.regression import MIN_OWN_SPREAD_ROWS, Point, regress_backends
+from ggprof.calibration import speed_fits
+from ggprof.calibration.levels import fit_levels, observed
+from ggprof.calibration.regression import Point, regress_backends, residuals
 from ggprof.errors import BadInputError
 from ggprof.figures import Figure
 from ggprof.files import read_text
 from ggprof.llamacpp import N_PROMPT
+from ggprof.machine.device import BuildFacts
 from ggprof.machine.profiles import Profile, ProfileDB
 from ggprof.machine.target import DeviceChoice, device_from_profile
 from ggprof.model.reference import reference_path, split_ref
 from ggprof.model.spec import ModelSpec, load_model
-from ggprof.physics.expected import ALL, SpeedFits, dominant_family, vendor_of
+from ggprof.physics.expected import ALL, SpeedFits, build_codes, dominant_family
 from ggprof.physics.roofline import PredictInputs, predict
 from ggprof.pipelines.check import Checker, Reported
 from ggprof.pipelines.extensions import Extensions
@@ -50,6 +53,17 @@ class ResultRow:
     depth: int
     tok_s: float
     raw: dict[str, object] = field(repr=False, compare=False)
+
+    @property
+    def build(self) -> BuildFacts:
+        """The build the row names: its number, date and Vulkan banner, where the source gives them."""
+        facts = self.raw.get("build_facts")
+        number, date = self.raw.get("build_number"), self.raw.get("build_date")
+        return BuildFacts(
+            number=number if isinstance(number, int) else None,
+            date=str(date) if date else None,
+            matrix_cores=str(facts["matrix_cores"]) if isinstance(facts, dict) and facts.get("matrix_cores") else None,
+        )
 
     @property
     def label(self) -> str:
@@ -166,33 +180,29 @@ def points_of(rows: list[ResultRow], refs: References) -> Points:
         if row.depth:
             continue
         spec = refs.spec(row.model_ref)
+        known = Point(
+            group=ALL,
+            ideal_s=0.0,
+            units=1.0,
+            measured_s=1.0 / row.tok_s,
+            device=row.profile.id,
+            architecture=row.profile.architecture,
+            device_class=row.profile.device_class,
+            codes=build_codes(row.build),
+            label=row.label,
+        )
         if row.kind == "tg":
             decode.setdefault(row.backend, []).append(
-                Point(
+                replace(
+                    known,
                     group=dominant_family(spec),
                     ideal_s=spec.decode_bytes_per_token / row.profile.bandwidth_bytes_per_s,
                     units=spec.n_layers,
-                    measured_s=1.0 / row.tok_s,
-                    device=row.profile.id,
                     gb=spec.decode_bytes_per_token / 1e9,
-                    arch=row.profile.architecture,
-                    label=row.label,
                 )
             )
-        else:
-            ceiling = prefill_ceiling_tok_s(spec, row)
-            if ceiling:
-                prefill.setdefault(row.backend, []).append(
-                    Point(
-                        group=row.profile.architecture or ALL,
-                        ideal_s=1.0 / ceiling,
-                        units=1.0,
-                        measured_s=1.0 / row.tok_s,
-                        device=row.profile.id,
-                        arch=row.profile.architecture,
-                        label=row.label,
-                    )
-                )
+        elif ceiling := prefill_ceiling_tok_s(spec, row):
+            prefill.setdefault(row.backend, []).append(replace(known, ideal_s=1.0 / ceiling))
     return Points(decode=decode, prefill=prefill)
 
 
@@ -202,21 +212,26 @@ def regress_all(rows: list[ResultRow], refs: References, dataset: str) -> SpeedF
 
 
 def regress_points(points: Points, dataset: str) -> SpeedFits:
-    decode, prefill = points.decode, points.prefill
-    # One factor for all devices: what FLOP/s given by hand (no architecture) is judged by, and
-    # all a backend with few prefill rows gets (a factor per architecture needs rows to rest on).
-    prefill_any = {b: [replace(p, group=ALL) for p in pts] for b, pts in prefill.items()}
-    by_arch = {b: pts for b, pts in prefill.items() if len(pts) >= MIN_OWN_SPREAD_ROWS}
-    # The same points with the vendor in place of the chip generation (speed.vendor_of).
-    decode_vendor = {b: [replace(p, arch=vendor_of(p.arch)) for p in pts] for b, pts in decode.items()}
-    prefill_vendor = {b: [replace(p, group=vendor_of(p.arch) or ALL) for p in pts] for b, pts in by_arch.items()}
+    """Each backend's fit (decode by weight family, prefill with one factor for all devices)
+    and, on top, the levels of what is known of the device, fitted on the results each fit kept."""
+    decode, kept_decode = regress_backends("decode", points.decode)
+    prefill, kept_prefill = regress_backends("prefill", points.prefill)
+    levels = {}
+    for kind, fits, kept in (("decode", decode, kept_decode), ("prefill", prefill, kept_prefill)):
+        levels[kind] = {
+            b: lv
+            for b, fit in fits.items()
+            if (
+                lv := fit_levels(
+                    b, kind, [observed(p, r) for p, r in zip(kept[b], residuals(fit, kept[b]), strict=True)]
+                )
+            )
+        }
     return SpeedFits(
-        decode=regress_backends("decode", decode),
-        decode_arch=regress_backends("decode", decode, by_arch=True),
-        decode_vendor=regress_backends("decode", decode_vendor, by_arch=True),
-        prefill=regress_backends("prefill", by_arch),
-        prefill_vendor=regress_backends("prefill", prefill_vendor),
-        prefill_any=regress_backends("prefill", prefill_any),
+        decode=decode,
+        prefill=prefill,
+        decode_levels=levels["decode"],
+        prefill_levels=levels["prefill"],
         dataset=dataset,
     )
 
@@ -229,14 +244,21 @@ class RowVerdict:
     low_tok_s: float | None
     high_tok_s: float | None
     codes: tuple[str, ...]
+    level: str  # what the band rested on: device, architecture, class, or the backend's fit
 
 
 def judge_row(
-    row: ResultRow, refs: References, ext: Extensions, slowdown: float = 1.0, use_profile: bool = True
+    row: ResultRow,
+    refs: References,
+    ext: Extensions,
+    slowdown: float = 1.0,
+    use_profile: bool = True,
+    use_build: bool = True,
 ) -> RowVerdict:
     """`ggprof check MODEL --tg X (or --pp X) --device ID --backend B`, the row's tok/s divided
-    by `slowdown`. Without `use_profile`: `--bandwidth <the profile's GB/s>` and `--flops <its
-    peak>`, no device (so no architecture)."""
+    by `slowdown`, with the build the row names (as its llama-bench JSON or log would say;
+    without `use_build`, none). Without `use_profile`: `--bandwidth <the profile's GB/s>` and
+    `--flops <its peak>`, no device (so nothing known of it)."""
     spec = refs.spec(row.model_ref)
     if use_profile:
         choice = DeviceChoice(device_id=row.profile.id)
@@ -247,6 +269,7 @@ def judge_row(
             flops=Figure(peak, "user", "published") if peak else None,
         )
     tok_s = row.tok_s / slowdown
+    build = row.build
     reported = Reported(
         tg_tok_s=tok_s if row.kind == "tg" else None,
         pp_tok_s=tok_s if row.kind == "pp" else None,
@@ -254,6 +277,7 @@ def judge_row(
         n_prompt=row.n_tokens if row.kind == "pp" else N_PROMPT,
         backend=row.backend,
         label=row.label,
+        build=build if use_build and build else None,  # as llama-bench JSON or a log would give it
     )
     judged = Checker(spec, choice, ext).check(reported)
     code_prefix = "DECODE" if row.kind == "tg" else "PREFILL"
@@ -265,6 +289,15 @@ def judge_row(
         low, high = p.expected.low_tok_s, p.expected.high_tok_s
     elif p is not None and row.kind == "pp" and p.prefill_band is not None and p.prefill_ceiling_tok_s:
         low, high = p.prefill_band.low * p.prefill_ceiling_tok_s, p.prefill_band.high * p.prefill_ceiling_tok_s
+    fits = speed_fits()
+    levels = (fits.decode_levels if row.kind == "tg" else fits.prefill_levels).get(row.backend)
+    level = levels.level_of(device_from_profile(row.profile)) if levels and use_profile else None
     return RowVerdict(
-        row=row, slowdown=slowdown, severity=severity, low_tok_s=low, high_tok_s=high, codes=tuple(f.code for f in mine)
+        row=row,
+        slowdown=slowdown,
+        severity=severity,
+        low_tok_s=low,
+        high_tok_s=high,
+        codes=tuple(f.code for f in mine),
+        level=level or "backend fit",
     )

@@ -16,7 +16,7 @@ from ggprof.bench.llamabench import LlamaBenchRow, backend_of_row
 from ggprof.bench.roofs import StoredRoof
 from ggprof.errors import NoBandwidthError
 from ggprof.llamacpp import N_PROMPT
-from ggprof.machine.device import Device
+from ggprof.machine.device import BuildFacts, Device
 from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
@@ -46,6 +46,7 @@ class Reported:
     label: str = "reported"
     context: RunContext | None = None  # what the report says about the run (a pasted log's facts)
     model_uncertainty: float = 0.0  # the model estimated from a log: how far its bytes may be off
+    build: BuildFacts | None = None  # the llama.cpp build it ran on, where the report says (its era moves the band)
 
 
 class Checker:
@@ -68,7 +69,9 @@ class Checker:
         self.split: SplitSetup | None = None  # the machines RPC rows ran on (--rpc, --rpc-device)
         self.tensor_split: tuple[float, ...] = ()
         # Many rows share a backend, depth, prompt and offload: predict each combination once.
-        self._predictions: dict[tuple[str | None, int, int, int | None], tuple[Target | None, Prediction | None]] = {}
+        self._predictions: dict[
+            tuple[str | None, int, int, int | None, BuildFacts | None], tuple[Target | None, Prediction | None]
+        ] = {}
         self._index: dict[int, int] = {}  # id of each prediction made -> its place in predictions()
         self._roofs: dict[int, StoredRoof | None] = {}  # depth -> the compute roof kept for it here
 
@@ -86,14 +89,16 @@ class Checker:
         return replace(target, cpu=self.cpu) if self.cpu is not None and target.device.is_discrete_gpu else target
 
     @staticmethod
-    def key(r: Reported) -> tuple[str | None, int, int, int | None]:
+    def key(r: Reported) -> tuple[str | None, int, int, int | None, BuildFacts | None]:
         """What a prediction depends on: rows with the same key share one."""
-        return (r.backend, r.depth, r.n_prompt, r.n_gpu_layers)
+        return (r.backend, r.depth, r.n_prompt, r.n_gpu_layers, r.build or None)
 
     def predicted(self, r: Reported) -> tuple[Target | None, Prediction | None]:
         key = self.key(r)
         if key not in self._predictions:
             target = self.target(r.backend, is_partial_offload(r.n_gpu_layers, self.spec.n_layers))
+            if target is not None and r.build:
+                target = replace(target, device=replace(target.device, build=r.build))
             inputs = PredictInputs(
                 depth=r.depth,
                 prompt=r.n_prompt,
@@ -185,6 +190,7 @@ def reported_from_row(row: LlamaBenchRow, backend: str | None) -> Reported:
         n_gpu_layers=None if used == "cpu" else row.n_gpu_layers,
         cv=row.stddev_ts / row.avg_ts,
         label=row.test,
+        build=BuildFacts(number=row.build_number) if row.build_number is not None else None,
     )
 
 

@@ -19,7 +19,7 @@ from ggprof.logs.model import LogModel, model_from_log
 from ggprof.logs.parse import Fact, LogRun, ParsedLog, Speed, parse_lines
 from ggprof.logs.text import Line, LogText
 from ggprof.logs.triage import Cause, backend_of, causes, gpu_device, is_partial, tiny_prefill
-from ggprof.machine.device import Device
+from ggprof.machine.device import BuildFacts, Device
 from ggprof.machine.profiles import Profile
 from ggprof.machine.target import DeviceChoice, device_from_profile
 from ggprof.model.spec import ModelSpec
@@ -285,9 +285,17 @@ def _check_run(
             model_uncertainty=model.uncertainty,  # the estimate's spread widens the tolerance, as noise does
             label=f"{s.kind} {s.tok_s:,.4g} tok/s (line {s.line})",
             context=context,
+            build=build_facts(run, backend, context),
         )
         rc.measurements.append(Measurement(index, s, checker.check(r)))
     return rc
+
+
+def build_facts(run: LogRun, backend: str, context: RunContext) -> BuildFacts | None:
+    """What the bands use of a log's build: its number and, on Vulkan, the banner's matrix cores."""
+    d = gpu_device(run, backend) if backend == "vulkan" else None
+    build = BuildFacts(number=context.build_number, matrix_cores=d.matrix_cores if d else None)
+    return build if build else None
 
 
 def _context(run: LogRun, backend: str, spec: ModelSpec | None) -> RunContext:

@@ -249,6 +249,8 @@ def profile_dict(p: Profile) -> dict[str, Any]:
         "peak_int8_tops": p.peak_int8_tops,
         "gpu_cores": p.gpu_cores,
         "architecture": p.architecture,
+        "vendor": p.vendor,
+        "device_class": p.device_class,  # what the speed fits group by beyond the architecture
         "aliases": list(p.aliases),
         "source": p.source,
         "sources": p.sources,
