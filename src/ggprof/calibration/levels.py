@@ -16,10 +16,11 @@ without the term come from MIN_TERM_DEVICES devices each.
 
 How wide a band is comes from results the fit did not see. For a device new to the data:
 each device is left out in turn, predicted from the others at the level it would get, and
-the errors of all devices give a t interval (LEVEL_QUANTILE), wide where they are few.
-`shrink` is chosen from SHRINK_GRID by those errors (the narrowest). For a device the data
-holds: each result of a device with two or more is left out in turn and predicted from the
-rest (its device's other results included), the same interval over those errors.
+the errors give a t interval (the band's QUANTILES, as for a fit's residuals) where each
+device weighs the same, wide where the devices are few. `shrink` is chosen from
+SHRINK_GRID by those errors (the narrowest). For a device the data holds: each result of a
+device with two or more is left out in turn and predicted from the rest (its device's
+other results included), the same interval over those errors.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ import math
 from dataclasses import dataclass
 
 from ggprof.calibration.regression import Point
-from ggprof.physics.expected import BUILD_TERMS, LEVEL_QUANTILE, LEVELS, Levels
+from ggprof.physics.expected import BUILD_TERMS, LEVELS, QUANTILES, Levels
 from ggprof.stats import t_quantile
 
 SHRINK_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)  # devices' weight pulling a level toward the one above
 MIN_LEVEL_DEVICES = 5  # fewer devices: the backend's fit alone (no level would rest on anything)
 MIN_TERM_DEVICES = 2  # a build term needs results with and without it from this many devices each
-MIN_WITHIN_RESULTS = 8  # fewer results of devices seen twice: a known device's band is a new one's
+MIN_WITHIN_DEVICES = 5  # fewer devices seen twice or more: a known device's band is a new one's
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,23 +112,28 @@ def _predicted(effects: dict[str, dict[str, float]], values: dict[str, float], o
     return total + sum(v * o.codes.get(t, 0.0) for t, v in values.items())
 
 
-def _left_out_errors(obs: list[Observed], terms: list[str], shrink: float) -> list[float]:
-    """Each device's results predicted by a fit on the other devices: their errors."""
+def _left_out_errors(obs: list[Observed], terms: list[str], shrink: float) -> list[tuple[str, float]]:
+    """Each device's results predicted by a fit on the other devices: (device, error)."""
     errors = []
     for device in sorted({o.device for o in obs}):
         rest = [o for o in obs if o.device != device]
         effects, values = _solve(rest, terms, shrink)
-        errors += [o.residual - _predicted(effects, values, o) for o in obs if o.device == device]
+        errors += [(device, o.residual - _predicted(effects, values, o)) for o in obs if o.device == device]
     return errors
 
 
-def _interval(errors: list[float]) -> tuple[float, float]:
-    """The LEVEL_QUANTILE t interval of a new device's error (the mean, the spread of the
-    errors widened by sqrt(1 + 1/n) for the mean's own uncertainty)."""
-    n = len(errors)
-    mean = sum(errors) / n
-    sd = math.sqrt(sum((e - mean) ** 2 for e in errors) / (n - 1))
-    half = t_quantile(LEVEL_QUANTILE, n - 1) * sd * math.sqrt(1 + 1 / n)
+def _interval(errors: list[tuple[str, float]]) -> tuple[float, float]:
+    """The QUANTILES t interval of the next error: the mean and spread of the errors, each
+    device weighing the same (a chip measured ten times is one device, not ten), with as many
+    degrees of freedom as devices, widened by sqrt(1 + 1/n) for the mean's own uncertainty."""
+    per_device: dict[str, int] = {}
+    for device, _ in errors:
+        per_device[device] = per_device.get(device, 0) + 1
+    n = len(per_device)
+    weights = [1.0 / per_device[d] for d, _ in errors]
+    mean = sum(w * e for w, (_, e) in zip(weights, errors, strict=True)) / n
+    var = sum(w * (e - mean) ** 2 for w, (_, e) in zip(weights, errors, strict=True)) / (n - 1)
+    half = t_quantile(QUANTILES[1], n - 1) * math.sqrt(var) * math.sqrt(1 + 1 / n)
     return mean - half, mean + half
 
 
@@ -147,8 +153,9 @@ def fit_levels(backend: str, kind: str, obs: list[Observed]) -> Levels | None:
     for i, o in enumerate(obs):
         if counts[o.device] >= 2:
             rest_effects, rest_values = _solve(obs[:i] + obs[i + 1 :], terms, shrink)
-            within.append(o.residual - _predicted(rest_effects, rest_values, o))
-    device_low, device_high = _interval(within) if len(within) >= MIN_WITHIN_RESULTS else (low, high)
+            within.append((o.device, o.residual - _predicted(rest_effects, rest_values, o)))
+    known = len({d for d, _ in within}) >= MIN_WITHIN_DEVICES
+    device_low, device_high = _interval(within) if known else (low, high)
     devices: dict[str, dict[str, int]] = {}
     for lv in LEVELS:
         members: dict[str, set[str]] = {}

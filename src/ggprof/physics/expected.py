@@ -58,7 +58,7 @@ LABELS = {
     "iq": "I-quants",
     "all": "all devices",
 }
-QUANTILES = (0.02, 0.98)  # the band: these residual percentiles of the fit
+QUANTILES = (0.02, 0.98)  # the band: these percentiles of the fit's residuals (or of left-out errors)
 MAX_FITS_BYTES = 1 << 20
 # A least-squares fit is not bit-identical across CPUs, BLAS builds and numpy versions (the
 # 13th-15th significant digits differ). Stored with 6 significant digits and compared to 1e-5
@@ -179,7 +179,6 @@ LEVELS = ("device", "architecture", "class")
 OLD_BUILD_NUMBER = 4200
 OLD_BUILD_DATE = "2024-12"
 BUILD_TERMS = {"decode": ("old build",), "prefill": ("old build", "no matrix cores")}
-LEVEL_QUANTILE = 0.99  # a level's band: the 1st to 99th percentile of a new device's error
 
 
 def build_codes(build: BuildFacts | None) -> dict[str, float]:
@@ -259,8 +258,8 @@ class Levels:
         spread = f"{math.exp(low) - 1:+.0%}/{math.exp(high) - 1:+.0%}"
         who = "a result of a device the fit holds" if used == "device" else "a device new to the fit"
         return total, (
-            f"{where}; {who} lands {spread} from its prediction ({LEVEL_QUANTILE - (1 - LEVEL_QUANTILE):.0%} "
-            f"interval, leaving {'one result' if used == 'device' else 'one device'} out over "
+            f"{where}; {who} lands {spread} from its prediction ({QUANTILES[0]:.0%}-{QUANTILES[1]:.0%} "
+            f"t interval, leaving {'one result' if used == 'device' else 'one device'} out over "
             f"{self.n_devices} devices, levels shrunk by {self.shrink_devices:g} devices); "
         )
 
