@@ -108,9 +108,10 @@ def test_with_r_llama_bench_runs_that_count(llama_tools: Path, gemma_path: Path)
     [
         # 1000%: known after the first invocation
         (0, 64, 10.0, 3, "stopped after 3: "),
-        # never known; a repetition of tg64 on 1 thread (2-4 s here) outweighs a load and a
-        # one-token warm-up (under 1 s): one more invocation of 1 tells it is too noisy
-        (0, 64, 1e-9, 4, "too noisy to pin down: "),
+        # never known; a repetition of tg256 on 1 thread (3 s on a 2-core EPYC VM, 8-16 s on
+        # slower ones) outweighs a load and a one-token warm-up (about 1 s there: with tg64, at
+        # 0.75 s a repetition, it did not): one more invocation of 1 tells it is too noisy
+        (0, 256, 1e-9, 4, "too noisy to pin down: "),
         # never known; a repetition of pp16 (under 0.1 s) weighs less than the load and the
         # warm-up another invocation would cost: it stops and says so
         (16, 0, 1e-9, 3, "1 more would take another llama-bench invocation"),

@@ -272,15 +272,20 @@ PROFILE_KEYS = {
 def test_profile_gemma_end_to_end(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     """An honest run of the real Gemma model on 2 threads, with the thread probe (1 thread)
     giving the compute roof the band is capped by. What holds whatever else this machine is
-    running: it is never impossible, and a verdict that is not plausible names why: the
-    noise of its repetitions, or the other processes that shared its CPUs (measured while it
-    ran, first among the causes). On a quiet machine that leaves plausible only."""
+    running: it is never impossible, and a verdict that is not plausible names why, from what
+    it measured, first among its causes: the noise of its repetitions, the other processes that shared its CPUs
+    (measured while it ran), or 2 threads no faster than the probe's 1
+    (contention the load counters miss: on a 2-core VM a run of 2 threads was seen at 52.9 tok/s
+    against its 1-thread probe's 80.3, with 3% load measured). On a quiet machine that leaves
+    plausible only."""
     r = run_cli("profile", str(gemma_path), "-p", "32", "-n", "16", "-r", "2", "-t", "2", "--json")
     d = json.loads(r.stdout)
     assert r.exit_code == d["exit_status"] and d["verdict"] != "impossible"
     load = d["context"]["cpu_load_during_percent"]
     for f in (f for f in d["findings"] if f["severity"] not in ("plausible", "unknown")):
-        named = f["code"] == "RUN_TOO_NOISY" or f["causes"][0].startswith("other load: other processes used")
+        named = f["code"] == "RUN_TOO_NOISY" or f["causes"][0].startswith(
+            ("other load: other processes used", "noisy repetitions", "more threads did not help")
+        )
         assert named, (f, load)
     assert ("CPU_OTHER_LOAD" in codes(d)) == (load > OTHER_LOAD_CPU_PERCENT)
     assert set(d) >= PROFILE_KEYS
