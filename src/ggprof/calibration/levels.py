@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 
 from ggprof.calibration.regression import Point
-from ggprof.physics.expected import BUILD_TERMS, LEVELS, QUANTILES, Levels
+from ggprof.physics.expected import BUILD_TERMS, LEVELS, QUANTILES, Levels, level_offset
 from ggprof.stats import t_quantile
 
 SHRINK_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)  # devices' weight pulling a level toward the one above
@@ -107,8 +107,7 @@ def _solve(
 
 def _predicted(effects: dict[str, dict[str, float]], values: dict[str, float], o: Observed) -> float:
     """A result's predicted error at the most specific level the effects know of its device."""
-    used = next((i for i, lv in enumerate(LEVELS) if o.keys.get(lv) in effects[lv]), len(LEVELS))
-    total = sum(effects[lv][o.keys[lv]] for lv in LEVELS[used:] if o.keys.get(lv) in effects[lv])
+    _, total = level_offset(effects, dict(o.keys))
     return total + sum(v * o.codes.get(t, 0.0) for t, v in values.items())
 
 

@@ -181,6 +181,15 @@ OLD_BUILD_DATE = "2024-12"
 BUILD_TERMS = {"decode": ("old build",), "prefill": ("old build", "no matrix cores")}
 
 
+def level_offset(effects: dict[str, dict[str, float]], keys: dict[str, str | None]) -> tuple[str | None, float]:
+    """(the most specific level whose effects know the device's key, the ln offset there: its
+    effect and those of the levels above it); (None, 0) where no level knows it."""
+    used = next((i for i, lv in enumerate(LEVELS) if keys.get(lv) in effects.get(lv, {})), None)
+    if used is None:
+        return None, 0.0
+    return LEVELS[used], sum(effects[lv].get(keys.get(lv) or "", 0.0) for lv in LEVELS[used:])
+
+
 def build_codes(build: BuildFacts | None) -> dict[str, float]:
     """Each build term's code for a result: `old build` 1 (a build before OLD_BUILD_*) or 0
     (newer, or not known: a report without its build is taken as a current one); `no matrix
@@ -224,18 +233,15 @@ class Levels:
 
     def level_of(self, device: Device | None) -> str | None:
         """The most specific level that knows the device (None: none does)."""
-        keys = self.keys(device)
-        return next((lv for lv in LEVELS if keys.get(lv) in self.effects.get(lv, {})), None)
+        return level_offset(self.effects, self.keys(device))[0]
 
     def offset(self, device: Device | None) -> tuple[float, str]:
         """(ln offset, which level and build terms it rests on, as a verdict says it)."""
         keys = self.keys(device)
-        used = self.level_of(device)
+        used, total = level_offset(self.effects, keys)
         if used is None:
             where = f"{self.backend} with no published results of its class or architecture: the backend's fit"
-            total = 0.0
         else:
-            total = sum(self.effects[lv].get(keys[lv] or "", 0.0) for lv in LEVELS[LEVELS.index(used) :])
             key, n = keys[used] or "", self.devices[used][keys[used] or ""]
             what = {
                 "device": f"{key} itself ({n} result{'s' if n != 1 else ''})",
