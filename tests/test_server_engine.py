@@ -332,7 +332,16 @@ def test_other_users_on_the_server_are_named(llama_server: str) -> None:
     )
     busy = threading.Thread(target=lambda: urllib.request.urlopen(other, timeout=300).read(), daemon=True)
     busy.start()
-    time.sleep(1.0)
+    # wait until the server reports the other request in a slot (the state the run must meet),
+    # not a fixed time: /slots polled under one whole deadline
+    deadline = time.monotonic() + 120
+
+    def processing() -> int:
+        with urllib.request.urlopen(f"{llama_server}/slots", timeout=5) as answer:
+            return sum(1 for slot in json.loads(answer.read()) if slot.get("is_processing") is True)
+
+    while processing() == 0:
+        assert busy.is_alive() and time.monotonic() < deadline, "the other request never took a slot"
     r = as_process("profile", "--server", llama_server, "-p", "32", "-n", "16", "-r", "2", "--json", "--no-save")
     d = json.loads(r.stdout)
     assert (d["context"]["other_requests"], d["context"]["server_slots"]) == (1, 4)
