@@ -235,8 +235,9 @@ class Levels:
         """The most specific level that knows the device (None: none does)."""
         return level_offset(self.effects, self.keys(device))[0]
 
-    def offset(self, device: Device | None) -> tuple[float, str]:
-        """(ln offset, which level and build terms it rests on, as a verdict says it)."""
+    def offset(self, device: Device | None) -> tuple[float, float, float, str]:
+        """(ln offset, ln low, ln high of the spread around it, which level and build terms
+        it rests on, as a verdict says it)."""
         keys = self.keys(device)
         used, total = level_offset(self.effects, keys)
         if used is None:
@@ -249,12 +250,12 @@ class Levels:
                 "class": f"{key} GPUs ({n} device{'s' if n != 1 else ''})",
             }[used]
             where = f"{self.backend} on {what}: x{math.exp(total):.2f} the fit's speed"
-        codes = build_codes(device.build if device else None)
+        build = device.build if device else None
+        codes = build_codes(build)
         for term, value in sorted(self.terms.items()):
             if codes.get(term):
                 total += value * codes[term]
                 where += f", {term} x{math.exp(value * codes[term]):.2f}"
-        build = device.build if device else None
         if "old build" in self.terms and (build is None or (build.number is None and build.date is None)):
             where += f" (the build not given: taken as b{OLD_BUILD_NUMBER} or later)"
         unknown = [t for t in self.terms if t not in codes and t != "old build"]
@@ -263,10 +264,15 @@ class Levels:
         low, high = self.spread(used)
         spread = f"{math.exp(low) - 1:+.0%}/{math.exp(high) - 1:+.0%}"
         who = "a result of a device the fit holds" if used == "device" else "a device new to the fit"
-        return total, (
-            f"{where}; {who} lands {spread} from its prediction ({QUANTILES[0]:.0%}-{QUANTILES[1]:.0%} "
-            f"t interval, leaving {'one result' if used == 'device' else 'one device'} out over "
-            f"{self.n_devices} devices, levels shrunk by {self.shrink_devices:g} devices); "
+        return (
+            total,
+            low,
+            high,
+            (
+                f"{where}; {who} lands {spread} from its prediction ({QUANTILES[0]:.0%}-{QUANTILES[1]:.0%} "
+                f"t interval, leaving {'one result' if used == 'device' else 'one device'} out over "
+                f"{self.n_devices} devices, levels shrunk by {self.shrink_devices:g} devices); "
+            ),
         )
 
     def spread(self, level: str | None) -> tuple[float, float]:
@@ -369,5 +375,4 @@ class SpeedFits:
     def _levels(levels: Levels | None, device: Device | None) -> tuple[float, float, float, str] | None:
         if levels is None or device is None or device.device_class is None:
             return None  # a device given by its figures alone: nothing known beyond the backend
-        offset, why = levels.offset(device)
-        return (offset, *levels.spread(levels.level_of(device)), why)
+        return levels.offset(device)
