@@ -34,6 +34,7 @@ from ggprof.pipelines.calibrate import (
     References,
     ResultRow,
     RowVerdict,
+    ceiling_known,
     judge_row,
     load_dataset,
     points_of,
@@ -130,11 +131,12 @@ def main() -> int:
     )
     print(
         table(
-            "... prefill by whether the row's Vulkan banner (matrix cores) is known",
+            "... prefill by whether the row's compute ceiling is known (matrix cores used or not: the Vulkan "
+            "banner, a build older than the kernels, a chip without them)",
             [v for v in honest if v.row.kind == "pp"],
             [v for v in slowed if v.row.kind == "pp"],
             targets=True,
-            by=lambda v: "matrix cores known" if v.row.build.matrix_cores else "matrix cores unknown",
+            by=lambda v: "ceiling known" if ceiling_known(v.row) else "matrix cores unknown",
         )
     )
     print(table("leave one device out, --device ID, the build not given", no_build, no_build_slow, targets=True))

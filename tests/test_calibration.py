@@ -124,7 +124,7 @@ CASES = [
     # The scoreboard's current build; its March 2024 PR build reached half of that (44% of the
     # ceiling vs 82%) and is now below the band: the band follows today's llama.cpp.
     ("vulkan", "AMD Radeon RX 6700 XT", "llama2-7b-q4_0"),
-    ("vulkan", "RTX 4090", "llama2-7b-q4_0"),
+    ("vulkan", "NVIDIA GeForce RTX 3090", "llama3-8b-q4_0"),  # its banner known: coopmat2 and coopmat1
     ("vulkan", "Intel Arc A770", "llama3-8b-q4_k_m"),
     ("cpu", "Intel Core i9-13900K, DDR5-6400", "llama2-7b-q4_0"),  # the band fitted on public CPU results
     ("cpu", "AMD EPYC 9274F (12 x DDR5-4800)", "llama2-7b-q4_0"),  # 33% of 460.8 GB/s: the flat band said suspicious
@@ -314,6 +314,10 @@ def test_an_old_build_is_judged_by_its_era(rows: list[ResultRow], refs: Referenc
     r = run_cli(*base, "--tg", str(old.tok_s), "--build", "2400")
     expected = next(f for f in json.loads(r.stdout)["findings"] if f["code"].startswith("DECODE"))["expected"]
     assert "old build x0." in expected
+    # build 1 is what a llama.cpp built without its git history says (the copy in llama-cpp-python): no era
+    r = run_cli(*base, "--tg", str(old.tok_s), "--build", "1")
+    expected = next(f for f in json.loads(r.stdout)["findings"] if f["code"].startswith("DECODE"))["expected"]
+    assert json.loads(r.stdout)["verdict"] == "suspicious" and "build 1 has no git history" in expected
     for bad in ("latest", "b-1", "0", "99999999"):
         r = run_cli(*base, "--tg", "40", "--build", bad)
         assert r.exit_code == 2 and "is not a llama.cpp build number" in r.stderr and "Traceback" not in r.stderr
@@ -357,4 +361,36 @@ def test_a_pasted_log_gives_its_build_and_vulkan_banner() -> None:
     assert found["llamacpp-5486-vulkan-rx6600m-fp16.txt"] == BuildFacts(number=2145)
     assert found["llamacpp-13217-vulkan-780m-server.txt"] == BuildFacts(number=5233, matrix_cores="KHR_coopmat")
     assert build_codes(found["llamacpp-5486-vulkan-rx6600m-fp16.txt"]) == {"old build": 1.0}
-    assert build_codes(found["llamacpp-13217-vulkan-780m-server.txt"]) == {"no matrix cores": -0.5}
+    assert build_codes(found["llamacpp-13217-vulkan-780m-server.txt"]) == {}
+    assert found["llamacpp-5486-vulkan-rx6600m-fp16.txt"].uses_matrix_cores("vulkan") is False  # before the kernels
+    assert found["llamacpp-13217-vulkan-780m-server.txt"].uses_matrix_cores("vulkan") is True
+
+
+def test_a_build_without_matrix_cores_has_the_vector_units_ceiling(
+    rows: list[ResultRow], refs: References, run_cli
+) -> None:  # type: ignore[no-untyped-def]
+    """The same Arc B580 on the same week's builds (PR #14001, Windows): 490.89 tok/s pp512
+    before the PR (matrix cores: none) and 1631.44 after (KHR_coopmat). Each is judged on the
+    ceiling of the units it used: the XMX peak with matrix cores, twice the FP32 rate without;
+    without the banner the band reaches down to the vector units' ceiling and says why."""
+    model = str(refs.spec("gemma2-2b-q4_k_m").path)
+    card = {r.build.matrix_cores: r for r in rows if (r.profile.id, r.kind) == ("arc-b580", "pp")}
+    base = ["check", model, "--device", "arc-b580", "--backend", "vulkan", "--json"]
+
+    def judged(tok_s: float, *extra: str) -> tuple[str, float, str]:
+        out = json.loads(run_cli(*base, "--pp", str(tok_s), *extra).stdout)
+        finding = next(f for f in out["findings"] if f["code"].startswith("PREFILL"))
+        return out["verdict"], out["predictions"][0]["peak_flops_per_s"], finding["expected"]
+
+    profile = card["none"].profile
+    verdict, peak, _ = judged(card["none"].tok_s, "--matrix-cores", "none")
+    assert verdict == "plausible"
+    assert peak == pytest.approx(2 * profile.peak_fp32_tflops * 1e12, rel=1e-6)
+    verdict, peak, _ = judged(card["KHR_coopmat"].tok_s, "--matrix-cores", "KHR_coopmat")
+    assert verdict == "plausible"
+    assert peak == pytest.approx(profile.peak_fp16_tflops * 1e12, rel=1e-6)
+    assert judged(card["KHR_coopmat"].tok_s / 4, "--matrix-cores", "KHR_coopmat")[0] == "suspicious"
+    # Without the banner the slower run may be a build without matrix cores: not flagged, and said
+    verdict, peak, expected = judged(card["KHR_coopmat"].tok_s / 4)
+    assert verdict == "plausible" and peak == pytest.approx(profile.peak_fp16_tflops * 1e12, rel=1e-6)
+    assert "matrix cores not known" in expected and "--matrix-cores" in expected

@@ -14,6 +14,8 @@ import psutil
 import pytest
 from support import as_process, judged, started
 
+from ggprof.machine.profiles import ProfileDB
+
 SMALL = ("-p", "32", "-n", "8", "-r", "2")
 
 
@@ -294,3 +296,37 @@ def test_a_profile_asks_llama_bench_for_its_devices_once(llama_tools: Path, tmp_
     calls = log.read_text().splitlines()
     assert [c for c in calls if "--list-devices" in c] == ["--list-devices"]
     assert any("-o jsonl" in c for c in calls)
+
+
+# The Arc A770's banner in llama.cpp PR #14001 (Windows, b5589): its Vulkan build had no matrix cores
+A770_BANNER = (
+    "ggml_vulkan: 0 = Intel(R) Arc(TM) A770 Graphics (Intel Corporation) | uma: 0 | fp16: 1 | "
+    "warp size: 32 | shared memory: 32768 | int dot: 0 | matrix cores: none"
+)
+
+
+@pytest.mark.slow
+def test_the_vulkan_banner_llama_bench_prints_sets_the_prefill_ceiling(
+    llama_tools: Path, gemma_path: Path, tmp_path: Path
+) -> None:
+    """llama-bench's Vulkan build prints each device's banner on stderr: what it says of matrix
+    cores reaches the verdict. The GPU is what this machine cannot have: a wrapper prints the
+    A770's public banner and runs the real llama-bench, its rows' backend named Vulkan."""
+    real = llama_tools / "llama-bench"
+    relabel = "sed -u 's/\"backends\": \"CPU\"/\"backends\": \"Vulkan\"/'"
+    wrapper = script(
+        tmp_path,
+        f'case "$*" in *--list-devices*) echo "Available devices:"; echo "  Vulkan0: Intel(R) Arc(TM) A770 '
+        f'Graphics (16032 MiB, 15000 MiB free)"; exit 0;; esac\necho "{A770_BANNER}" >&2\n"{real}" "$@" | {relabel}',
+    )
+    r = as_process(
+        "profile", str(gemma_path), "--engine", f"llama-bench={wrapper}", "--device", "arc-a770",
+        "-p", "32", "-n", "8", "-r", "2", "-t", "1", "--json", "--no-save", timeout_s=300,
+    )  # fmt: skip
+    d = json.loads(r.stdout)
+    assert d["context"]["matrix_cores"] == "none" and d["context"]["backends_used"] == ["vulkan"], r.stderr
+    prediction = d["depths"][0]["prediction"]
+    fp32_tflops = ProfileDB.default().get("arc-a770").peak_fp32_tflops
+    assert fp32_tflops is not None
+    assert prediction["peak_flops_per_s"] == pytest.approx(2 * fp32_tflops * 1e12, rel=1e-6)  # twice its FP32 rate
+    assert "its vector units (the build used no matrix cores)" in prediction["peak_flops_source"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ggprof.machine.device import BuildFacts
+
 if TYPE_CHECKING:
     from ggprof.machine.facts import HostFacts
 
@@ -19,6 +21,7 @@ class RunContext:
     engine: str = "python"  # what ran llama.cpp: python, llama-bench, server (ggprof.engines)
     build_commit: str | None = None  # llama.cpp's commit and build number, when the engine says
     build_number: int | None = None
+    matrix_cores: str | None = None  # what llama.cpp's Vulkan banner said of them (none, KHR_coopmat, NV_coopmat2)
     gpu_info: str = ""  # the GPU(s) the engine reports (llama-bench's gpu_info)
     gpu_requested: str | None = None  # the GPU the user asked for (-ngl, --device), whether or not it ran
     gpu_requested_backend: str | None = None  # its llama.cpp backend
@@ -52,6 +55,12 @@ class RunContext:
     cpu_freq_after_mhz: float | None = None  # read right after the run: a throttled clock shows here
     repack: bool | None = None  # llama.cpp's extra (repacking) buffer types in use
     notes: tuple[str, ...] = field(default=())
+
+    @property
+    def build(self) -> BuildFacts | None:
+        """What the engine saw of the build: its number and Vulkan banner (None: nothing)."""
+        build = BuildFacts(number=self.build_number, matrix_cores=self.matrix_cores)
+        return build if build else None
 
 
 def host_cores(facts: HostFacts) -> dict[str, Any]:

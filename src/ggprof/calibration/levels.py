@@ -60,14 +60,11 @@ def observed(point: Point, residual: float) -> Observed:
 
 def _terms(kind: str, obs: list[Observed]) -> list[str]:
     """The build terms this data can fit: results with the term set and without it from
-    MIN_TERM_DEVICES devices each (without: the opposite code where a term has one, -0.5 for
-    `no matrix cores`, else 0; an unknown 0 is neither)."""
+    MIN_TERM_DEVICES devices each."""
     out = []
     for term in BUILD_TERMS["decode" if kind == "decode" else "prefill"]:
-        codes = [o.codes.get(term, 0.0) for o in obs]
-        centred = any(c < 0 for c in codes)
-        on = {o.device for o, c in zip(obs, codes, strict=True) if c > 0}
-        off = {o.device for o, c in zip(obs, codes, strict=True) if (c < 0 if centred else c == 0)}
+        on = {o.device for o in obs if o.codes.get(term, 0.0) > 0}
+        off = {o.device for o in obs if o.codes.get(term, 0.0) == 0}
         if len(on) >= MIN_TERM_DEVICES and len(off) >= MIN_TERM_DEVICES:
             out.append(term)
     return out

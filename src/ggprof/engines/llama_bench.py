@@ -43,6 +43,7 @@ from ggprof.engines import Engine, ProgressFn
 from ggprof.errors import BadInputError, RunError
 from ggprof.files import is_regular, user_path
 from ggprof.llamacpp import BACKEND_NAMES, CACHE_TYPE, N_BATCH, N_UBATCH, backend_names, test_name
+from ggprof.logs.parse import vulkan_banner
 from ggprof.machine.load import sample_load
 from ggprof.units import MAX_TOKENS, clean_name
 
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 ENV_VAR = "LLAMA_BENCH"
 PROGRAM = "llama-bench"
 MAX_SAMPLES = 10_000
+MAX_BANNERS = 64  # Vulkan device banners noted from one run's stderr
 MAX_ROW_ITEMS = MAX_SAMPLES + 1_000  # a row's fields and its samples: what one JSONL line may parse into
 # llama-bench's avg_ts is the mean of its samples' tok/s (tools/llama-bench/llama-bench.cpp,
 # get_ts): a row whose avg_ts its own samples_ns contradict by more than this is not its output
@@ -316,13 +318,17 @@ class _Run(Supervised):
     ) -> None:
         self.params, self.progress, self.what = params, progress, what
         self.tests = params.tests()
+        self.banners: dict[int, str | None] = {}  # Vulkan device index -> its banner's matrix cores
         try:
             super().__init__([str(program), *args], on_stderr=self._progress)
         except OSError as e:
             raise BadInputError(f"{clean_name(program)}: cannot run it ({clean_name(e, 120)})") from None
 
     def _progress(self, line: str) -> bool:
-        """llama-bench's `benchmark 1/2: prompt run 3/5` lines drive the bar (and stay out of the tail)."""
+        """llama-bench's `benchmark 1/2: prompt run 3/5` lines drive the bar (and stay out of the
+        tail); its Vulkan device banners are noted (what they say of matrix cores)."""
+        if (device := vulkan_banner(line)) is not None and len(self.banners) < MAX_BANNERS:
+            self.banners[device.index] = device.matrix_cores
         m = _PROGRESS.search(line)
         if m is None:
             return False
@@ -442,6 +448,13 @@ def _row_problem(row: object) -> str | None:
     return None
 
 
+def _matrix_cores(banners: dict[int, str | None]) -> str | None:
+    """What the run's Vulkan devices said of matrix cores: one answer where they all agree
+    (a run over several devices that differ has none)."""
+    said = set(banners.values())
+    return said.pop() if len(said) == 1 else None
+
+
 def _bench_row(r: dict[str, Any], probe: ThreadProbe | None) -> BenchRow:
     return BenchRow(
         name=test_name(r["n_prompt"], r["n_gen"], r["n_depth"]),
@@ -470,6 +483,7 @@ def _context(
         engine=LlamaBenchEngine.name,
         build_commit=clean_name(row["build_commit"], 40) if row.get("build_commit") else None,
         build_number=row.get("build_number"),
+        matrix_cores=_matrix_cores(run.banners),
         cpu_model=clean_name(row.get("cpu_info") or facts.cpu_model or "", 120) or None,
         gpu_info=clean_name(row.get("gpu_info", ""), 200),
         n_threads=params.n_threads,

@@ -252,6 +252,26 @@ _PY_META = re.compile(r"'([\w.]+)': '([^']*)'")
 _OLLAMA_PS = re.compile(r"\b(\d{1,3})%/(\d{1,3})% CPU/GPU\b|\b100% (CPU|GPU)\b")
 
 
+def vulkan_banner(text: str, line_no: int = 0) -> LogDevice | None:
+    """A `ggml_vulkan: 0 = NAME | uma: 0 | fp16: 1 | ... | matrix cores: KHR_coopmat` line (or
+    an older build's `Vulkan0: NAME | uma: ...`) as a device; None for any other line."""
+    if "uma: " not in text or not (m := _VULKAN.search(text)):
+        return None
+    rest = m[5]
+    cores = re.search(r"matrix cores: (\w+)", rest)
+    return LogDevice(
+        int(m[1] or m[2] or 0),
+        re.sub(r"\s*\([^()]*\)$", "", m[3].strip()),
+        "vulkan",
+        line_no,
+        text,
+        uma=m[4] == "1",
+        fp16=_flag(rest, "fp16"),
+        int_dot=_flag(rest, "int dot"),
+        matrix_cores=cores[1] if cores else None,
+    )
+
+
 def _flag(text: str, key: str) -> bool | None:
     """A Vulkan device line's `key: 0|1`."""
     v = re.search(rf"{key}: (\d)", text)
@@ -545,24 +565,8 @@ class _Parser:
                 mem = int(m[6]) if len(m[6]) < 16 and int(m[6]) < MAX_BYTES else None
                 self._device(LogDevice(int(m[1]), m[4].strip(), "sycl", line.number, t, memory_bytes=mem, compute=m[5]))
             return True
-        if "uma: " in t and (m := _VULKAN.search(t)):
-            name = re.sub(r"\s*\([^()]*\)$", "", m[3].strip())
-            rest = m[5]
-            cores = re.search(r"matrix cores: (\w+)", rest)
-            index = int(m[1] or m[2] or 0)
-            self._device(
-                LogDevice(
-                    index,
-                    name,
-                    "vulkan",
-                    line.number,
-                    t,
-                    uma=m[4] == "1",
-                    fp16=_flag(rest, "fp16"),
-                    int_dot=_flag(rest, "int dot"),
-                    matrix_cores=cores[1] if cores else None,
-                )
-            )
+        if device := vulkan_banner(t, line.number):
+            self._device(device)
             self.saw("Vulkan devices")
             return True
         if t.startswith("ggml_metal") and (m := _METAL_NAME.match(t)):

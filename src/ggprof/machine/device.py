@@ -11,6 +11,18 @@ from dataclasses import dataclass, field, replace
 from ggprof.figures import Figure
 
 MATRIX_CORES = ("none", "KHR_coopmat", "NV_coopmat2")  # what ggml_vulkan's banner says of them
+# Builds before December 2024 predate the Vulkan backend's reworked matrix-vector kernels
+# (llama.cpp PRs #10665, #10991; the same RX 5700 XT: 37.8 tok/s in PR #5835, 2024-03, and
+# 65.2 in PR #13324, 2025-05) and its matrix-core kernels (VK_KHR_cooperative_matrix, PR
+# #10597, merged 2024-12-07; VK_NV_cooperative_matrix2, PR #10206, the same week); b4200 is
+# that month's build (b3999 on 2024-10-31 and b5315 on 2025-05-08 in the dataset: about 7
+# builds a day). A build between b4200 and the merge counts as unknown, never as without.
+OLD_BUILD_NUMBER = 4200
+OLD_BUILD_DATE = "2024-12"
+# llama.cpp's build number counts its git commits; a build made without its git history (a
+# source tarball, the copy vendored in llama-cpp-python) reports 0 or 1. Builds before b1015
+# (August 2023, the GGUF format's arrival) cannot load a GGUF file: a lower number says nothing.
+FIRST_GGUF_BUILD = 1015
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,6 +37,30 @@ class BuildFacts:
     def __bool__(self) -> bool:
         return any(v is not None for v in (self.number, self.date, self.matrix_cores))
 
+    @property
+    def known_number(self) -> int | None:
+        """The build number where it dates the build (None below FIRST_GGUF_BUILD: a build
+        without its git history)."""
+        return self.number if self.number is not None and self.number >= FIRST_GGUF_BUILD else None
+
+    @property
+    def old(self) -> bool:
+        """Before OLD_BUILD_* (by its number, else its date); not known counts as current."""
+        if self.known_number is not None:
+            return self.known_number < OLD_BUILD_NUMBER
+        return self.date is not None and self.date < OLD_BUILD_DATE
+
+    def uses_matrix_cores(self, backend: str) -> bool | None:
+        """Whether the build's matrix multiplications ran on the chip's matrix units (tensor
+        cores, XMX, WMMA) where it has them. Vulkan: its banner says, or a build before the
+        coopmat kernels had none; otherwise not known (None). llama.cpp's CUDA, ROCm and
+        Metal kernels use whatever matrix units the chip has (True)."""
+        if backend != "vulkan":
+            return True
+        if self.matrix_cores is not None:
+            return self.matrix_cores != "none"
+        return False if self.old else None
+
 
 @dataclass(frozen=True, kw_only=True)
 class Device:
@@ -36,7 +72,8 @@ class Device:
     memory_bytes: int | None = None
     memory_source: str | None = None
     bandwidth: Figure | None = None  # bytes/s
-    peak_flops: Figure | None = None  # FLOP/s
+    peak_flops: Figure | None = None  # FLOP/s: the chip's highest dense peak (its matrix units where it has them)
+    vector_flops: Figure | None = None  # FLOP/s without matrix units (a build that does not use them)
     profile_id: str | None = None
     unified_memory: bool = False
     llc_bytes: int | None = None
@@ -81,6 +118,23 @@ class ExpectedSpeed:
     low_tok_s: float
     high_tok_s: float
     basis: str
+
+
+def with_build(device: Device, build: BuildFacts | None) -> Device:
+    """The device as a result on `build` saw it: the build recorded, and its compute peak
+    the vector units' where the build did not use the matrix units (a Vulkan banner saying
+    `matrix cores: none`, a build before Vulkan's coopmat kernels)."""
+    if not build:
+        return device
+    device = replace(device, build=build)
+    if build.uses_matrix_cores(device.backend) is False and device.vector_flops is not None:
+        peak = device.peak_flops.value if device.peak_flops else None
+        if peak is None or device.vector_flops.value < peak:
+            vector = device.vector_flops
+            device = replace(
+                device, peak_flops=replace(vector, detail=f"{vector.detail} (the build used no matrix cores)")
+            )
+    return device
 
 
 def with_memory(device: Device, memory_bytes: int | None, source: str) -> Device:

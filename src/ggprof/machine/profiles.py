@@ -19,6 +19,7 @@ from typing import Any
 import regex
 
 from ggprof.errors import BadInputError, ProfileError
+from ggprof.figures import Figure
 from ggprof.files import read_text
 from ggprof.paths import config_dir
 from ggprof.units import clean, clean_name
@@ -59,6 +60,9 @@ LIMITS = {
     "gpu_cores": 1e6,
 }
 _ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+
+
+VECTOR_FP16_PER_FP32 = 2.0  # packed FP16 (two halves per FP32 lane) on the vector units
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,6 +108,24 @@ class Profile:
         known, int8 dot products on chips without them), FLOP/s."""
         peaks = [p for p in (self.peak_fp16_tflops, self.peak_fp32_tflops, self.peak_int8_tops) if p]
         return max(peaks) * 1e12 if peaks else None
+
+    @property
+    def vector_flops(self) -> float | None:
+        """The most its vector (shader) units reach without matrix units, FLOP/s: packed FP16 at
+        twice the FP32 rate (AMD RDNA, Intel Xe; NVIDIA's non-tensor FP16 is at most that),
+        never above peak_flops. None without an FP32 figure."""
+        peak = self.peak_flops
+        if not self.peak_fp32_tflops or peak is None:
+            return None
+        return min(peak, VECTOR_FP16_PER_FP32 * self.peak_fp32_tflops * 1e12)
+
+    def flops_figures(self) -> tuple[Figure | None, Figure | None]:
+        """(peak_flops, vector_flops) as figures sourced to this profile (None where unknown)."""
+        peak, vector = self.peak_flops, self.vector_flops
+        return (
+            Figure(peak, "profile", self.id) if peak else None,
+            Figure(vector, "profile", f"{self.id}, its vector units") if vector else None,
+        )
 
     def matches(self, device_name: str) -> int:
         """The length of the longest `match` pattern found in device_name (0: no match).

@@ -42,6 +42,7 @@ class Target:
 
 
 def device_from_profile(p: Profile) -> Device:
+    peak, vector = p.flops_figures()
     return Device(
         id=p.id,
         name=p.name,
@@ -49,7 +50,8 @@ def device_from_profile(p: Profile) -> Device:
         memory_bytes=int(p.memory_gb * 1e9) if p.memory_gb else None,
         memory_source=f"profile {p.id}" if p.memory_gb else None,
         bandwidth=Figure(p.bandwidth_bytes_per_s, "profile", p.id),
-        peak_flops=Figure(p.peak_flops, "profile", p.id) if p.peak_flops else None,
+        peak_flops=peak,
+        vector_flops=vector,
         profile_id=p.id,
         unified_memory=p.kind == "soc",
         architecture=p.architecture,

@@ -32,7 +32,7 @@ from typing import Any
 
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
-from ggprof.machine.device import BuildFacts, Device, EfficiencyBand
+from ggprof.machine.device import OLD_BUILD_NUMBER, BuildFacts, Device, EfficiencyBand
 from ggprof.model.spec import ModelSpec
 
 # Weight families: types read by the same kind of kernel (ggml's type names).
@@ -171,14 +171,10 @@ class LinearFit:
 
 # What is known of a device, most specific first: the levels a band rests on (Levels).
 LEVELS = ("device", "architecture", "class")
-# The build terms each test fits where the data has them (a code per result: build_codes).
-# Builds before December 2024 predate the Vulkan backend's reworked matrix-vector kernels
-# (llama.cpp PRs #10665, #10991; the same RX 5700 XT: 37.8 tok/s in PR #5835, 2024-03, and
-# 65.2 in PR #13324, 2025-05); b4200 is that month's build (b3999 on 2024-10-31 and b5315 on
-# 2025-05-08 in the dataset: about 7 builds a day). Matrix cores (Vulkan's banner) move prefill.
-OLD_BUILD_NUMBER = 4200
-OLD_BUILD_DATE = "2024-12"
-BUILD_TERMS = {"decode": ("old build",), "prefill": ("old build", "no matrix cores")}
+# The build terms each test fits where the data has them (a code per result: build_codes):
+# `old build` (before OLD_BUILD_*, machine.device). Whether a build used the matrix units is
+# not a fitted term but the ceiling itself (Device.vector_flops, machine.device.with_build).
+BUILD_TERMS = {"decode": ("old build",), "prefill": ("old build",)}
 
 
 def level_offset(effects: dict[str, dict[str, float]], keys: dict[str, str | None]) -> tuple[str | None, float]:
@@ -192,17 +188,8 @@ def level_offset(effects: dict[str, dict[str, float]], keys: dict[str, str | Non
 
 def build_codes(build: BuildFacts | None) -> dict[str, float]:
     """Each build term's code for a result: `old build` 1 (a build before OLD_BUILD_*) or 0
-    (newer, or not known: a report without its build is taken as a current one); `no matrix
-    cores` +0.5 (the banner says none), -0.5 (it names them), 0 (no banner)."""
-    if build is None:
-        return {}
-    old = (build.number is not None and build.number < OLD_BUILD_NUMBER) or (
-        build.number is None and build.date is not None and build.date < OLD_BUILD_DATE
-    )
-    codes = {"old build": 1.0} if old else {}
-    if build.matrix_cores is not None:
-        codes["no matrix cores"] = 0.5 if build.matrix_cores == "none" else -0.5
-    return codes
+    (newer, or not known: a report without its build is taken as a current one)."""
+    return {"old build": 1.0} if build is not None and build.old else {}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,11 +243,10 @@ class Levels:
             if codes.get(term):
                 total += value * codes[term]
                 where += f", {term} x{math.exp(value * codes[term]):.2f}"
-        if "old build" in self.terms and (build is None or (build.number is None and build.date is None)):
-            where += f" (the build not given: taken as b{OLD_BUILD_NUMBER} or later)"
-        unknown = [t for t in self.terms if t not in codes and t != "old build"]
-        if unknown:
-            where += f" ({', '.join(unknown)} not known: the band spans both)"
+        if "old build" in self.terms and (build is None or (build.known_number is None and build.date is None)):
+            given = build.number if build is not None else None
+            why = f"build {given} has no git history" if given is not None else "the build not given"
+            where += f" ({why}: taken as b{OLD_BUILD_NUMBER} or later)"
         low, high = self.spread(used)
         spread = f"{math.exp(low) - 1:+.0%}/{math.exp(high) - 1:+.0%}"
         who = "a result of a device the fit holds" if used == "device" else "a device new to the fit"
@@ -369,10 +355,33 @@ class SpeedFits:
         if fit is None:
             return None
         ideal = 2.0 * spec.active_params / peak_flops  # seconds per prompt token at the peak
-        return fit.band(ALL, ideal, 1.0, levels=self._levels(self.prefill_levels.get(backend), device))
+        band = fit.band(ALL, ideal, 1.0, levels=self._levels(self.prefill_levels.get(backend), device))
+        return _matrix_cores_unknown(band, backend, peak_flops, device)
 
     @staticmethod
     def _levels(levels: Levels | None, device: Device | None) -> tuple[float, float, float, str] | None:
         if levels is None or device is None or device.device_class is None:
             return None  # a device given by its figures alone: nothing known beyond the backend
         return levels.offset(device)
+
+
+def _matrix_cores_unknown(
+    band: EfficiencyBand, backend: str, peak_flops: float, device: Device | None
+) -> EfficiencyBand:
+    """Where the build may or may not have used the chip's matrix units (a Vulkan result
+    without its banner on a chip that has them), the band reaches down to the vector units'
+    ceiling too, and says why."""
+    vector = device.vector_flops.value if device is not None and device.vector_flops else None
+    build = (device.build if device is not None else None) or BuildFacts()
+    if vector is None or vector >= peak_flops or build.uses_matrix_cores(backend) is not None:
+        return band
+    ratio = vector / peak_flops
+    return EfficiencyBand(
+        low=band.low * ratio,
+        high=band.high,
+        source=(
+            f"matrix cores not known ({backend}'s device banner not given): a build without them reaches "
+            f"{vector / 1e12:.1f} of the {peak_flops / 1e12:.1f} TFLOPS, so the band reaches x{ratio:.2f} lower "
+            f"(pass --matrix-cores or the log's banner to narrow it); {band.source}"
+        ),
+    )

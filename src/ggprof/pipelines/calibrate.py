@@ -21,7 +21,7 @@ from ggprof.errors import BadInputError
 from ggprof.figures import Figure
 from ggprof.files import read_text
 from ggprof.llamacpp import N_PROMPT
-from ggprof.machine.device import BuildFacts
+from ggprof.machine.device import BuildFacts, Device, with_build
 from ggprof.machine.profiles import Profile, ProfileDB
 from ggprof.machine.target import DeviceChoice, device_from_profile
 from ggprof.model.reference import reference_path, split_ref
@@ -151,9 +151,22 @@ class References:
         return self._specs[ref]
 
 
+def row_device(row: ResultRow) -> Device:
+    """The row's device as its result saw it: its profile on the row's backend, with the
+    row's build (a build without matrix cores has its vector units' ceiling)."""
+    return with_build(replace(device_from_profile(row.profile), backend=row.backend), row.build)
+
+
+def ceiling_known(row: ResultRow) -> bool:
+    """Whether the row's compute ceiling is known: its build's matrix-core use is (its
+    banner, or a build older than the kernels), or the chip has no matrix units to use."""
+    device = row_device(row)
+    vector, peak = device.vector_flops, row.profile.peak_flops
+    return row.build.uses_matrix_cores(row.backend) is not None or vector is None or vector.value >= (peak or 0)
+
+
 def prefill_ceiling_tok_s(spec: ModelSpec, row: ResultRow) -> float | None:
-    device = device_from_profile(row.profile)
-    p = predict(spec, device, PredictInputs(prompt=row.n_tokens, depth=row.depth, gen=1), None, None)
+    p = predict(spec, row_device(row), PredictInputs(prompt=row.n_tokens, depth=row.depth, gen=1), None, None)
     return p.prefill_ceiling_tok_s
 
 

@@ -16,7 +16,7 @@ from ggprof.bench.llamabench import LlamaBenchRow, backend_of_row
 from ggprof.bench.roofs import StoredRoof
 from ggprof.errors import NoBandwidthError
 from ggprof.llamacpp import N_PROMPT
-from ggprof.machine.device import BuildFacts, Device
+from ggprof.machine.device import BuildFacts, Device, with_build
 from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
@@ -98,7 +98,7 @@ class Checker:
         if key not in self._predictions:
             target = self.target(r.backend, is_partial_offload(r.n_gpu_layers, self.spec.n_layers))
             if target is not None and r.build:
-                target = replace(target, device=replace(target.device, build=r.build))
+                target = replace(target, device=with_build(target.device, r.build))
             inputs = PredictInputs(
                 depth=r.depth,
                 prompt=r.n_prompt,

@@ -14,7 +14,7 @@ from ggprof.bench.stopping import PlausibleRange, probe_threads, range_key
 from ggprof.engines import Engine, EnginePlan, ProgressFn
 from ggprof.llamacpp import BACKEND_TITLES, rebuild_command
 from ggprof.machine.cache import fingerprint
-from ggprof.machine.device import Device
+from ggprof.machine.device import Device, with_build
 from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.load import Load
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
@@ -127,6 +127,8 @@ def run_profile(
     target = _device_for(backend, host, choice, ext)
     if backend == "rpc" and split and host.cpu is not None:
         target = Target(device=host.cpu, cpu=host.cpu, description=_split_note(split))
+    if target is not None and (build := result.context.build) is not None:
+        target = replace(target, device=with_build(target.device, build))  # its era, its matrix cores
     judged = [_judge_depth(spec, params, result, target, backend, depth, ext, split) for depth in params.n_depth]
     if backend == "cpu" and choice.needs_host:
         keep_roofs(spec, result, host)

@@ -367,8 +367,9 @@ def _repetitions(b: BenchResult) -> str:
 
 
 def _build(c: RunContext) -> str:
-    """llama.cpp's build, when the engine reported it (llama-bench does)."""
-    return f", llama.cpp build {c.build_number} ({clean(c.build_commit)})" if c.build_commit else ""
+    """llama.cpp's build, when the engine reported it (llama-bench does), and its Vulkan banner's matrix cores."""
+    build = f", llama.cpp build {c.build_number} ({clean(c.build_commit)})" if c.build_commit else ""
+    return build + (f", Vulkan matrix cores: {clean(c.matrix_cores)}" if c.matrix_cores else "")
 
 
 def check_lines(

@@ -238,6 +238,7 @@ class ServerEngine(Engine):
             context=RunContext(
                 backends_used=placement.backends_used or (UNKNOWN_PLACEMENT,),
                 engine=self.name,
+                build_number=server.build_number,
                 cpu_model=facts.cpu_model if server.endpoint.is_local else None,
                 n_threads=threads,
                 **(host_cores(facts) if server.endpoint.is_local else {}),

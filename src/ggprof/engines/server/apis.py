@@ -16,6 +16,7 @@ APIs (checked against each project's documentation; tests replay recorded answer
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -48,6 +49,12 @@ class Server:
     runtime: str | None = None
     placement: Placement = field(default_factory=lambda: Placement(backends_used=()))
     found: str = ""  # how it was found, in words
+
+    @property
+    def build_number(self) -> int | None:
+        """llama-server's build number from its /props build_info (`b5315-8c83449c`)."""
+        m = re.match(r"b(\d{1,7})-", self.build or "")
+        return int(m[1]) if m else None
 
     @property
     def api(self) -> ServerApi:
