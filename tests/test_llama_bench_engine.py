@@ -313,7 +313,7 @@ def test_the_vulkan_banner_llama_bench_prints_sets_the_prefill_ceiling(
     cores reaches the verdict. The GPU is what this machine cannot have: a wrapper prints the
     A770's public banner and runs the real llama-bench, its rows' backend named Vulkan."""
     real = llama_tools / "llama-bench"
-    relabel = "sed -u 's/\"backends\": \"CPU\"/\"backends\": \"Vulkan\"/'"
+    relabel = 'sed -u \'s/"backends": "CPU"/"backends": "Vulkan"/\''
     wrapper = script(
         tmp_path,
         f'case "$*" in *--list-devices*) echo "Available devices:"; echo "  Vulkan0: Intel(R) Arc(TM) A770 '
