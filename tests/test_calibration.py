@@ -394,3 +394,6 @@ def test_a_build_without_matrix_cores_has_the_vector_units_ceiling(
     verdict, peak, expected = judged(card["KHR_coopmat"].tok_s / 4)
     assert verdict == "plausible" and peak == pytest.approx(profile.peak_fp16_tflops * 1e12, rel=1e-6)
     assert "matrix cores not known" in expected and "--matrix-cores" in expected
+    # the banner is Vulkan's: given for another backend it is a usage error, not silently ignored
+    r = run_cli("check", model, "--device", "arc-b580", "--backend", "cuda", "--pp", "400", "--matrix-cores", "none")
+    assert r.exit_code == 2 and "give it with --backend vulkan" in r.stderr and "Traceback" not in r.stderr

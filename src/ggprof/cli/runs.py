@@ -352,7 +352,7 @@ def profile(
 @click.option(
     "--matrix-cores",
     type=click.Choice(MATRIX_CORES, case_sensitive=False),
-    help="What the report's ggml_vulkan banner says of matrix cores (prefill on Vulkan depends on it).",
+    help="What the report's ggml_vulkan banner says of matrix cores (with --backend vulkan): the prefill ceiling.",
 )
 @click.option(
     "--llama-bench",
@@ -419,6 +419,8 @@ def check(
         spec = load_model_arg(model)
         # what bench would refuse to run is refused as a claim too: a depth past the model's context
         check_model_context(spec, depth + (n_prompt if pp is not None else 0) + 1, "--depth + prompt + 1")
+        if matrix_cores is not None and backend != "vulkan":
+            raise click.UsageError("--matrix-cores is what a ggml_vulkan banner says: give it with --backend vulkan")
         build = BuildFacts(number=build_number, matrix_cores=_matrix_cores(matrix_cores))
         reports = [
             Reported(
