@@ -150,5 +150,11 @@ def test_profiles_json(run_cli) -> None:  # type: ignore[no-untyped-def]
         assert {"id", "name", "kind", "backends", "memory_bandwidth_gbs", "memory_gb", "source"} <= set(row)
     assert rows["rtx-4090"]["memory_gb"] == 24 and rows["rtx-4090"]["kind"] == "gpu"
     assert rows["ddr5-5600-dual"]["memory_gb"] is None
+    # a chip whose matrix units outpace its vector units: both ceilings, the vector one twice FP32
+    a770 = rows["arc-a770"]
+    assert a770["peak_flops_per_s"] == pytest.approx(a770["peak_fp16_tflops"] * 1e12, rel=1e-9)
+    assert a770["vector_flops_per_s"] == pytest.approx(2 * a770["peak_fp32_tflops"] * 1e12, rel=1e-9)
+    m2 = rows["apple-m2"]  # FP16 at the FP32 rate, no faster matrix units: one ceiling
+    assert m2["vector_flops_per_s"] == pytest.approx(m2["peak_flops_per_s"], rel=1e-9)
     text = run_cli("profiles").stdout
     assert all(len(line) <= 100 for line in text.splitlines())

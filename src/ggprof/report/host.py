@@ -247,6 +247,8 @@ def profile_dict(p: Profile) -> dict[str, Any]:
         "peak_fp16_tflops": p.peak_fp16_tflops,
         "peak_fp32_tflops": p.peak_fp32_tflops,
         "peak_int8_tops": p.peak_int8_tops,
+        "peak_flops_per_s": p.peak_flops,  # the highest dense peak: the prefill ceiling's
+        "vector_flops_per_s": p.vector_flops,  # the vector units' (twice FP32): a build without matrix cores
         "gpu_cores": p.gpu_cores,
         "architecture": p.architecture,
         "vendor": p.vendor,
