@@ -330,3 +330,22 @@ def test_the_vulkan_banner_llama_bench_prints_sets_the_prefill_ceiling(
     assert fp32_tflops is not None
     assert prediction["peak_flops_per_s"] == pytest.approx(2 * fp32_tflops * 1e12, rel=1e-6)  # twice its FP32 rate
     assert "its vector units (the build used no matrix cores)" in prediction["peak_flops_source"]
+
+
+@pytest.mark.slow
+def test_a_hostile_banner_on_stderr_is_not_read(llama_tools: Path, gemma_path: Path, tmp_path: Path) -> None:
+    """A banner line past a log line's bound (a 5,000-digit device index, a megabyte of
+    `Vulkan0: ` after `uma: `) says nothing: the run is measured and judged as any other."""
+    real = llama_tools / "llama-bench"
+    hostile = (
+        "import sys; sys.stderr.write('ggml_vulkan: ' + '9' * 5000 + ' = X | uma: 0 | matrix cores: none\\n'); "
+        "sys.stderr.write('uma: 0 ' + 'Vulkan0: ' * 100000 + '\\n')"
+    )
+    wrapper = script(tmp_path, f'{sys.executable} -c "{hostile}"\nexec "{real}" "$@"')
+    r = as_process(
+        "profile", str(gemma_path), "--engine", f"llama-bench={wrapper}", "-p", "16", "-n", "4", "-r", "1",
+        "-t", "1", "--json", "--no-save", timeout_s=300,
+    )  # fmt: skip
+    d = json.loads(r.stdout)
+    assert d["bench"] and d["context"]["matrix_cores"] is None, r.stderr
+    assert "Traceback" not in r.stderr

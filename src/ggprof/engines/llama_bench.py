@@ -44,6 +44,7 @@ from ggprof.errors import BadInputError, RunError
 from ggprof.files import is_regular, user_path
 from ggprof.llamacpp import BACKEND_NAMES, CACHE_TYPE, N_BATCH, N_UBATCH, backend_names, test_name
 from ggprof.logs.parse import vulkan_banner
+from ggprof.logs.text import MAX_LINE_CHARS as MAX_LOG_LINE_CHARS
 from ggprof.machine.load import sample_load
 from ggprof.units import MAX_TOKENS, clean_name
 
@@ -327,8 +328,9 @@ class _Run(Supervised):
     def _progress(self, line: str) -> bool:
         """llama-bench's `benchmark 1/2: prompt run 3/5` lines drive the bar (and stay out of the
         tail); its Vulkan device banners are noted (what they say of matrix cores)."""
-        if (device := vulkan_banner(line)) is not None and len(self.banners) < MAX_BANNERS:
-            self.banners[device.index] = device.matrix_cores
+        banner = vulkan_banner(line[:MAX_LOG_LINE_CHARS]) if "ggml_vulkan" in line else None  # a log line's bound
+        if banner is not None and len(self.banners) < MAX_BANNERS:
+            self.banners[banner.index] = banner.matrix_cores
         m = _PROGRESS.search(line)
         if m is None:
             return False

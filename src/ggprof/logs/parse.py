@@ -212,7 +212,7 @@ _DEVICE = re.compile(
     r"^\s*Device (\d+): (.+?),\s*(?:(gfx\w+) \(0x\w+\)|compute capability ([\d.]+))(?:.*?VRAM: (\d+) MiB)?"
 )
 _SYCL_ROW = re.compile(r"^\|\s*(\d+)\|\s*\[([\w]+):(gpu|cpu|acc):\d+\]\|\s*(.+?)\|\s*([\d.]+)\|.*\|\s*(\d+)\|?\s*$")
-_VULKAN = re.compile(r"(?:ggml_vulkan: (\d+) = |Vulkan(\d+): |ggml_vulkan: Using )(.+?) \| uma: (\d)(.*)$")
+_VULKAN = re.compile(r"(?:ggml_vulkan: (\d{1,4}) = |Vulkan(\d{1,4}): |ggml_vulkan: Using )(.+?) \| uma: (\d)(.*)$")
 _METAL_NAME = re.compile(r"^ggml_metal(?:_device)?_init: (?:found device: |GPU name:\s+)(.+)$")
 _METAL_WS = re.compile(r"recommendedMaxWorkingSetSize\s*=\s*([\d.,]+) MB")
 _USING_DEVICE = re.compile(r"using device (\w+?)(\d*) \((.+?)\)(?: - (\d+) MiB free)?")
