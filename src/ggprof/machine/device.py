@@ -84,6 +84,13 @@ class Device:
     build: BuildFacts | None = None  # the build a reported result ran on, where the report says
 
     @property
+    def matrix_units_faster(self) -> bool:
+        """Whether its matrix units outpace its vector units: which of them a build used moves
+        its prefill ceiling."""
+        vector, peak = self.vector_flops, self.peak_flops
+        return vector is not None and (peak is None or vector.value < peak.value)
+
+    @property
     def bandwidth_bytes_per_s(self) -> float | None:
         return self.bandwidth.value if self.bandwidth else None
 
@@ -127,13 +134,9 @@ def with_build(device: Device, build: BuildFacts | None) -> Device:
     if not build:
         return device
     device = replace(device, build=build)
-    if build.uses_matrix_cores(device.backend) is False and device.vector_flops is not None:
-        peak = device.peak_flops.value if device.peak_flops else None
-        if peak is None or device.vector_flops.value < peak:
-            vector = device.vector_flops
-            device = replace(
-                device, peak_flops=replace(vector, detail=f"{vector.detail} (the build used no matrix cores)")
-            )
+    vector = device.vector_flops
+    if build.uses_matrix_cores(device.backend) is False and vector is not None and device.matrix_units_faster:
+        device = replace(device, peak_flops=replace(vector, detail=f"{vector.detail} (the build used no matrix cores)"))
     return device
 
 

@@ -371,10 +371,11 @@ def _matrix_cores_unknown(
     """Where the build may or may not have used the chip's matrix units (a Vulkan result
     without its banner on a chip that has them), the band reaches down to the vector units'
     ceiling too, and says why."""
-    vector = device.vector_flops.value if device is not None and device.vector_flops else None
-    build = (device.build if device is not None else None) or BuildFacts()
-    if vector is None or vector >= peak_flops or build.uses_matrix_cores(backend) is not None:
+    if device is None or device.vector_flops is None or not device.matrix_units_faster:
         return band
+    if (device.build or BuildFacts()).uses_matrix_cores(backend) is not None:
+        return band
+    vector = device.vector_flops.value
     ratio = vector / peak_flops
     return EfficiencyBand(
         low=band.low * ratio,

@@ -160,9 +160,8 @@ def row_device(row: ResultRow) -> Device:
 def ceiling_known(row: ResultRow) -> bool:
     """Whether the row's compute ceiling is known: its build's matrix-core use is (its
     banner, or a build older than the kernels), or the chip has no matrix units to use."""
-    device = row_device(row)
-    vector, peak = device.vector_flops, row.profile.peak_flops
-    return row.build.uses_matrix_cores(row.backend) is not None or vector is None or vector.value >= (peak or 0)
+    chip = device_from_profile(row.profile)
+    return row.build.uses_matrix_cores(row.backend) is not None or not chip.matrix_units_faster
 
 
 def prefill_ceiling_tok_s(spec: ModelSpec, row: ResultRow) -> float | None:
