@@ -31,6 +31,7 @@ from ggprof.calibration.levels import MIN_LEVEL_DEVICES
 from ggprof.paths import cache_dir
 from ggprof.physics.expected import OUTLIER_FACTOR, Levels
 from ggprof.pipelines.calibrate import (
+    Points,
     References,
     ResultRow,
     RowVerdict,
@@ -46,6 +47,7 @@ from ggprof.plugins import extensions
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT / "benchmarks" / "data" / "llama-cpp-results.jsonl"
+BUILD_EFFECTS = ROOT / "benchmarks" / "data" / "build-effects.jsonl"  # one chip, builds side by side
 SLOWDOWN = {"tg": 2.5, "pp": 4.0}
 
 
@@ -153,6 +155,7 @@ def main() -> int:
                     band = f"{v.low_tok_s:.1f}-{v.high_tok_s:.1f}" if v.low_tok_s and v.high_tok_s else "-"
                     slow = v.row.tok_s / v.slowdown
                     print(f"  missed {title:11s} {v.row.label}: {slow:.1f} tok/s ({v.slowdown:g}x slower), band {band}")
+    print(build_effects(points, refs, ext))
     print("\npublished RPC results (benchmarks/data/rpc-public.jsonl), judged as splits over their machines:")
     import bench_rpc_public
 
@@ -179,6 +182,47 @@ def judge_unbuilt(
         [judge_row(r, refs, ext, use_build=False) for r in rows],
         [judge_row(r, refs, ext, slowdown=SLOWDOWN[r.kind], use_build=False) for r in rows],
     )
+
+
+def build_effect(row: ResultRow) -> tuple[str, str | None]:
+    """(what the row's build did, the word its cause names) for a build-effects row: the two
+    slow configurations the data shows (each against a same-run pair that differs in that
+    fact alone: benchmarks/import_build_effects.py), or every other build."""
+    b = row.build
+    facts = row.raw.get("build_facts")
+    rocm = str(facts.get("rocm", "")) if isinstance(facts, dict) else ""
+    if row.kind == "pp" and b.rocblas_use_hipblaslt in ("0", "unset") and rocm in ("", "6.4.3"):
+        return "rocBLAS without hipBLASLt (ROCm 6.4.3, or unset on a 2025-08 build)", "hipBLASLt"
+    if row.kind == "pp" and b.vulkan_driver == "AMD open-source driver" and (b.number or 0) > 6735:
+        return "AMDVLK after b6735", "AMDVLK"
+    return ("every other build, prefill" if row.kind == "pp" else "every build, decode"), None
+
+
+def build_effects(points: Points, refs: References, ext: Extensions) -> str:
+    """The build-effects rows, each judged with its build facts by fits made without its chip:
+    the slow builds caught with their cause named, the others plausible."""
+    rows = load_dataset(BUILD_EFFECTS, ext.profiles)
+    chips = sorted({r.profile.id for r in rows})
+    sources = sorted({r.source.split("/blob/")[0] for r in rows})
+    groups: dict[str, list[tuple[RowVerdict, str | None]]] = defaultdict(list)
+    for chip in chips:
+        with calibration.using(regress_points(points.without(chip), dataset="leave the chip out")):
+            for r in (r for r in rows if r.profile.id == chip):
+                what, word = build_effect(r)
+                groups[f"{r.backend:7s} {what}"].append((judge_row(r, refs, ext), word))
+    lines = [
+        f"\nbuild effects on one chip ({BUILD_EFFECTS.relative_to(ROOT)}: {len(rows)} results on "
+        f"{', '.join(chips)} from {len(sources)} public repositories), each judged with its build facts "
+        "by fits made without the chip",
+        f"{'backend and build':76s} {'rows':>5s} {'suspicious':>10s} {'cause named':>11s}",
+    ]
+    for key, judged in sorted(groups.items()):
+        n = len(judged)
+        sus = sum(v.severity in ("suspicious", "impossible") for v, _ in judged)
+        named = sum(bool(word) and any(word in c for c in v.causes) for v, word in judged)
+        cause = f"{named / n:11.0%}" if judged[0][1] else f"{'-':>11s}"
+        lines.append(f"{key:76s} {n:5d} {sus / n:10.0%} {cause}")
+    return "\n".join(lines)
 
 
 def describe_levels(lv: Levels) -> str:

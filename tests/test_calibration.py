@@ -348,7 +348,8 @@ def test_llama_bench_rows_carry_their_build() -> None:
 
 def test_a_pasted_log_gives_its_build_and_vulkan_banner() -> None:
     """Two real pasted logs (tests/data/logs/SOURCES.md): a February 2024 build whose Vulkan
-    banner predates the matrix-cores field, and a 2025 one that names KHR_coopmat."""
+    banner predates the matrix-cores field (and the driver's name), and a 2025 one that names
+    KHR_coopmat and AMD's Windows driver."""
     from ggprof.logs.parse import parse_lines
     from ggprof.logs.text import read_log
     from ggprof.pipelines.logcheck import _context, build_facts
@@ -359,7 +360,9 @@ def test_a_pasted_log_gives_its_build_and_vulkan_banner() -> None:
         (run,) = parse_lines(read_log(str(logs / name)).lines).runs
         found[name] = build_facts(run, "vulkan", _context(run, "vulkan", None))
     assert found["llamacpp-5486-vulkan-rx6600m-fp16.txt"] == BuildFacts(number=2145)
-    assert found["llamacpp-13217-vulkan-780m-server.txt"] == BuildFacts(number=5233, matrix_cores="KHR_coopmat")
+    assert found["llamacpp-13217-vulkan-780m-server.txt"] == BuildFacts(
+        number=5233, matrix_cores="KHR_coopmat", vulkan_driver="AMD proprietary driver"
+    )
     assert build_codes(found["llamacpp-5486-vulkan-rx6600m-fp16.txt"]) == {"old build": 1.0}
     assert build_codes(found["llamacpp-13217-vulkan-780m-server.txt"]) == {}
     assert found["llamacpp-5486-vulkan-rx6600m-fp16.txt"].uses_matrix_cores("vulkan") is False  # before the kernels

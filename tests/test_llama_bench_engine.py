@@ -4,8 +4,10 @@ llama.cpp) on the real Gemma model, end to end, and llama-bench programs that mi
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -325,11 +327,42 @@ def test_the_vulkan_banner_llama_bench_prints_sets_the_prefill_ceiling(
     )  # fmt: skip
     d = json.loads(r.stdout)
     assert d["context"]["matrix_cores"] == "none" and d["context"]["backends_used"] == ["vulkan"], r.stderr
+    assert d["context"]["vulkan_driver"] == "Intel Corporation"  # the banner's last parenthesis
+    assert d["context"]["rocblas_use_hipblaslt"] is None  # not a ROCm run
     prediction = d["depths"][0]["prediction"]
     fp32_tflops = ProfileDB.default().get("arc-a770").peak_fp32_tflops
     assert fp32_tflops is not None
     assert prediction["peak_flops_per_s"] == pytest.approx(2 * fp32_tflops * 1e12, rel=1e-6)  # twice its FP32 rate
     assert "its vector units (the build used no matrix cores)" in prediction["peak_flops_source"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("setting", "recorded", "shown"), [("0", "0", "= 0"), (None, "unset", "not set")])
+def test_a_rocm_run_records_its_rocblas_hipblaslt_setting(
+    llama_tools: Path, gemma_path: Path, tmp_path: Path, setting: str | None, recorded: str, shown: str
+) -> None:
+    """rocBLAS hands its GEMMs to hipBLASLt by ROCBLAS_USE_HIPBLASLT, which llama-bench inherits:
+    the run records the setting and the report prints it. The GPU is what this machine cannot
+    have: the real llama-bench's rows are relabelled ROCm."""
+    real = llama_tools / "llama-bench"
+    relabel = 'sed -u \'s/"backends": "CPU"/"backends": "ROCm"/\''
+    wrapper = script(tmp_path, f'"{real}" "$@" | {relabel}')
+    env = {k: v for k, v in os.environ.items() if k != "ROCBLAS_USE_HIPBLASLT"}
+    args = (
+        "profile", str(gemma_path), "--engine", f"llama-bench={wrapper}", "-p", "16", "-n", "4", "-r", "1", "-t", "1",
+    )  # fmt: skip
+    run_env = {**env, **({"ROCBLAS_USE_HIPBLASLT": setting} if setting is not None else {})}
+    r = subprocess.run(
+        [sys.executable, "-m", "ggprof", *args, "--json", "--no-save"],
+        capture_output=True, text=True, timeout=300, check=False, env=run_env,
+    )  # fmt: skip
+    d = json.loads(r.stdout)
+    assert d["context"]["backends_used"] == ["rocm"] and d["context"]["rocblas_use_hipblaslt"] == recorded, r.stderr
+    r = subprocess.run(
+        [sys.executable, "-m", "ggprof", *args, "--no-save"],
+        capture_output=True, text=True, timeout=300, check=False, env=run_env,
+    )  # fmt: skip
+    assert f"ROCBLAS_USE_HIPBLASLT {shown}" in r.stdout, r.stdout + r.stderr
 
 
 @pytest.mark.slow

@@ -290,6 +290,29 @@ def test_vulkan_device_lines_old_and_new() -> None:
     )
 
 
+def test_a_generic_chip_name_is_matched_by_its_gfx_target() -> None:
+    """llama.cpp#20142: RADV calls a Ryzen AI Max+ 395's GPU `AMD Radeon Graphics (RADV GFX1151)`;
+    its gfx target names the profile (ROCm's device lines give it as `gfx1151 (0x1151)`), and the
+    banner's last parenthesis is its driver."""
+    run = checked("llamacpp-20142-vulkan-strix-halo-generic-name.txt", "--backend", "vulkan")[1]["runs"][0]
+    dev = run["devices"][0]
+    assert (dev["name"], dev["driver"], dev["matrix_cores"]) == (
+        "AMD Radeon Graphics (RADV GFX1151)",
+        "radv",
+        "KHR_coopmat",
+    )
+    assert run["device"].startswith("profile ryzen-ai-max-395, matched from the log's 'AMD Radeon Graphics")
+    # ROCm's line: the name alone matches nothing; its prompt, 88 tok/s on an 8B Q4_K_M, is judged
+    # on the chip and names rocBLAS without hipBLASLt among the causes (a log does not show it)
+    _, d = checked("eliranwong-strix-halo-rocm-generic-name.txt")
+    run = d["runs"][0]
+    assert (run["devices"][0]["name"], run["devices"][0]["compute"]) == ("AMD Radeon Graphics", "gfx1151")
+    assert run["device"].startswith("profile ryzen-ai-max-395, matched from the log's 'AMD Radeon Graphics (gfx1151)'")
+    prefill = next(m for m in d["measurements"] if m["kind"] == "prefill")
+    finding = next(f for f in prefill["findings"] if f["code"] == "PREFILL_BELOW_BAND")
+    assert any(c.startswith("rocBLAS without hipBLASLt (ROCBLAS_USE_HIPBLASLT not 1") for c in finding["causes"])
+
+
 def test_rocm_and_cuda_device_lines() -> None:
     run = checked("llamacpp-8186-rocm-7900xtx-qwen2.txt")[1]["runs"][0]
     assert (run["devices"][0]["name"], run["devices"][0]["backend"], run["devices"][0]["compute"]) == (

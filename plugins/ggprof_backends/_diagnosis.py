@@ -28,3 +28,16 @@ THROTTLED_CLOCK_FRACTION = 0.75
 # Doubling the threads gained less than this: more threads did not help (a dense model's
 # decode gains 1.6-2.0x where cores are free: the parallel efficiencies in cpu.py).
 THREADS_MIN_GAIN = 1.15
+# Prompt speed on one chip with one build fact changed, the pairs in
+# benchmarks/data/build-effects.jsonl (a Radeon 8060S, gfx1151, llama 2 7B Q4_0 pp512; each pair
+# differs in that fact alone; benchmarks/calibrate.py prints them; tests/test_build_effects.py
+# checks these figures against the file). rocBLAS without hipBLASLt (ROCBLAS_USE_HIPBLASLT=0
+# with ROCm 6.4.3, or unset on builds of 2025-08) ran at the first ratio of the same run with
+# it, the median of 8 pairs; with ROCm 6.4.4 and 7 at the second (12 pairs).
+HIPBLASLT_OFF_PREFILL_OLD_ROCM = 0.34
+HIPBLASLT_OFF_PREFILL_NEW_ROCM = 0.88
+# The AMDVLK driver (its banner: "AMD open-source driver") against Mesa's RADV on the same build:
+# at b9187 it ran prompts at this ratio; at b6111-b6735 it was 1.3-1.5x faster (the last build
+# measured ahead is the second figure: on builds up to it, AMDVLK is no cause of a slow prompt).
+AMDVLK_PREFILL_VS_RADV = 0.26
+AMDVLK_AHEAD_UNTIL_BUILD = 6735

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ggprof import Backend, Causes, Device, Diagnosis, Figure
+from ggprof import Backend, BuildFacts, Causes, Device, Diagnosis, Figure
 from ggprof_backends import _fitted
 from ggprof_backends._diagnosis import NOISY_REPETITIONS_CV, OTHER_LOAD_GPU_HOST_PERCENT
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
-    from ggprof import EfficiencyBand, JudgeCase, ModelSpec, ProfileDB
+    from ggprof import EfficiencyBand, JudgeCase, ModelSpec, ProfileDB, RunContext
 
 GPU_CAUSES = Causes(
     impossible=(
@@ -72,7 +72,7 @@ class GPUBackend(Backend):
     """What the GPU backends share: their causes, and the offload checks of a slow run."""
 
     causes = GPU_CAUSES
-    prefill_causes = (
+    prefill_causes: tuple[str, ...] = (
         "layers not offloaded (-ngl lower than the layer count): the CPU did part of the prompt",
         "a build without the GPU's fast matrix kernels (tensor/matrix cores unused, an old llama.cpp)",
         "a tiny physical batch (-ub) or batch (-b): the weights are read again every few tokens",
@@ -90,16 +90,7 @@ class GPUBackend(Backend):
         ctx = case.context
         if ctx is None:
             return Diagnosis()
-        causes: list[str] = []
-        checks: list[str] = []
-        if ctx.n_gpu_layers_offloaded is not None and ctx.n_layers is not None:
-            total = ctx.n_layers + 1
-            checks.append(f"llama.cpp offloaded {ctx.n_gpu_layers_offloaded}/{total} layers")
-            if ctx.n_gpu_layers_offloaded < total:
-                causes.append(
-                    f"partial offload: {total - ctx.n_gpu_layers_offloaded} of {total} layers ran on the "
-                    "CPU at host-memory bandwidth"
-                )
+        causes, checks = _offload(ctx, "at host-memory bandwidth")
         if case.tg_cv is not None:
             checks.append(f"repetitions vary by {case.tg_cv:.1%}")
             if case.tg_cv > NOISY_REPETITIONS_CV:
@@ -110,3 +101,35 @@ class GPUBackend(Backend):
                 "kernel launches wait for it"
             )
         return Diagnosis(causes=tuple(causes), checks=tuple(checks))
+
+    def diagnose_prefill(self, case: JudgeCase) -> Diagnosis:
+        """Partial offload and what the build's facts point to (build_causes); where neither
+        names a cause, the causes to check that the build does not rule out."""
+        causes, checks = _offload(case.context, "at the CPU's FLOP/s") if case.context else ([], [])
+        known = case.prediction.device.build if case.prediction is not None else None
+        build = known or BuildFacts()
+        found, build_checks = self.build_causes(build)
+        return Diagnosis(
+            causes=(*causes, *found) or self.prefill_causes_to_check(build),
+            checks=(*checks, *build_checks),
+        )
+
+    def build_causes(self, build: BuildFacts) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(causes, checks) of a slow prompt in what is known of the build: a backend's own."""
+        return (), ()
+
+    def prefill_causes_to_check(self, build: BuildFacts) -> tuple[str, ...]:
+        """The causes a slow prompt names when no fact points to one: prefill_causes, less
+        those the build's facts rule out (a backend's own)."""
+        return self.prefill_causes
+
+
+def _offload(ctx: RunContext, pace: str) -> tuple[list[str], list[str]]:
+    """A run's offload as (causes, checks): a partial one is a cause."""
+    if ctx.n_gpu_layers_offloaded is None or ctx.n_layers is None:
+        return [], []
+    total = ctx.n_layers + 1
+    checks = [f"llama.cpp offloaded {ctx.n_gpu_layers_offloaded}/{total} layers"]
+    if ctx.n_gpu_layers_offloaded >= total:
+        return [], checks
+    return [f"partial offload: {total - ctx.n_gpu_layers_offloaded} of {total} layers ran on the CPU {pace}"], checks

@@ -9,13 +9,36 @@ from typing import TYPE_CHECKING, Any
 from ggprof import Backend, Detection, EfficiencyBand, hookimpl, run_tool
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
-    from ggprof import Device, HostContext, ProfileDB
+    from ggprof import BuildFacts, Device, HostContext, ProfileDB
+from ggprof_backends._diagnosis import HIPBLASLT_OFF_PREFILL_NEW_ROCM, HIPBLASLT_OFF_PREFILL_OLD_ROCM
 from ggprof_backends._gpu import GPUBackend, gpu_device
+
+_HIPBLASLT_EVIDENCE = (
+    f"on a Radeon 8060S (gfx1151) prompts ran at {HIPBLASLT_OFF_PREFILL_OLD_ROCM:.2f}x of the same run with "
+    f"ROCBLAS_USE_HIPBLASLT=1 under ROCm 6.4.3 ({HIPBLASLT_OFF_PREFILL_NEW_ROCM:.2f}x from ROCm 6.4.4)"
+)
+HIPBLASLT_OFF = f"rocBLAS without hipBLASLt: {_HIPBLASLT_EVIDENCE}; set ROCBLAS_USE_HIPBLASLT=1"
+HIPBLASLT_UNKNOWN = (
+    f"rocBLAS without hipBLASLt (ROCBLAS_USE_HIPBLASLT not 1; `ggprof profile` records it): {_HIPBLASLT_EVIDENCE}"
+)
 
 
 class ROCmBackend(GPUBackend):
     name = "rocm"
     band = EfficiencyBand(low=0.5, high=0.85, source="assumption: llama.cpp HIP decode reaches 50-85% of peak")
+    prefill_causes = (*GPUBackend.prefill_causes, HIPBLASLT_UNKNOWN)
+
+    def build_causes(self, build: BuildFacts) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """rocBLAS's hipBLASLt switch, where the run's setting is known."""
+        setting = build.rocblas_use_hipblaslt
+        if setting is None:
+            return (), ()
+        check = "ROCBLAS_USE_HIPBLASLT not set" if setting == "unset" else f"ROCBLAS_USE_HIPBLASLT={setting}"
+        return ((), (check,)) if setting == "1" else ((HIPBLASLT_OFF,), (check,))
+
+    def prefill_causes_to_check(self, build: BuildFacts) -> tuple[str, ...]:
+        known_on = build.rocblas_use_hipblaslt == "1"
+        return tuple(c for c in self.prefill_causes if not (known_on and c == HIPBLASLT_UNKNOWN))
 
     def detect(self, host: HostContext) -> Detection:
         out = run_tool(["amd-smi", "static", "--asic", "--vram", "--json"])

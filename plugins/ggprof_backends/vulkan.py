@@ -7,11 +7,18 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ggprof import Backend, Detection, EfficiencyBand, hookimpl, run_tool
+from ggprof import Backend, Detection, EfficiencyBand, clean_name, hookimpl, run_tool
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
-    from ggprof import Device, HostContext, ProfileDB
+    from ggprof import BuildFacts, Device, HostContext, ProfileDB
+from ggprof_backends._diagnosis import AMDVLK_AHEAD_UNTIL_BUILD, AMDVLK_PREFILL_VS_RADV
 from ggprof_backends._gpu import GPUBackend, gpu_device
+
+AMDVLK = "AMD open-source driver"  # the name AMDVLK gives itself in ggml_vulkan's banner
+AMDVLK_SLOW = (
+    f"the AMDVLK driver: on a Radeon 8060S with llama.cpp b9187 its prompts ran at {AMDVLK_PREFILL_VS_RADV:.2f}x "
+    f"of Mesa's RADV (up to b{AMDVLK_AHEAD_UNTIL_BUILD} it was ahead); try RADV"
+)
 
 _CPU_DEVICE_TYPES = ("PHYSICAL_DEVICE_TYPE_CPU",)
 
@@ -19,6 +26,15 @@ _CPU_DEVICE_TYPES = ("PHYSICAL_DEVICE_TYPE_CPU",)
 class VulkanBackend(GPUBackend):
     name = "vulkan"
     band = EfficiencyBand(low=0.45, high=0.8, source="assumption: llama.cpp Vulkan decode reaches 45-80% of peak")
+
+    def build_causes(self, build: BuildFacts) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The driver the banner names: AMDVLK fell behind RADV at prompts on newer builds."""
+        if build.vulkan_driver is None:
+            return (), ()
+        check = f"Vulkan driver: {clean_name(build.vulkan_driver, 60)}"
+        number = build.known_number
+        behind = build.vulkan_driver == AMDVLK and (number is None or number > AMDVLK_AHEAD_UNTIL_BUILD)
+        return ((AMDVLK_SLOW,) if behind else ()), (check,)
 
     def detect(self, host: HostContext) -> Detection:
         out = run_tool(["vulkaninfo", "--summary"])

@@ -20,6 +20,7 @@ _API = {
     "BenchParams": "ggprof.bench.results",
     "BenchResult": "ggprof.bench.results",
     "BenchRow": "ggprof.bench.results",
+    "BuildFacts": "ggprof.machine.device",
     "Engine": "ggprof.engines",
     "ModelInfo": "ggprof.bench.results",
     "Causes": "ggprof.verdict.backend",
@@ -40,6 +41,7 @@ _API = {
     "SwaPattern": "ggprof.model.spec",
     "run_tool": "ggprof.machine.tools",
     "speed_fits": "ggprof.calibration",
+    "clean_name": "ggprof.units",
     "fmt_bytes": "ggprof.units",
     "fmt_rate": "ggprof.units",
     "sig3": "ggprof.units",
@@ -49,6 +51,7 @@ __all__ = [
     "BenchParams",
     "BenchResult",
     "BenchRow",
+    "BuildFacts",
     "Causes",
     "Detection",
     "Device",
@@ -68,6 +71,7 @@ __all__ = [
     "SpeedFits",
     "SwaPattern",
     "__version__",
+    "clean_name",
     "fmt_bytes",
     "fmt_rate",
     "hookimpl",
@@ -85,14 +89,14 @@ if TYPE_CHECKING:
     from ggprof.calibration import speed_fits
     from ggprof.engines import Engine
     from ggprof.figures import Figure
-    from ggprof.machine.device import Detection, Device, EfficiencyBand, ExpectedSpeed
+    from ggprof.machine.device import BuildFacts, Detection, Device, EfficiencyBand, ExpectedSpeed
     from ggprof.machine.host import HostContext
     from ggprof.machine.profiles import ProfileDB
     from ggprof.machine.tools import run_tool
     from ggprof.model.spec import ModelSpec, SwaPattern
     from ggprof.physics.expected import SpeedFits
     from ggprof.physics.roofline import Prediction
-    from ggprof.units import fmt_bytes, fmt_rate, sig3
+    from ggprof.units import clean_name, fmt_bytes, fmt_rate, sig3
     from ggprof.verdict.backend import Backend, Causes, Diagnosis
     from ggprof.verdict.finding import Finding, JudgeCase
 

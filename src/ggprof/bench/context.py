@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ggprof.machine.device import BuildFacts
+from ggprof.units import clean_name
 
 if TYPE_CHECKING:
     from ggprof.machine.facts import HostFacts
@@ -22,6 +24,8 @@ class RunContext:
     build_commit: str | None = None  # llama.cpp's commit and build number, when the engine says
     build_number: int | None = None
     matrix_cores: str | None = None  # what llama.cpp's Vulkan banner said of them (none, KHR_coopmat, NV_coopmat2)
+    vulkan_driver: str | None = None  # the driver that banner names (radv, AMD open-source driver, NVIDIA)
+    rocblas_use_hipblaslt: str | None = None  # ROCm: the run's ROCBLAS_USE_HIPBLASLT ("1", "0", "unset")
     gpu_info: str = ""  # the GPU(s) the engine reports (llama-bench's gpu_info)
     gpu_requested: str | None = None  # the GPU the user asked for (-ngl, --device), whether or not it ran
     gpu_requested_backend: str | None = None  # its llama.cpp backend
@@ -58,9 +62,26 @@ class RunContext:
 
     @property
     def build(self) -> BuildFacts | None:
-        """What the engine saw of the build: its number and Vulkan banner (None: nothing)."""
-        build = BuildFacts(number=self.build_number, matrix_cores=self.matrix_cores)
+        """What the engine saw of the build: its number, Vulkan banner and rocBLAS setting (None: nothing)."""
+        build = BuildFacts(
+            number=self.build_number,
+            matrix_cores=self.matrix_cores,
+            vulkan_driver=self.vulkan_driver,
+            rocblas_use_hipblaslt=self.rocblas_use_hipblaslt,
+        )
         return build if build else None
+
+
+ROCBLAS_HIPBLASLT_ENV = "ROCBLAS_USE_HIPBLASLT"  # rocBLAS's switch to hand its GEMMs to hipBLASLt
+
+
+def rocblas_use_hipblaslt(backends: tuple[str, ...]) -> str | None:
+    """A ROCm run's ROCBLAS_USE_HIPBLASLT as the engine's child inherits it ("unset" where it is
+    not set; None for a run without ROCm): its prompt speed can hang on it."""
+    if "rocm" not in backends:
+        return None
+    value = os.environ.get(ROCBLAS_HIPBLASLT_ENV)
+    return "unset" if value is None else clean_name(value, 20)
 
 
 def host_cores(facts: HostFacts) -> dict[str, Any]:

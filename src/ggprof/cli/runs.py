@@ -33,7 +33,7 @@ from ggprof.cli.base import (
 )
 from ggprof.cli.history import db_options, record, save_run
 from ggprof.llamacpp import GGML_MAX_N_THREADS, N_PROMPT
-from ggprof.machine.device import MATRIX_CORES, BuildFacts
+from ggprof.machine.device import HIPBLASLT_SETTINGS, MATRIX_CORES, BuildFacts
 from ggprof.units import clean_name, warn
 
 if TYPE_CHECKING:
@@ -355,6 +355,12 @@ def profile(
     help="What the report's ggml_vulkan banner says of matrix cores (with --backend vulkan): the prefill ceiling.",
 )
 @click.option(
+    "--rocblas-use-hipblaslt",
+    "hipblaslt",
+    type=click.Choice(HIPBLASLT_SETTINGS),
+    help="The report's ROCBLAS_USE_HIPBLASLT (with --backend rocm): a slow prompt names rocBLAS without hipBLASLt.",
+)
+@click.option(
     "--llama-bench",
     "llama_bench",
     type=click.Path(dir_okay=False),
@@ -380,6 +386,7 @@ def check(
     n_gpu_layers: int | None,
     build_number: int | None,
     matrix_cores: str | None,
+    hipblaslt: str | None,
     llama_bench: str | None,
     log_path: str | None,
     as_json: bool,
@@ -388,8 +395,8 @@ def check(
     if log_path is not None:
         if llama_bench is not None or tg is not None or pp is not None:
             raise click.UsageError("--log reads its speeds from the log: no --tg, --pp or --llama-bench beside it")
-        if build_number is not None or matrix_cores is not None:
-            raise click.UsageError("--log reads the build and the Vulkan banner from the log")
+        if build_number is not None or matrix_cores is not None or hipblaslt is not None:
+            raise click.UsageError("--log reads the build and the Vulkan banner from the log: no build options")
         return _check_log(log_path, model, choice, backend, as_json)
     from ggprof.bench.llamabench import read_rows
     from ggprof.pipelines.check import Checker, Reported, judge_chunks, reported_from_row
@@ -400,8 +407,8 @@ def check(
     if llama_bench is None and tg is None and pp is None:
         raise click.UsageError("give --tg and/or --pp, or --llama-bench RESULTS.json")
     if llama_bench is not None:
-        if build_number is not None or matrix_cores is not None:
-            raise click.UsageError("--llama-bench reads each row's build from the JSON: no --build or --matrix-cores")
+        if build_number is not None or matrix_cores is not None or hipblaslt is not None:
+            raise click.UsageError("--llama-bench reads each row's build from the JSON: no build options")
         rows = read_rows(llama_bench)
         spec = load_model_arg(model or _row_model(rows))
         for row in rows:  # a row past the model's context claims KV the model cannot have
@@ -421,7 +428,11 @@ def check(
         check_model_context(spec, depth + (n_prompt if pp is not None else 0) + 1, "--depth + prompt + 1")
         if matrix_cores is not None and backend != "vulkan":
             raise click.UsageError("--matrix-cores is what a ggml_vulkan banner says: give it with --backend vulkan")
-        build = BuildFacts(number=build_number, matrix_cores=_matrix_cores(matrix_cores))
+        if hipblaslt is not None and backend != "rocm":
+            raise click.UsageError("--rocblas-use-hipblaslt is rocBLAS's setting: give it with --backend rocm")
+        build = BuildFacts(
+            number=build_number, matrix_cores=_matrix_cores(matrix_cores), rocblas_use_hipblaslt=hipblaslt
+        )
         reports = [
             Reported(
                 tg_tok_s=tg,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from ggprof.bench.context import RunContext, host_cores
+from ggprof.bench.context import RunContext, host_cores, rocblas_use_hipblaslt
 from ggprof.bench.results import BenchResult, BenchRow, ModelInfo, ThreadProbe
 from ggprof.bench.stopping import (
     NOISE_PROBE_REPS,
@@ -319,7 +319,7 @@ class _Run(Supervised):
     ) -> None:
         self.params, self.progress, self.what = params, progress, what
         self.tests = params.tests()
-        self.banners: dict[int, str | None] = {}  # Vulkan device index -> its banner's matrix cores
+        self.banners: dict[int, tuple[str | None, str | None]] = {}  # Vulkan device -> (matrix cores, driver)
         try:
             super().__init__([str(program), *args], on_stderr=self._progress)
         except OSError as e:
@@ -327,10 +327,10 @@ class _Run(Supervised):
 
     def _progress(self, line: str) -> bool:
         """llama-bench's `benchmark 1/2: prompt run 3/5` lines drive the bar (and stay out of the
-        tail); its Vulkan device banners are noted (what they say of matrix cores)."""
+        tail); its Vulkan device banners are noted (what they say of matrix cores and the driver)."""
         banner = vulkan_banner(line[:MAX_LOG_LINE_CHARS]) if "ggml_vulkan" in line else None  # a log line's bound
         if banner is not None and len(self.banners) < MAX_BANNERS:
-            self.banners[banner.index] = banner.matrix_cores
+            self.banners[banner.index] = (banner.matrix_cores, banner.driver)
         m = _PROGRESS.search(line)
         if m is None:
             return False
@@ -450,11 +450,11 @@ def _row_problem(row: object) -> str | None:
     return None
 
 
-def _matrix_cores(banners: dict[int, str | None]) -> str | None:
-    """What the run's Vulkan devices said of matrix cores: one answer where they all agree
+def _agreed(said: list[str | None]) -> str | None:
+    """What the run's Vulkan devices' banners said of one fact: one answer where they all agree
     (a run over several devices that differ has none)."""
-    said = set(banners.values())
-    return said.pop() if len(said) == 1 else None
+    values = set(said)
+    return values.pop() if len(values) == 1 else None
 
 
 def _bench_row(r: dict[str, Any], probe: ThreadProbe | None) -> BenchRow:
@@ -485,7 +485,9 @@ def _context(
         engine=LlamaBenchEngine.name,
         build_commit=clean_name(row["build_commit"], 40) if row.get("build_commit") else None,
         build_number=row.get("build_number"),
-        matrix_cores=_matrix_cores(run.banners),
+        matrix_cores=_agreed([cores for cores, _ in run.banners.values()]),
+        vulkan_driver=_agreed([driver for _, driver in run.banners.values()]),
+        rocblas_use_hipblaslt=rocblas_use_hipblaslt(used),
         cpu_model=clean_name(row.get("cpu_info") or facts.cpu_model or "", 120) or None,
         gpu_info=clean_name(row.get("gpu_info", ""), 200),
         n_threads=params.n_threads,

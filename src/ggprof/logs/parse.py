@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ggprof.logs.text import Line
-from ggprof.units import parse_bytes
+from ggprof.units import clean_name, parse_bytes
 
 MAX_RUNS = 64  # a log with more model loads keeps the last ones
 MAX_SPEEDS = 2000  # per run: the rest are counted, not kept
@@ -72,6 +72,7 @@ class LogDevice:
     fp16: bool | None = None
     int_dot: bool | None = None
     matrix_cores: str | None = None  # Vulkan: KHR_coopmat, NV_coopmat2, none
+    driver: str | None = None  # Vulkan: the driver's name the banner gives (radv, AMD open-source driver)
 
 
 @dataclass
@@ -259,9 +260,12 @@ def vulkan_banner(text: str, line_no: int = 0) -> LogDevice | None:
         return None
     rest = m[5]
     cores = re.search(r"matrix cores: (\w+)", rest)
+    # `ggml_vulkan: N = NAME (DRIVER)`: the last parenthesis is the driver (RADV's name has its
+    # own); an older build's `Vulkan0: NAME (...)` has none, its parenthesis is left off the name too
+    driver = re.search(r"\s*\(([^()]*)\)$", m[3].strip())
     return LogDevice(
         int(m[1] or m[2] or 0),
-        re.sub(r"\s*\([^()]*\)$", "", m[3].strip()),
+        m[3].strip()[: driver.start()] if driver else m[3].strip(),
         "vulkan",
         line_no,
         text,
@@ -269,6 +273,7 @@ def vulkan_banner(text: str, line_no: int = 0) -> LogDevice | None:
         fp16=_flag(rest, "fp16"),
         int_dot=_flag(rest, "int dot"),
         matrix_cores=cores[1] if cores else None,
+        driver=(clean_name(driver[1].strip(), 60) or None) if driver and m[1] is not None else None,
     )
 
 

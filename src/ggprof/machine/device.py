@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from ggprof.figures import Figure
 
 MATRIX_CORES = ("none", "KHR_coopmat", "NV_coopmat2")  # what ggml_vulkan's banner says of them
+HIPBLASLT_SETTINGS = ("1", "0", "unset")  # a ROCm run's ROCBLAS_USE_HIPBLASLT, as BuildFacts records it
 # Builds before December 2024 predate the Vulkan backend's reworked matrix-vector kernels
 # (llama.cpp PRs #10665, #10991; the same RX 5700 XT: 37.8 tok/s in PR #5835, 2024-03, and
 # 65.2 in PR #13324, 2025-05) and its matrix-core kernels (VK_KHR_cooperative_matrix, PR
@@ -33,9 +34,14 @@ class BuildFacts:
     number: int | None = None  # llama.cpp's build number (b5315)
     date: str | None = None  # ISO date of the build (or of the result, when only that is known)
     matrix_cores: str | None = None  # Vulkan's banner: none, KHR_coopmat, NV_coopmat2
+    vulkan_driver: str | None = None  # Vulkan's banner: the driver's name (radv, AMD open-source driver, NVIDIA)
+    # ROCm: the ROCBLAS_USE_HIPBLASLT the run had ("1", "0", or "unset"): whether rocBLAS's
+    # matrix multiplications went to hipBLASLt
+    rocblas_use_hipblaslt: str | None = None
 
     def __bool__(self) -> bool:
-        return any(v is not None for v in (self.number, self.date, self.matrix_cores))
+        facts = (self.number, self.date, self.matrix_cores, self.vulkan_driver, self.rocblas_use_hipblaslt)
+        return any(v is not None for v in facts)
 
     @property
     def known_number(self) -> int | None:

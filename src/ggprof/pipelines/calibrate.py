@@ -56,13 +56,17 @@ class ResultRow:
 
     @property
     def build(self) -> BuildFacts:
-        """The build the row names: its number, date and Vulkan banner, where the source gives them."""
-        facts = self.raw.get("build_facts")
+        """The build the row names: its number, date, Vulkan banner and rocBLAS setting, where
+        the source gives them."""
+        given = self.raw.get("build_facts")
+        facts: dict[str, object] = given if isinstance(given, dict) else {}
         number, date = self.raw.get("build_number"), self.raw.get("build_date")
         return BuildFacts(
             number=number if isinstance(number, int) else None,
             date=str(date) if date else None,
-            matrix_cores=str(facts["matrix_cores"]) if isinstance(facts, dict) and facts.get("matrix_cores") else None,
+            matrix_cores=str(facts["matrix_cores"]) if facts.get("matrix_cores") else None,
+            vulkan_driver=str(facts["vulkan_driver"]) if facts.get("vulkan_driver") else None,
+            rocblas_use_hipblaslt=str(facts["rocblas_use_hipblaslt"]) if facts.get("rocblas_use_hipblaslt") else None,
         )
 
     @property
@@ -257,6 +261,7 @@ class RowVerdict:
     high_tok_s: float | None
     codes: tuple[str, ...]
     level: str  # what the band rested on: device, architecture, class, or the backend's fit
+    causes: tuple[str, ...] = ()  # the causes its findings name
 
 
 def judge_row(
@@ -312,4 +317,5 @@ def judge_row(
         high_tok_s=high,
         codes=tuple(f.code for f in mine),
         level=level or "backend fit",
+        causes=tuple(c for f in mine for c in f.causes),
     )

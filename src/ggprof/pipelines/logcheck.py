@@ -16,7 +16,7 @@ from ggprof.bench.context import RunContext
 from ggprof.bench.llamabench import backend_of_row, rows_from_text
 from ggprof.errors import BadInputError
 from ggprof.logs.model import LogModel, model_from_log
-from ggprof.logs.parse import Fact, LogRun, ParsedLog, Speed, parse_lines
+from ggprof.logs.parse import Fact, LogDevice, LogRun, ParsedLog, Speed, parse_lines
 from ggprof.logs.text import Line, LogText
 from ggprof.logs.triage import Cause, backend_of, causes, gpu_device, is_partial, tiny_prefill
 from ggprof.machine.device import BuildFacts, Device
@@ -144,8 +144,13 @@ def _profile_for(run: LogRun, backend: str, ext: Extensions) -> tuple[Profile | 
     d = gpu_device(run, backend)
     if d is None:
         return None, None
-    profile, note = ext.profiles.match(d.name, kinds=("gpu", "soc"))
-    return profile, note
+    return ext.profiles.match(_match_name(d), kinds=("gpu", "soc"))
+
+
+def _match_name(d: LogDevice) -> str:
+    """A log device's name as profiles match it: a ROCm device line's gfx target beside it, which
+    names the chip where the name does not ("AMD Radeon Graphics, gfx1151")."""
+    return f"{d.name} ({d.compute})" if d.compute and d.compute.startswith("gfx") else d.name
 
 
 def _check_run(
@@ -185,7 +190,7 @@ def _check_run(
     elif profile is not None:
         device_choice = DeviceChoice(device_id=profile.id, flops=choice.flops)
         d = gpu_device(run, backend)
-        note = f"profile {profile.id}, matched from the log's {d.name if d else 'device'!r}" + (
+        note = f"profile {profile.id}, matched from the log's {_match_name(d) if d else 'device'!r}" + (
             f" ({match_note})" if match_note else ""
         )
     elif backend == "cpu" and (chosen is not None or choice.bandwidth is not None):
@@ -292,9 +297,14 @@ def _check_run(
 
 
 def build_facts(run: LogRun, backend: str, context: RunContext) -> BuildFacts | None:
-    """What the bands use of a log's build: its number and, on Vulkan, the banner's matrix cores."""
+    """What the bands use of a log's build: its number and, on Vulkan, the banner's matrix
+    cores and driver (a log does not show a ROCm run's ROCBLAS_USE_HIPBLASLT)."""
     d = gpu_device(run, backend) if backend == "vulkan" else None
-    build = BuildFacts(number=context.build_number, matrix_cores=d.matrix_cores if d else None)
+    build = BuildFacts(
+        number=context.build_number,
+        matrix_cores=d.matrix_cores if d else None,
+        vulkan_driver=d.driver if d else None,
+    )
     return build if build else None
 
 

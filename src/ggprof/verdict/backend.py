@@ -94,3 +94,8 @@ class Backend(ABC):
     def diagnose(self, case: JudgeCase) -> Diagnosis:
         """Causes of a slow result the run context points to, with the checks made."""
         return Diagnosis()
+
+    def diagnose_prefill(self, case: JudgeCase) -> Diagnosis:
+        """Causes of a slow prompt the run context and the build's facts point to, with the
+        checks made; where it finds none, the result names `prefill_causes`."""
+        return Diagnosis()

@@ -335,6 +335,7 @@ def prefill_findings(b: Backend, case: JudgeCase) -> list[Finding]:
             f"compute ceiling; {band.source})"
         )
         if pp < band.low * ceiling * (1 - case.tolerance):
+            diagnosis = b.diagnose_prefill(case)
             return [
                 Finding(
                     severity="suspicious",
@@ -343,8 +344,8 @@ def prefill_findings(b: Backend, case: JudgeCase) -> list[Finding]:
                     "below the expected band",
                     expected=expected,
                     observed=tps(pp),
-                    evidence=evidence,
-                    causes=b.prefill_causes,
+                    evidence=(*evidence, *diagnosis.checks),
+                    causes=diagnosis.causes or b.prefill_causes,
                     next_step="check the build (GPU/BLAS support, release mode), -ngl and -ub; "
                     "`ggprof profile` records them",
                     plugin=b.name,

@@ -17,7 +17,7 @@ from typing import Any
 
 import psutil
 
-from ggprof.bench.context import RunContext, host_cores
+from ggprof.bench.context import RunContext, host_cores, rocblas_use_hipblaslt
 from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo, ThreadProbe
 from ggprof.bench.supervise import Supervised, ended_by
 from ggprof.engines.python.child import EXIT_LOAD_FAILED
@@ -205,6 +205,7 @@ def _context(
         notes.append("repacking buffers off (llama.cpp's AMX path segfaults on some machines: llama.cpp#20824)")
     return RunContext(
         backends_used=used,
+        rocblas_use_hipblaslt=rocblas_use_hipblaslt(used),
         cpu_model=facts.cpu_model,
         n_threads=params.n_threads,
         **host_cores(facts),
