@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from ggprof_backends import _diagnosis
-from ggprof_backends.rocm import HIPBLASLT_OFF, HIPBLASLT_UNKNOWN
+from ggprof_backends.rocm import HIPBLASLT_OFF, HIPBLASLT_UNKNOWN, HIPBLASLT_UNSET
 from ggprof_backends.vulkan import AMDVLK, AMDVLK_SLOW
 
 from ggprof.machine.profiles import ProfileDB, builtin_dir
@@ -121,7 +121,7 @@ def test_amdvlk_is_no_cause_on_a_build_it_led(rows: list[ResultRow], refs: Refer
     ("setting", "named", "check"),
     [
         ("0", HIPBLASLT_OFF, "ROCBLAS_USE_HIPBLASLT=0"),
-        ("unset", HIPBLASLT_OFF, "ROCBLAS_USE_HIPBLASLT not set"),
+        ("unset", HIPBLASLT_UNSET, "ROCBLAS_USE_HIPBLASLT not set"),
         ("1", None, "ROCBLAS_USE_HIPBLASLT=1"),
         (None, HIPBLASLT_UNKNOWN, None),
     ],
@@ -130,8 +130,9 @@ def test_a_slow_rocm_prompt_names_rocblas_without_hipblaslt_by_the_setting(
     rows: list[ResultRow], refs: References, run_cli, setting: str | None, named: str | None, check: str | None
 ) -> None:  # type: ignore[no-untyped-def]
     """kyuz0's ROCm 6.4.3 run with ROCBLAS_USE_HIPBLASLT=0 (348 tok/s, 0.36x of the same with 1),
-    as a report gives it: with the setting 0 (or unset) the cause is rocBLAS without hipBLASLt
-    alone; with 1 it is ruled out and the generic causes remain; not given, it is one of them."""
+    as a report gives it: with the setting 0 the cause is rocBLAS without hipBLASLt alone; unset
+    (rocBLAS's default decides) it is the first cause to check; with 1 it is ruled out and the
+    generic causes remain; not given, it is one of them."""
     row = next(
         r
         for r in rows
@@ -149,8 +150,10 @@ def test_a_slow_rocm_prompt_names_rocblas_without_hipblaslt_by_the_setting(
         assert f["causes"] == [HIPBLASLT_OFF]
     elif named is None:
         assert not any("hipBLASLt" in c for c in f["causes"]) and len(f["causes"]) >= 3
+    elif named == HIPBLASLT_UNSET:
+        assert f["causes"][0] == HIPBLASLT_UNSET and len(f["causes"]) >= 3 and HIPBLASLT_UNKNOWN not in f["causes"]
     else:
-        assert named in f["causes"] and len(f["causes"]) >= 3
+        assert f["causes"][-1] == named and len(f["causes"]) >= 3
     assert (check in f["evidence"]) if check else not any("ROCBLAS_USE_HIPBLASLT" in e for e in f["evidence"])
 
 

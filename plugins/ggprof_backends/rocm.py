@@ -21,6 +21,12 @@ HIPBLASLT_OFF = f"rocBLAS without hipBLASLt: {_HIPBLASLT_EVIDENCE}; set ROCBLAS_
 HIPBLASLT_UNKNOWN = (
     f"rocBLAS without hipBLASLt (ROCBLAS_USE_HIPBLASLT not 1; `ggprof profile` records it): {_HIPBLASLT_EVIDENCE}"
 )
+# unset: rocBLAS's own default decides, which was off on the 2025-08 builds measured; so the
+# first cause to check, not a cause found
+HIPBLASLT_UNSET = (
+    f"rocBLAS without hipBLASLt (ROCBLAS_USE_HIPBLASLT not set: rocBLAS's default, off on the 2025-08 builds "
+    f"measured): {_HIPBLASLT_EVIDENCE}; set ROCBLAS_USE_HIPBLASLT=1"
+)
 
 
 class ROCmBackend(GPUBackend):
@@ -34,11 +40,15 @@ class ROCmBackend(GPUBackend):
         if setting is None:
             return (), ()
         check = "ROCBLAS_USE_HIPBLASLT not set" if setting == "unset" else f"ROCBLAS_USE_HIPBLASLT={setting}"
-        return ((), (check,)) if setting == "1" else ((HIPBLASLT_OFF,), (check,))
+        return ((), (check,)) if setting in ("1", "unset") else ((HIPBLASLT_OFF,), (check,))
 
     def prefill_causes_to_check(self, build: BuildFacts) -> tuple[str, ...]:
-        known_on = build.rocblas_use_hipblaslt == "1"
-        return tuple(c for c in self.prefill_causes if not (known_on and c == HIPBLASLT_UNKNOWN))
+        """With the setting known, the hipBLASLt cause is ruled out (1) or first to check (unset)."""
+        setting = build.rocblas_use_hipblaslt
+        if setting is None:
+            return self.prefill_causes
+        rest = tuple(c for c in self.prefill_causes if c != HIPBLASLT_UNKNOWN)
+        return (HIPBLASLT_UNSET, *rest) if setting == "unset" else rest
 
     def detect(self, host: HostContext) -> Detection:
         out = run_tool(["amd-smi", "static", "--asic", "--vram", "--json"])
