@@ -26,6 +26,9 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+from ggprof_backends._diagnosis import AMDVLK_AHEAD_UNTIL_BUILD
+from ggprof_backends.vulkan import AMDVLK
+
 from ggprof import calibration
 from ggprof.calibration.levels import MIN_LEVEL_DEVICES
 from ggprof.paths import cache_dir
@@ -193,8 +196,8 @@ def build_effect(row: ResultRow) -> tuple[str, str | None]:
     rocm = str(facts.get("rocm", "")) if isinstance(facts, dict) else ""
     if row.kind == "pp" and b.rocblas_use_hipblaslt in ("0", "unset") and rocm in ("", "6.4.3"):
         return "rocBLAS without hipBLASLt (ROCm 6.4.3, or unset on a 2025-08 build)", "hipBLASLt"
-    if row.kind == "pp" and b.vulkan_driver == "AMD open-source driver" and (b.number or 0) > 6735:
-        return "AMDVLK after b6735", "AMDVLK"
+    if row.kind == "pp" and b.vulkan_driver == AMDVLK and (b.number or 0) > AMDVLK_AHEAD_UNTIL_BUILD:
+        return f"AMDVLK after b{AMDVLK_AHEAD_UNTIL_BUILD}", "AMDVLK"
     return ("every other build, prefill" if row.kind == "pp" else "every build, decode"), None
 
 

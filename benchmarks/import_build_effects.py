@@ -23,6 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ggprof_backends.vulkan import AMDVLK  # the name AMDVLK gives itself in the banner
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "data" / "build-effects.jsonl"
 KYUZ0 = "kyuz0/amd-strix-halo-toolboxes"
@@ -119,7 +121,7 @@ def lhl_rows(repo: str) -> list[dict]:
         backend = "vulkan" if flavour.startswith("vulkan") else "rocm"
         if backend == "vulkan":
             # the run's device name tells the driver: RADV names itself, AMDVLK does not
-            driver = "radv" if "RADV" in str(raw.get("gpu_info", "")) else "AMD open-source driver"
+            driver = "radv" if "RADV" in str(raw.get("gpu_info", "")) else AMDVLK
             facts: dict[str, object] = {"vulkan_driver": driver}
         else:
             facts = {"rocblas_use_hipblaslt": r.get("hipblaslt") or "unset", "rocwmma_fattn": flavour == "rocwmma"}

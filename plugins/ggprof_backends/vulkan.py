@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ggprof import Backend, Detection, EfficiencyBand, clean_name, hookimpl, run_tool
+from ggprof import Backend, Detection, EfficiencyBand, hookimpl, run_tool
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
     from ggprof import BuildFacts, Device, HostContext, ProfileDB
@@ -31,7 +31,7 @@ class VulkanBackend(GPUBackend):
         """The driver the banner names: AMDVLK fell behind RADV at prompts on newer builds."""
         if build.vulkan_driver is None:
             return (), ()
-        check = f"Vulkan driver: {clean_name(build.vulkan_driver, 60)}"
+        check = f"Vulkan driver: {build.vulkan_driver}"
         number = build.known_number
         behind = build.vulkan_driver == AMDVLK and (number is None or number > AMDVLK_AHEAD_UNTIL_BUILD)
         return ((AMDVLK_SLOW,) if behind else ()), (check,)

@@ -41,7 +41,6 @@ _API = {
     "SwaPattern": "ggprof.model.spec",
     "run_tool": "ggprof.machine.tools",
     "speed_fits": "ggprof.calibration",
-    "clean_name": "ggprof.units",
     "fmt_bytes": "ggprof.units",
     "fmt_rate": "ggprof.units",
     "sig3": "ggprof.units",
@@ -71,7 +70,6 @@ __all__ = [
     "SpeedFits",
     "SwaPattern",
     "__version__",
-    "clean_name",
     "fmt_bytes",
     "fmt_rate",
     "hookimpl",
@@ -96,7 +94,7 @@ if TYPE_CHECKING:
     from ggprof.model.spec import ModelSpec, SwaPattern
     from ggprof.physics.expected import SpeedFits
     from ggprof.physics.roofline import Prediction
-    from ggprof.units import clean_name, fmt_bytes, fmt_rate, sig3
+    from ggprof.units import fmt_bytes, fmt_rate, sig3
     from ggprof.verdict.backend import Backend, Causes, Diagnosis
     from ggprof.verdict.finding import Finding, JudgeCase
 

@@ -124,7 +124,7 @@ def log_dict(c: LogCheck) -> dict[str, Any]:
                         "fp16": d.fp16,
                         "int_dot": d.int_dot,
                         "matrix_cores": d.matrix_cores,
-                        "driver": clean_name(d.driver, 60) if d.driver else None,
+                        "driver": d.driver,  # cleaned where the banner is read
                     }
                     for d in rc.run.devices
                 ],
@@ -223,7 +223,7 @@ def _run_lines(rc: RunCheck, n_runs: int) -> list[str]:
                 f"compute {d.compute}" if d.compute else None,
                 fmt_bytes(d.memory_bytes) if d.memory_bytes else None,
                 f"matrix cores {d.matrix_cores}" if d.matrix_cores else None,
-                f"driver {clean_name(d.driver, 60)}" if d.driver else None,
+                f"driver {d.driver}" if d.driver else None,
                 "uma" if d.uma else None,
             )
             if x
