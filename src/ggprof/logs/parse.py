@@ -262,10 +262,11 @@ def vulkan_banner(text: str, line_no: int = 0) -> LogDevice | None:
     cores = re.search(r"matrix cores: (\w+)", rest)
     # `ggml_vulkan: N = NAME (DRIVER)`: the last parenthesis is the driver (RADV's name has its
     # own); an older build's `Vulkan0: NAME (...)` has none, its parenthesis is left off the name too
-    driver = re.search(r"\s*\(([^()]*)\)$", m[3].strip())
+    name = m[3].strip()
+    driver = re.search(r"\s*\(([^()]*)\)$", name)
     return LogDevice(
         int(m[1] or m[2] or 0),
-        m[3].strip()[: driver.start()] if driver else m[3].strip(),
+        name[: driver.start()] if driver else name,
         "vulkan",
         line_no,
         text,
