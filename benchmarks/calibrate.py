@@ -235,9 +235,9 @@ def describe_levels(lv: Levels) -> str:
         f"{lv.shrink_devices:g} devices; a new device's error {math.exp(lv.spread_low) - 1:+.0%}/"
         f"{math.exp(lv.spread_high) - 1:+.0%} (leave one device out)"
     ]
-    for level in ("class", "architecture"):
+    for level in ("vendor", "class", "architecture"):
         keys = ", ".join(
-            f"{k} x{math.exp(e):.2f} ({lv.devices[level][k]})" for k, e in sorted(lv.effects[level].items())
+            f"{k} x{math.exp(e):.2f} ({lv.devices[level][k]})" for k, e in sorted(lv.effects.get(level, {}).items())
         )
         lines.append(f"    {level}: {keys or '-'}")
     terms = ", ".join(f"{t} x{math.exp(v):.2f} per unit" for t, v in sorted(lv.terms.items()))

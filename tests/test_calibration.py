@@ -400,3 +400,36 @@ def test_a_build_without_matrix_cores_has_the_vector_units_ceiling(
     # the banner is Vulkan's: given for another backend it is a usage error, not silently ignored
     r = run_cli("check", model, "--device", "arc-b580", "--backend", "cuda", "--pp", "400", "--matrix-cores", "none")
     assert r.exit_code == 2 and "give it with --backend vulkan" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_vendor_level_judges_a_class_the_data_lacks() -> None:
+    """A device whose vendor has results but whose class (integrated or discrete) and
+    architecture have none rests on the vendor level, and says so; a device of a class the
+    data holds adds its class's effect to its vendor's."""
+    from ggprof.machine.target import device_from_profile
+    from ggprof.physics.expected import Levels
+
+    profiles = ProfileDB([builtin_dir()])
+    levels = Levels(
+        backend="vulkan",
+        kind="prefill",
+        effects={"device": {}, "architecture": {}, "class": {"nvidia discrete": 0.5}, "vendor": {"nvidia": -0.25}},
+        devices={"device": {}, "architecture": {}, "class": {"nvidia discrete": 6}, "vendor": {"nvidia": 6}},
+        terms={},
+        spread_low=-0.5,
+        spread_high=0.5,
+        device_spread_low=-0.2,
+        device_spread_high=0.2,
+        shrink_devices=1.0,
+        n=12,
+        n_devices=6,
+    )
+    orin = device_from_profile(profiles.get("jetson-agx-orin"))
+    total, low, high, why = levels.offset(orin)
+    assert levels.level_of(orin) == "vendor"
+    assert total == pytest.approx(-0.25)
+    assert (low, high) == (pytest.approx(-0.5), pytest.approx(0.5))
+    assert "vulkan on nvidia GPUs of either kind (6 devices)" in why
+    discrete = device_from_profile(profiles.get("rtx-3090"))
+    assert levels.level_of(discrete) == "class"
+    assert levels.offset(discrete)[0] == pytest.approx(0.25)  # its class on top of its vendor

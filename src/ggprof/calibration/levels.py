@@ -3,7 +3,7 @@
 Each published result's error under its backend's fit, r = ln(measured speed / predicted), is
 split over the levels of what is known of its device and the build terms of its run:
 
-    r = class[vendor, integrated or discrete] + architecture + device + sum(term x code) + e
+    r = vendor + class[integrated or discrete] + architecture + device + sum(term x code) + e
 
 a ridge regression (penalised least squares) where every device weighs the same (its results
 share one unit of weight) and each level's effects are pulled toward the level above with the
@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 
 from ggprof.calibration.regression import Point
-from ggprof.physics.expected import BUILD_TERMS, LEVELS, QUANTILES, Levels, level_offset
+from ggprof.physics.expected import BUILD_TERMS, LEVELS, QUANTILES, Levels, level_offset, vendor_of_class
 from ggprof.stats import t_quantile
 
 SHRINK_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)  # devices' weight pulling a level toward the one above
@@ -49,7 +49,12 @@ class Observed:
 
 
 def observed(point: Point, residual: float) -> Observed:
-    keys = {"device": point.device, "architecture": point.architecture, "class": point.device_class}
+    keys = {
+        "device": point.device,
+        "architecture": point.architecture,
+        "class": point.device_class,
+        "vendor": vendor_of_class(point.device_class),
+    }
     return Observed(
         residual=residual,
         device=point.device,

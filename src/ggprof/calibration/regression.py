@@ -33,6 +33,7 @@ class Point:
     device_class: str | None = None  # vendor and integrated/discrete (Profile.device_class)
     codes: dict[str, float] = field(default_factory=dict)  # its build terms (expected.build_codes)
     label: str = ""  # which result (named when it is left out of a fit)
+    ceiling_known: bool = True  # prefill: whether its build's matrix-core use is known (levels fit these only)
 
 
 def _bounded_lstsq(a: Any, bounds: list[float], weights: Any) -> list[float]:

@@ -170,7 +170,15 @@ class LinearFit:
 
 
 # What is known of a device, most specific first: the levels a band rests on (Levels).
-LEVELS = ("device", "architecture", "class")
+LEVELS = ("device", "architecture", "class", "vendor")
+
+
+def vendor_of_class(device_class: str | None) -> str | None:
+    """The vendor of a device class (`amd integrated` -> `amd`): the level above the class,
+    which pools a vendor's integrated and discrete GPUs (one driver stack, one compiler)."""
+    return device_class.split()[0] if device_class else None
+
+
 # The build terms each test fits where the data has them (a code per result: build_codes):
 # `old build` (before OLD_BUILD_*, machine.device). Whether a build used the matrix units is
 # not a fitted term but the ceiling itself (Device.vector_flops, machine.device.with_build).
@@ -183,7 +191,7 @@ def level_offset(effects: dict[str, dict[str, float]], keys: dict[str, str | Non
     used = next((i for i, lv in enumerate(LEVELS) if keys.get(lv) in effects.get(lv, {})), None)
     if used is None:
         return None, 0.0
-    return LEVELS[used], sum(effects[lv].get(keys.get(lv) or "", 0.0) for lv in LEVELS[used:])
+    return LEVELS[used], sum(effects.get(lv, {}).get(keys.get(lv) or "", 0.0) for lv in LEVELS[used:])
 
 
 def build_codes(build: BuildFacts | None) -> dict[str, float]:
@@ -195,8 +203,8 @@ def build_codes(build: BuildFacts | None) -> dict[str, float]:
 @dataclass(frozen=True, kw_only=True)
 class Levels:
     """How far a device's results sit from its backend's fit, by what is known of it (ln of
-    speed / the fit's): its class (vendor, integrated or discrete), its architecture within
-    the class, the device itself within its architecture, each shrunk toward the level above
+    speed / the fit's): its vendor, its class within the vendor (integrated or discrete), its
+    architecture within the class, the device itself within its architecture, each shrunk toward the level above
     by `shrink_devices` devices' weight; plus the build terms. `spread_low/high`: where a
     device new to the fit lands around its prediction (leave one device out, a t interval)."""
 
@@ -216,7 +224,12 @@ class Levels:
     def keys(self, device: Device | None) -> dict[str, str | None]:
         if device is None:
             return {}
-        return {"device": device.profile_id, "architecture": device.architecture, "class": device.device_class}
+        return {
+            "device": device.profile_id,
+            "architecture": device.architecture,
+            "class": device.device_class,
+            "vendor": vendor_of_class(device.device_class),
+        }
 
     def level_of(self, device: Device | None) -> str | None:
         """The most specific level that knows the device (None: none does)."""
@@ -235,6 +248,7 @@ class Levels:
                 "device": f"{key} itself ({n} result{'s' if n != 1 else ''})",
                 "architecture": f"the {key} architecture ({n} device{'s' if n != 1 else ''})",
                 "class": f"{key} GPUs ({n} device{'s' if n != 1 else ''})",
+                "vendor": f"{key} GPUs of either kind ({n} device{'s' if n != 1 else ''})",
             }[used]
             where = f"{self.backend} on {what}: x{math.exp(total):.2f} the fit's speed"
         build = device.build if device else None

@@ -218,7 +218,9 @@ def points_of(rows: list[ResultRow], refs: References) -> Points:
                 )
             )
         elif ceiling := prefill_ceiling_tok_s(spec, row):
-            prefill.setdefault(row.backend, []).append(replace(known, ideal_s=1.0 / ceiling))
+            prefill.setdefault(row.backend, []).append(
+                replace(known, ideal_s=1.0 / ceiling, ceiling_known=ceiling_known(row))
+            )
     return Points(decode=decode, prefill=prefill)
 
 
@@ -229,7 +231,9 @@ def regress_all(rows: list[ResultRow], refs: References, dataset: str) -> SpeedF
 
 def regress_points(points: Points, dataset: str) -> SpeedFits:
     """Each backend's fit (decode by weight family, prefill with one factor for all devices)
-    and, on top, the levels of what is known of the device, fitted on the results each fit kept."""
+    and, on top, the levels of what is known of the device, fitted on the results each fit kept
+    (prefill: those whose compute ceiling is known; a result that may or may not have used the
+    matrix units would mix two ceilings into one device's effect)."""
     decode, kept_decode = regress_backends("decode", points.decode)
     prefill, kept_prefill = regress_backends("prefill", points.prefill)
     levels = {}
@@ -239,7 +243,9 @@ def regress_points(points: Points, dataset: str) -> SpeedFits:
             for b, fit in fits.items()
             if (
                 lv := fit_levels(
-                    b, kind, [observed(p, r) for p, r in zip(kept[b], residuals(fit, kept[b]), strict=True)]
+                    b,
+                    kind,
+                    [observed(p, r) for p, r in zip(kept[b], residuals(fit, kept[b]), strict=True) if p.ceiling_known],
                 )
             )
         }
