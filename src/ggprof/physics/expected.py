@@ -204,8 +204,8 @@ def build_codes(build: BuildFacts | None) -> dict[str, float]:
 class Levels:
     """How far a device's results sit from its backend's fit, by what is known of it (ln of
     speed / the fit's): its vendor, its class within the vendor (integrated or discrete), its
-    architecture within the class, the device itself within its architecture, each shrunk toward the level above
-    by `shrink_devices` devices' weight; plus the build terms. `spread_low/high`: where a
+    architecture within the class, the device itself within its architecture, each shrunk
+    toward the level above by `shrink_devices` devices' weight; plus the build terms. `spread_low/high`: where a
     device new to the fit lands around its prediction (leave one device out, a t interval)."""
 
     backend: str
