@@ -32,7 +32,7 @@ from ggprof_backends.vulkan import AMDVLK
 from ggprof import calibration
 from ggprof.calibration.levels import MIN_LEVEL_DEVICES
 from ggprof.paths import cache_dir
-from ggprof.physics.expected import OUTLIER_FACTOR, Levels
+from ggprof.physics.expected import LEVELS, OUTLIER_FACTOR, Levels
 from ggprof.pipelines.calibrate import (
     Points,
     References,
@@ -144,6 +144,16 @@ def main() -> int:
             by=lambda v: "ceiling known" if ceiling_known(v.row) else "matrix cores unknown",
         )
     )
+    known = [i for i, v in enumerate(honest) if v.row.kind == "pp" and ceiling_known(v.row)]
+    print(
+        table(
+            "... prefill where the compute ceiling is known, by the level each band rested on",
+            [honest[i] for i in known],
+            [slowed[i] for i in known],
+            targets=True,
+            by=lambda v: v.level,
+        )
+    )
     print(table("leave one device out, --device ID, the build not given", no_build, no_build_slow, targets=True))
     print(table("leave one device out, --bandwidth GB/s --flops TFLOPS (no device)", by_bw, by_bw_slow, targets=True))
     for title, verdicts in (("--device", honest), ("--bandwidth", by_bw)):
@@ -235,7 +245,7 @@ def describe_levels(lv: Levels) -> str:
         f"{lv.shrink_devices:g} devices; a new device's error {math.exp(lv.spread_low) - 1:+.0%}/"
         f"{math.exp(lv.spread_high) - 1:+.0%} (leave one device out)"
     ]
-    for level in ("vendor", "class", "architecture"):
+    for level in [lv for lv in reversed(LEVELS) if lv != "device"]:  # the least specific first
         keys = ", ".join(
             f"{k} x{math.exp(e):.2f} ({lv.devices[level][k]})" for k, e in sorted(lv.effects.get(level, {}).items())
         )

@@ -433,3 +433,58 @@ def test_a_vendor_level_judges_a_class_the_data_lacks() -> None:
     discrete = device_from_profile(profiles.get("rtx-3090"))
     assert levels.level_of(discrete) == "class"
     assert levels.offset(discrete)[0] == pytest.approx(0.25)  # its class on top of its vendor
+
+
+def test_a_generation_level_carries_an_architecture_to_its_other_class() -> None:
+    """Results made from known effects (+-1% noise): an Intel generation 2x slower than the
+    vendor's other generation, shown only on its discrete cards (xe2-hpg), a second Intel
+    generation (xe-hpg) at the vendor's pace, NVIDIA cards between. A new device of the slow
+    generation's integrated architecture (the Arc 140V: xe2-lpg, no result of its architecture
+    or its class) rests on the generation and is predicted slower than the same fit without the
+    generation level predicts it (the vendor's share alone); with one architecture behind the
+    generation, the fit cannot tell the generation's part of the effect from the architecture's
+    and gives the sibling part of it, so it stays above its siblings' pace."""
+    import math
+    import random
+
+    from ggprof.calibration.levels import Observed, fit_levels
+    from ggprof.machine.target import device_from_profile
+
+    rng = random.Random(5)
+    made = [("xe2-hpg", "xe2", "intel discrete", math.log(0.5))] * 3
+    made += [("xe-hpg", "xe", "intel discrete", 0.0)] * 3 + [("ada", "ada", "nvidia discrete", math.log(0.8))] * 3
+    obs = [
+        Observed(
+            residual=effect + rng.uniform(-0.01, 0.01),
+            device=f"gpu{d}",
+            keys={"device": f"gpu{d}", "architecture": arch, "generation": gen, "class": cls, "vendor": cls.split()[0]},
+            codes={},
+        )
+        for d, (arch, gen, cls, effect) in enumerate(made)
+    ]
+    levels = fit_levels("vulkan", "prefill", obs)
+    without = fit_levels(
+        "vulkan", "prefill", [replace(o, keys={k: v for k, v in o.keys.items() if k != "generation"}) for o in obs]
+    )
+    assert levels is not None and without is not None
+    assert levels.devices["generation"] == {"ada": 3, "xe": 3, "xe2": 3}
+    lunar_lake = device_from_profile(ProfileDB([builtin_dir()]).get("arc-140v"))
+    assert (levels.level_of(lunar_lake), without.level_of(lunar_lake)) == ("generation", "vendor")
+    total, _, _, why = levels.offset(lunar_lake)
+    assert 0.5 < math.exp(total) < math.exp(without.offset(lunar_lake)[0]) - 0.05
+    assert "vulkan on the xe2 generation (3 devices)" in why
+
+
+def test_a_band_rests_on_a_generation_the_data_holds(rows: list[ResultRow], refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """An A100 on Vulkan: no Vulkan result of a datacenter Ampere part, but the generation's
+    GeForce cards have them, so its decode band rests on the Ampere generation and says on
+    how many devices."""
+    ampere = {
+        r.profile.id for r in rows if (r.backend, r.kind) == ("vulkan", "tg") and r.profile.architecture == "ampere"
+    }
+    assert not {r for r in rows if (r.backend, r.profile.architecture) == ("vulkan", "ampere-datacenter")}
+    model = str(refs.spec("llama2-7b-q4_0").path)
+    r = run_cli("check", model, "--tg", "60", "--device", "a100-80gb", "--backend", "vulkan", "--json")
+    finding = next(f for f in json.loads(r.stdout)["findings"] if f["code"].startswith("DECODE"))
+    assert ampere and f"vulkan on the ampere generation ({len(ampere)} device" in finding["expected"]
+    assert "a device new to the fit" in finding["expected"]

@@ -3,7 +3,11 @@
 Each published result's error under its backend's fit, r = ln(measured speed / predicted), is
 split over the levels of what is known of its device and the build terms of its run:
 
-    r = vendor + class[integrated or discrete] + architecture + device + sum(term x code) + e
+    r = vendor + class[integrated or discrete] + generation + architecture + device
+        + sum(term x code) + e
+
+(the generation crosses the class: Xe2 is the integrated Arc 140V and the discrete B580; an
+architecture without siblings is a generation of its own, machine.profiles.GENERATIONS)
 
 a ridge regression (penalised least squares) where every device weighs the same (its results
 share one unit of weight) and each level's effects are pulled toward the level above with the
@@ -29,6 +33,7 @@ import math
 from dataclasses import dataclass
 
 from ggprof.calibration.regression import Point
+from ggprof.machine.profiles import generation_of
 from ggprof.physics.expected import BUILD_TERMS, LEVELS, QUANTILES, Levels, level_offset, vendor_of_class
 from ggprof.stats import t_quantile
 
@@ -52,6 +57,7 @@ def observed(point: Point, residual: float) -> Observed:
     keys = {
         "device": point.device,
         "architecture": point.architecture,
+        "generation": generation_of(point.architecture),
         "class": point.device_class,
         "vendor": vendor_of_class(point.device_class),
     }

@@ -46,6 +46,20 @@ VENDOR_PREFIXES = (
     ("hopper", "nvidia"),
     ("blackwell", "nvidia"),
 )
+# The chip generation of each architecture that shares one with others (profiles' `architecture`
+# names the generation and its variant): one generation's shader cores and compiler target across
+# its integrated and discrete parts or its consumer and datacenter chips (Xe2: the Arc 140V of
+# Lunar Lake and the B580 of Battlemage; RDNA 3: the RX 7900 cards and RDNA 3.5's Strix Halo).
+# Every other architecture is a generation of its own. The speed fits' level above the architecture.
+GENERATIONS = {
+    "xe-lp": "xe",
+    "xe-hpg": "xe",
+    "xe2-lpg": "xe2",
+    "xe2-hpg": "xe2",
+    "rdna3.5": "rdna3",
+    "ampere-datacenter": "ampere",
+    "blackwell-datacenter": "blackwell",
+}
 MAX_PROFILE_BYTES = 1 << 20
 MAX_PATTERN_CHARS = 200
 MAX_DEVICE_NAME_CHARS = 256
@@ -153,6 +167,11 @@ def vendor_of(architecture: str | None) -> str | None:
     if architecture is None:
         return None
     return next((v for prefix, v in VENDOR_PREFIXES if architecture.startswith(prefix)), None)
+
+
+def generation_of(architecture: str | None) -> str | None:
+    """The chip generation of an architecture (`xe2-lpg` -> `xe2`, `ada` -> `ada`; GENERATIONS)."""
+    return GENERATIONS.get(architecture, architecture) if architecture else None
 
 
 def builtin_dir() -> Path:

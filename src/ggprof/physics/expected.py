@@ -33,6 +33,7 @@ from typing import Any
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
 from ggprof.machine.device import OLD_BUILD_NUMBER, BuildFacts, Device, EfficiencyBand
+from ggprof.machine.profiles import generation_of
 from ggprof.model.spec import ModelSpec
 
 # Weight families: types read by the same kind of kernel (ggml's type names).
@@ -170,7 +171,7 @@ class LinearFit:
 
 
 # What is known of a device, most specific first: the levels a band rests on (Levels).
-LEVELS = ("device", "architecture", "class", "vendor")
+LEVELS = ("device", "architecture", "generation", "class", "vendor")
 
 
 def vendor_of_class(device_class: str | None) -> str | None:
@@ -204,8 +205,10 @@ def build_codes(build: BuildFacts | None) -> dict[str, float]:
 class Levels:
     """How far a device's results sit from its backend's fit, by what is known of it (ln of
     speed / the fit's): its vendor, its class within the vendor (integrated or discrete), its
-    architecture within the class, the device itself within its architecture, each shrunk
-    toward the level above by `shrink_devices` devices' weight; plus the build terms. `spread_low/high`: where a
+    chip generation (shared by a generation's integrated and discrete parts: Xe2's Arc 140V and
+    B580), its architecture within the generation, the device itself within its architecture,
+    each shrunk toward zero by `shrink_devices` devices' weight, so a level seen on few devices
+    moves a prediction little beyond the levels above it; plus the build terms. `spread_low/high`: where a
     device new to the fit lands around its prediction (leave one device out, a t interval)."""
 
     backend: str
@@ -227,6 +230,7 @@ class Levels:
         return {
             "device": device.profile_id,
             "architecture": device.architecture,
+            "generation": generation_of(device.architecture),
             "class": device.device_class,
             "vendor": vendor_of_class(device.device_class),
         }
@@ -247,6 +251,7 @@ class Levels:
             what = {
                 "device": f"{key} itself ({n} result{'s' if n != 1 else ''})",
                 "architecture": f"the {key} architecture ({n} device{'s' if n != 1 else ''})",
+                "generation": f"the {key} generation ({n} device{'s' if n != 1 else ''})",
                 "class": f"{key} GPUs ({n} device{'s' if n != 1 else ''})",
                 "vendor": f"{key} GPUs of either kind ({n} device{'s' if n != 1 else ''})",
             }[used]

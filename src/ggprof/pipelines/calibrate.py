@@ -266,7 +266,7 @@ class RowVerdict:
     low_tok_s: float | None
     high_tok_s: float | None
     codes: tuple[str, ...]
-    level: str  # what the band rested on: device, architecture, class, or the backend's fit
+    level: str  # what the band rested on: device, architecture, generation, class, vendor, or the backend's fit
     causes: tuple[str, ...] = ()  # the causes its findings name
 
 
