@@ -144,12 +144,12 @@ def main() -> int:
             by=lambda v: "ceiling known" if ceiling_known(v.row) else "matrix cores unknown",
         )
     )
-    known = [i for i, v in enumerate(honest) if v.row.kind == "pp" and ceiling_known(v.row)]
+    known_pp = lambda v: v.row.kind == "pp" and ceiling_known(v.row)  # noqa: E731
     print(
         table(
             "... prefill where the compute ceiling is known, by the level each band rested on",
-            [honest[i] for i in known],
-            [slowed[i] for i in known],
+            [v for v in honest if known_pp(v)],
+            [v for v in slowed if known_pp(v)],
             targets=True,
             by=lambda v: v.level,
         )

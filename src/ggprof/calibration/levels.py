@@ -33,8 +33,7 @@ import math
 from dataclasses import dataclass
 
 from ggprof.calibration.regression import Point
-from ggprof.machine.profiles import generation_of
-from ggprof.physics.expected import BUILD_TERMS, LEVELS, QUANTILES, Levels, level_offset, vendor_of_class
+from ggprof.physics.expected import BUILD_TERMS, LEVELS, QUANTILES, Levels, level_keys, level_offset
 from ggprof.stats import t_quantile
 
 SHRINK_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)  # devices' weight pulling a level toward the one above
@@ -54,13 +53,7 @@ class Observed:
 
 
 def observed(point: Point, residual: float) -> Observed:
-    keys = {
-        "device": point.device,
-        "architecture": point.architecture,
-        "generation": generation_of(point.architecture),
-        "class": point.device_class,
-        "vendor": vendor_of_class(point.device_class),
-    }
+    keys = level_keys(point.device, point.architecture, point.device_class)
     return Observed(
         residual=residual,
         device=point.device,

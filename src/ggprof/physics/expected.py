@@ -186,6 +186,18 @@ def vendor_of_class(device_class: str | None) -> str | None:
 BUILD_TERMS = {"decode": ("old build",), "prefill": ("old build",)}
 
 
+def level_keys(device: str | None, architecture: str | None, device_class: str | None) -> dict[str, str | None]:
+    """A device's key at each level (None where not known): its id, its profile's architecture
+    and class, and what they imply (the generation, the vendor)."""
+    return {
+        "device": device,
+        "architecture": architecture,
+        "generation": generation_of(architecture),
+        "class": device_class,
+        "vendor": vendor_of_class(device_class),
+    }
+
+
 def level_offset(effects: dict[str, dict[str, float]], keys: dict[str, str | None]) -> tuple[str | None, float]:
     """(the most specific level whose effects know the device's key, the ln offset there: its
     effect and those of the levels above it); (None, 0) where no level knows it."""
@@ -227,13 +239,7 @@ class Levels:
     def keys(self, device: Device | None) -> dict[str, str | None]:
         if device is None:
             return {}
-        return {
-            "device": device.profile_id,
-            "architecture": device.architecture,
-            "generation": generation_of(device.architecture),
-            "class": device.device_class,
-            "vendor": vendor_of_class(device.device_class),
-        }
+        return level_keys(device.profile_id, device.architecture, device.device_class)
 
     def level_of(self, device: Device | None) -> str | None:
         """The most specific level that knows the device (None: none does)."""
