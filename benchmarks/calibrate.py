@@ -39,6 +39,7 @@ from ggprof.pipelines.calibrate import (
     ResultRow,
     RowVerdict,
     ceiling_known,
+    ceiling_unknown,
     judge_row,
     load_dataset,
     points_of,
@@ -137,14 +138,16 @@ def main() -> int:
     print(
         table(
             "... prefill by whether the row's compute ceiling is known (matrix cores used or not: the Vulkan "
-            "banner, a build older than the kernels, a chip without them)",
+            "banner, a build older than the kernels, a chip without them; without them, int8 dot products "
+            "used or not: the banner's `int dot` and the build, a build older than the kernels, weights "
+            "without them)",
             [v for v in honest if v.row.kind == "pp"],
             [v for v in slowed if v.row.kind == "pp"],
             targets=True,
-            by=lambda v: "ceiling known" if ceiling_known(v.row) else "matrix cores unknown",
+            by=lambda v: ceiling_unknown(v.row, refs.spec(v.row.model_ref)) or "ceiling known",
         )
     )
-    known_pp = lambda v: v.row.kind == "pp" and ceiling_known(v.row)  # noqa: E731
+    known_pp = lambda v: v.row.kind == "pp" and ceiling_known(v.row, refs.spec(v.row.model_ref))  # noqa: E731
     print(
         table(
             "... prefill where the compute ceiling is known, by the level each band rested on",

@@ -19,7 +19,7 @@ from ggprof.errors import BadInputError
 from ggprof.machine.device import BuildFacts
 from ggprof.machine.profiles import ProfileDB, builtin_dir
 from ggprof.physics.expected import build_codes
-from ggprof.pipelines.calibrate import References, ResultRow, judge_row, load_dataset, regress_all
+from ggprof.pipelines.calibrate import References, ResultRow, ceiling_unknown, judge_row, load_dataset, regress_all
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT / "benchmarks" / "data" / "llama-cpp-results.jsonl"
@@ -349,7 +349,7 @@ def test_llama_bench_rows_carry_their_build() -> None:
 def test_a_pasted_log_gives_its_build_and_vulkan_banner() -> None:
     """Two real pasted logs (tests/data/logs/SOURCES.md): a February 2024 build whose Vulkan
     banner predates the matrix-cores field (and the driver's name), and a 2025 one that names
-    KHR_coopmat and AMD's Windows driver."""
+    KHR_coopmat, int8 dot products and AMD's Windows driver."""
     from ggprof.logs.parse import parse_lines
     from ggprof.logs.text import read_log
     from ggprof.pipelines.logcheck import _context, build_facts
@@ -361,12 +361,16 @@ def test_a_pasted_log_gives_its_build_and_vulkan_banner() -> None:
         found[name] = build_facts(run, "vulkan", _context(run, "vulkan", None))
     assert found["llamacpp-5486-vulkan-rx6600m-fp16.txt"] == BuildFacts(number=2145)
     assert found["llamacpp-13217-vulkan-780m-server.txt"] == BuildFacts(
-        number=5233, matrix_cores="KHR_coopmat", vulkan_driver="AMD proprietary driver"
+        number=5233, matrix_cores="KHR_coopmat", int_dot=True, vulkan_driver="AMD proprietary driver"
     )
     assert build_codes(found["llamacpp-5486-vulkan-rx6600m-fp16.txt"]) == {"old build": 1.0}
     assert build_codes(found["llamacpp-13217-vulkan-780m-server.txt"]) == {}
     assert found["llamacpp-5486-vulkan-rx6600m-fp16.txt"].uses_matrix_cores("vulkan") is False  # before the kernels
     assert found["llamacpp-13217-vulkan-780m-server.txt"].uses_matrix_cores("vulkan") is True
+    # `int dot: 1` on b5233: after b4696 (no kernels), before b5315 (known to have them): not known
+    assert found["llamacpp-13217-vulkan-780m-server.txt"].vulkan_int_dot("q4_0") is None
+    assert replace(found["llamacpp-13217-vulkan-780m-server.txt"], number=5315).vulkan_int_dot("q4_0") is True
+    assert found["llamacpp-5486-vulkan-rx6600m-fp16.txt"].vulkan_int_dot("q4_0") is False  # b2145
 
 
 def test_a_build_without_matrix_cores_has_the_vector_units_ceiling(
@@ -374,8 +378,9 @@ def test_a_build_without_matrix_cores_has_the_vector_units_ceiling(
 ) -> None:  # type: ignore[no-untyped-def]
     """The same Arc B580 on the same week's builds (PR #14001, Windows): 490.89 tok/s pp512
     before the PR (matrix cores: none) and 1631.44 after (KHR_coopmat). Each is judged on the
-    ceiling of the units it used: the XMX peak with matrix cores, twice the FP32 rate without;
-    without the banner the band reaches down to the vector units' ceiling and says why."""
+    ceiling of the units it used: the XMX peak with matrix cores, twice the FP32 rate without
+    (b5583: k-quants had no int8 dot kernels yet); without the banner the band reaches down to
+    the vector units' ceiling and says why."""
     model = str(refs.spec("gemma2-2b-q4_k_m").path)
     card = {r.build.matrix_cores: r for r in rows if (r.profile.id, r.kind) == ("arc-b580", "pp")}
     base = ["check", model, "--device", "arc-b580", "--backend", "vulkan", "--json"]
@@ -386,7 +391,7 @@ def test_a_build_without_matrix_cores_has_the_vector_units_ceiling(
         return out["verdict"], out["predictions"][0]["peak_flops_per_s"], finding["expected"]
 
     profile = card["none"].profile
-    verdict, peak, _ = judged(card["none"].tok_s, "--matrix-cores", "none")
+    verdict, peak, _ = judged(card["none"].tok_s, "--matrix-cores", "none", "--build", str(card["none"].build.number))
     assert verdict == "plausible"
     assert peak == pytest.approx(2 * profile.peak_fp32_tflops * 1e12, rel=1e-6)
     verdict, peak, _ = judged(card["KHR_coopmat"].tok_s, "--matrix-cores", "KHR_coopmat")
@@ -400,6 +405,85 @@ def test_a_build_without_matrix_cores_has_the_vector_units_ceiling(
     # the banner is Vulkan's: given for another backend it is a usage error, not silently ignored
     r = run_cli("check", model, "--device", "arc-b580", "--backend", "cuda", "--pp", "400", "--matrix-cores", "none")
     assert r.exit_code == 2 and "give it with --backend vulkan" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_vulkan_int8_dot_kernels_are_known_by_banner_build_and_weights() -> None:
+    """llama.cpp's Vulkan int8 dot-product matrix kernels: the legacy quants' since PR #12135
+    (none in b4696, in b5315), the k-quants' since PR #16536 (none in b6645, in b7189), none for
+    f16; the banner's `int dot: 0` rules them out, `int dot: 1` on a build known to have them
+    rules them in, anything less (a build between) is not known."""
+    assert BuildFacts(number=5500, int_dot=True).vulkan_int_dot("q4_0") is True
+    assert BuildFacts(number=5500, int_dot=True).vulkan_int_dot("q8_0") is True
+    assert BuildFacts(number=5500, int_dot=True).vulkan_int_dot("k") is False  # before the k-quants' kernels
+    assert BuildFacts(number=7000, int_dot=True).vulkan_int_dot("k") is None  # between: the merge not dated
+    assert BuildFacts(number=7189, int_dot=True).vulkan_int_dot("k") is True
+    assert BuildFacts(number=5000, int_dot=True).vulkan_int_dot("q4_0") is None
+    assert BuildFacts(number=4696, int_dot=True).vulkan_int_dot("q4_0") is False  # the last build without
+    assert BuildFacts(number=9000, int_dot=True).vulkan_int_dot("f16") is False
+    assert BuildFacts(number=9000, int_dot=False).vulkan_int_dot("q4_0") is False
+    assert BuildFacts(date="2024-03").vulkan_int_dot("q4_0") is False  # an old build by its date
+    assert BuildFacts(number=9000).vulkan_int_dot("q4_0") is None  # no banner
+    assert BuildFacts(int_dot=True).vulkan_int_dot("q4_0") is None  # no build number
+    assert BuildFacts(date="2024-12").vulkan_int_dot("q4_0") is None  # a month whose builds may be later
+
+
+def test_int8_dot_products_set_the_vulkan_ceiling_of_a_chip_without_matrix_cores(
+    rows: list[ResultRow], refs: References, run_cli
+) -> None:  # type: ignore[no-untyped-def]
+    """The RX 6700 XT (RDNA 2: no matrix cores; V_DOT4_I32_I8 at four times its FP32 rate, twice
+    its packed FP16) on Vulkan, Llama 2 7B Q4_0: a build that ran the int8 dot kernels is judged
+    on their ceiling, one that did not on the vector units', and where the banner or the build
+    is missing the band reaches down from the first to the second and says why. A speed above
+    the vector ceiling is impossible only for a build known to be without the kernels. The
+    scoreboard's 1051 tok/s (a build of December 2024 or later, no banner) is such a row."""
+    model = str(refs.spec("llama2-7b-q4_0").path)
+    profile = ProfileDB([builtin_dir()]).get("rx-6700-xt")
+    assert profile.peak_fp32_tflops is not None
+    vector, dot = 2 * profile.peak_fp32_tflops * 1e12, 4 * profile.peak_fp32_tflops * 1e12
+    base = ["check", model, "--device", "rx-6700-xt", "--backend", "vulkan", "--json"]
+
+    def judged(tok_s: float, *extra: str) -> tuple[str, float, str, str]:
+        out = json.loads(run_cli(*base, "--pp", str(tok_s), *extra).stdout)
+        finding = next(f for f in out["findings"] if f["code"].startswith("PREFILL"))
+        source = out["predictions"][0]["peak_flops_source"]
+        return out["verdict"], out["predictions"][0]["peak_flops_per_s"], finding["expected"], source
+
+    verdict, peak, expected, source = judged(1051.2, "--build", "5500", "--int-dot", "1")
+    assert verdict == "plausible" and peak == pytest.approx(dot, rel=1e-6)
+    assert "int8 dot-product units (the build ran them on q4_0 weights)" in source
+    assert "not known" not in expected
+    assert judged(1051.2, "--build", "5500", "--int-dot", "0")[1] == pytest.approx(vector, rel=1e-6)
+    assert judged(1051.2, "--build", "4000")[1] == pytest.approx(vector, rel=1e-6)  # before the kernels
+    verdict, peak, expected, _ = judged(1051.2)
+    assert verdict == "plausible" and peak == pytest.approx(dot, rel=1e-6)
+    assert "int8 dot products not known" in expected and "--int-dot" in expected
+
+    # the unknown band reaches the vector ceiling's share of it: lower than the known one's
+    def low(expected: str) -> float:
+        return float(expected.split(" tok/s to ")[0].replace(",", ""))
+
+    low_known = low(judged(1051.2, "--build", "5500", "--int-dot", "1")[2])
+    assert low(expected) == pytest.approx(low_known * vector / dot, rel=0.02)
+    # above the vector ceiling (1958 tok/s on this model): impossible only without the kernels
+    ceiling_tok_s = vector / (2 * refs.spec("llama2-7b-q4_0").active_params)
+    fast = str(round(1.2 * ceiling_tok_s))
+    assert judged(float(fast), "--build", "5500", "--int-dot", "0")[0] == "impossible"
+    assert judged(float(fast), "--build", "5500", "--int-dot", "1")[0] != "impossible"
+    # k-quants had no int8 dot kernels on b5500; an RDNA 3 card's dot rate is no faster than its peak
+    k_model = str(refs.spec("llama2-7b-q4_k_m").path)
+    out = json.loads(run_cli("check", k_model, *base[2:], "--pp", "900", "--build", "5500", "--int-dot", "1").stdout)
+    assert out["predictions"][0]["peak_flops_per_s"] == pytest.approx(vector, rel=1e-6)
+    xtx = ProfileDB([builtin_dir()]).get("rx-7900-xtx")
+    out = json.loads(
+        run_cli("check", model, "--device", "rx-7900-xtx", "--backend", "vulkan", "--pp", "3000", "--json").stdout
+    )
+    assert out["predictions"][0]["peak_flops_per_s"] == pytest.approx(xtx.peak_flops, rel=1e-6)
+    r = run_cli("check", model, "--device", "rx-6700-xt", "--backend", "rocm", "--pp", "900", "--int-dot", "1")
+    assert r.exit_code == 2 and "give it with --backend vulkan" in r.stderr and "Traceback" not in r.stderr
+    # the dataset: the scoreboard row's ceiling is not known, the 2024-03 PR row's (an old build) is
+    card = [r for r in rows if (r.profile.id, r.backend, r.kind) == ("rx-6700-xt", "vulkan", "pp")]
+    why = {r.tok_s: ceiling_unknown(r, refs.spec(r.model_ref)) for r in card}
+    assert why == {1051.2: "int8 dot products unknown", 425.07: None}
 
 
 def test_a_vendor_level_judges_a_class_the_data_lacks() -> None:

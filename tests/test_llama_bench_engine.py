@@ -328,6 +328,7 @@ def test_the_vulkan_banner_llama_bench_prints_sets_the_prefill_ceiling(
     d = json.loads(r.stdout)
     assert d["context"]["matrix_cores"] == "none" and d["context"]["backends_used"] == ["vulkan"], r.stderr
     assert d["context"]["vulkan_driver"] == "Intel Corporation"  # the banner's last parenthesis
+    assert d["context"]["int_dot"] is False  # `int dot: 0`
     assert d["context"]["rocblas_use_hipblaslt"] is None  # not a ROCm run
     prediction = d["depths"][0]["prediction"]
     fp32_tflops = ProfileDB.default().get("arc-a770").peak_fp32_tflops

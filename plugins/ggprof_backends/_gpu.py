@@ -46,7 +46,7 @@ def gpu_device(
     all_notes = notes + ((ambiguity,) if ambiguity else ())
     if bandwidth is None and profile is not None:
         bandwidth = Figure(profile.bandwidth_bytes_per_s, "profile", profile.id)
-    peak, vector = profile.flops_figures() if profile is not None else (None, None)
+    peak, vector, int_dot = profile.flops_figures() if profile is not None else (None, None, None)
     memory_source = "os" if memory_bytes else None
     if memory_bytes is None and profile is not None and profile.memory_gb:
         memory_bytes, memory_source = int(profile.memory_gb * 1e9), f"profile {profile.id}"
@@ -59,6 +59,7 @@ def gpu_device(
         bandwidth=bandwidth,
         peak_flops=peak,
         vector_flops=vector,
+        int_dot_ops=int_dot,
         profile_id=profile.id if profile else None,
         architecture=profile.architecture if profile else None,
         device_class=profile.device_class if profile else None,

@@ -24,6 +24,7 @@ class RunContext:
     build_commit: str | None = None  # llama.cpp's commit and build number, when the engine says
     build_number: int | None = None
     matrix_cores: str | None = None  # what llama.cpp's Vulkan banner said of them (none, KHR_coopmat, NV_coopmat2)
+    int_dot: bool | None = None  # what that banner said of int8 dot products (`int dot: 1`)
     vulkan_driver: str | None = None  # the driver that banner names (radv, AMD open-source driver, NVIDIA)
     rocblas_use_hipblaslt: str | None = None  # ROCm: the run's ROCBLAS_USE_HIPBLASLT ("1", "0", "unset")
     gpu_info: str = ""  # the GPU(s) the engine reports (llama-bench's gpu_info)
@@ -66,6 +67,7 @@ class RunContext:
         build = BuildFacts(
             number=self.build_number,
             matrix_cores=self.matrix_cores,
+            int_dot=self.int_dot,
             vulkan_driver=self.vulkan_driver,
             rocblas_use_hipblaslt=self.rocblas_use_hipblaslt,
         )

@@ -355,6 +355,12 @@ def profile(
     help="What the report's ggml_vulkan banner says of matrix cores (with --backend vulkan): the prefill ceiling.",
 )
 @click.option(
+    "--int-dot",
+    type=click.Choice(("0", "1")),
+    help="What the report's ggml_vulkan banner says of int dot (with --backend vulkan; with --build, "
+    "whether its int8 dot-product kernels set the prefill ceiling).",
+)
+@click.option(
     "--rocblas-use-hipblaslt",
     "hipblaslt",
     type=click.Choice(HIPBLASLT_SETTINGS),
@@ -386,6 +392,7 @@ def check(
     n_gpu_layers: int | None,
     build_number: int | None,
     matrix_cores: str | None,
+    int_dot: str | None,
     hipblaslt: str | None,
     llama_bench: str | None,
     log_path: str | None,
@@ -395,7 +402,7 @@ def check(
     if log_path is not None:
         if llama_bench is not None or tg is not None or pp is not None:
             raise click.UsageError("--log reads its speeds from the log: no --tg, --pp or --llama-bench beside it")
-        if build_number is not None or matrix_cores is not None or hipblaslt is not None:
+        if any(x is not None for x in (build_number, matrix_cores, int_dot, hipblaslt)):
             raise click.UsageError("--log reads the build and the Vulkan banner from the log: no build options")
         return _check_log(log_path, model, choice, backend, as_json)
     from ggprof.bench.llamabench import read_rows
@@ -407,7 +414,7 @@ def check(
     if llama_bench is None and tg is None and pp is None:
         raise click.UsageError("give --tg and/or --pp, or --llama-bench RESULTS.json")
     if llama_bench is not None:
-        if build_number is not None or matrix_cores is not None or hipblaslt is not None:
+        if any(x is not None for x in (build_number, matrix_cores, int_dot, hipblaslt)):
             raise click.UsageError("--llama-bench reads each row's build from the JSON: no build options")
         rows = read_rows(llama_bench)
         spec = load_model_arg(model or _row_model(rows))
@@ -426,12 +433,16 @@ def check(
         spec = load_model_arg(model)
         # what bench would refuse to run is refused as a claim too: a depth past the model's context
         check_model_context(spec, depth + (n_prompt if pp is not None else 0) + 1, "--depth + prompt + 1")
-        if matrix_cores is not None and backend != "vulkan":
-            raise click.UsageError("--matrix-cores is what a ggml_vulkan banner says: give it with --backend vulkan")
+        for name, value in (("--matrix-cores", matrix_cores), ("--int-dot", int_dot)):
+            if value is not None and backend != "vulkan":
+                raise click.UsageError(f"{name} is what a ggml_vulkan banner says: give it with --backend vulkan")
         if hipblaslt is not None and backend != "rocm":
             raise click.UsageError("--rocblas-use-hipblaslt is rocBLAS's setting: give it with --backend rocm")
         build = BuildFacts(
-            number=build_number, matrix_cores=_matrix_cores(matrix_cores), rocblas_use_hipblaslt=hipblaslt
+            number=build_number,
+            matrix_cores=_matrix_cores(matrix_cores),
+            int_dot=None if int_dot is None else int_dot == "1",
+            rocblas_use_hipblaslt=hipblaslt,
         )
         reports = [
             Reported(

@@ -21,7 +21,7 @@ import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psutil
 
@@ -319,7 +319,8 @@ class _Run(Supervised):
     ) -> None:
         self.params, self.progress, self.what = params, progress, what
         self.tests = params.tests()
-        self.banners: dict[int, tuple[str | None, str | None]] = {}  # Vulkan device -> (matrix cores, driver)
+        # Vulkan device -> (matrix cores, driver, int dot)
+        self.banners: dict[int, tuple[str | None, str | None, bool | None]] = {}
         try:
             super().__init__([str(program), *args], on_stderr=self._progress)
         except OSError as e:
@@ -327,10 +328,11 @@ class _Run(Supervised):
 
     def _progress(self, line: str) -> bool:
         """llama-bench's `benchmark 1/2: prompt run 3/5` lines drive the bar (and stay out of the
-        tail); its Vulkan device banners are noted (what they say of matrix cores and the driver)."""
+        tail); its Vulkan device banners are noted (what they say of matrix cores, the driver and
+        int8 dot products)."""
         banner = vulkan_banner(line[:MAX_LOG_LINE_CHARS]) if "ggml_vulkan" in line else None  # a log line's bound
         if banner is not None and len(self.banners) < MAX_BANNERS:
-            self.banners[banner.index] = (banner.matrix_cores, banner.driver)
+            self.banners[banner.index] = (banner.matrix_cores, banner.driver, banner.int_dot)
         m = _PROGRESS.search(line)
         if m is None:
             return False
@@ -450,7 +452,10 @@ def _row_problem(row: object) -> str | None:
     return None
 
 
-def _agreed(said: list[str | None]) -> str | None:
+T = TypeVar("T")
+
+
+def _agreed(said: list[T]) -> T | None:
     """What the run's Vulkan devices' banners said of one fact: one answer where they all agree
     (a run over several devices that differ has none)."""
     values = set(said)
@@ -485,8 +490,9 @@ def _context(
         engine=LlamaBenchEngine.name,
         build_commit=clean_name(row["build_commit"], 40) if row.get("build_commit") else None,
         build_number=row.get("build_number"),
-        matrix_cores=_agreed([cores for cores, _ in run.banners.values()]),
-        vulkan_driver=_agreed([driver for _, driver in run.banners.values()]),
+        matrix_cores=_agreed([cores for cores, _, _ in run.banners.values()]),
+        vulkan_driver=_agreed([driver for _, driver, _ in run.banners.values()]),
+        int_dot=_agreed([dot for _, _, dot in run.banners.values()]),
         rocblas_use_hipblaslt=rocblas_use_hipblaslt(used),
         cpu_model=clean_name(row.get("cpu_info") or facts.cpu_model or "", 120) or None,
         gpu_info=clean_name(row.get("gpu_info", ""), 200),

@@ -24,6 +24,18 @@ OLD_BUILD_DATE = "2024-12"
 # source tarball, the copy vendored in llama-cpp-python) reports 0 or 1. Builds before b1015
 # (August 2023, the GGUF format's arrival) cannot load a GGUF file: a lower number says nothing.
 FIRST_GGUF_BUILD = 1015
+# Vulkan's integer dot-product matrix kernels (MMQ: the prompt's activations quantized to q8_1
+# and multiplied on the chip's int8 dot-product units, where the device has them and its matrix
+# cores are not used): llama.cpp PR #12135 for the legacy quants (q4_0 family: Q4_0, Q4_1, Q5_0,
+# Q5_1; and Q8_0), PR #16536 for the k-quants. By weight family, (the last build known to be
+# without them, the first known to have them): b4696 (2025-02-12: its banner has no `int dot`
+# field yet, geerlingguy/ai-benchmarks #20; #12135 was still in review on 2025-03-02) and b5315
+# (2025-05-08: by 2025-04-02 downstream builds of llama.cpp had the DP4A kernels,
+# LostRuins/koboldcpp #1459); b6645 (2025-09-30, geerlingguy/ai-benchmarks #25; #16536 was in
+# review until 2025-10-28) and b7189 (late November 2025, llama.cpp issue #17628; #16536 was in
+# builds by 2025-11-07, LostRuins/koboldcpp #1826). A build between the two is not known either
+# way; other families (f16, i-quants) have no such kernels.
+INT_DOT_BUILDS = {"q4_0": (4696, 5315), "q8_0": (4696, 5315), "k": (6645, 7189)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,13 +46,21 @@ class BuildFacts:
     number: int | None = None  # llama.cpp's build number (b5315)
     date: str | None = None  # ISO date of the build (or of the result, when only that is known)
     matrix_cores: str | None = None  # Vulkan's banner: none, KHR_coopmat, NV_coopmat2
+    int_dot: bool | None = None  # Vulkan's banner: `int dot: 1` (the driver's int8 dot products are fast)
     vulkan_driver: str | None = None  # Vulkan's banner: the driver's name (radv, AMD open-source driver, NVIDIA)
     # ROCm: the ROCBLAS_USE_HIPBLASLT the run had ("1", "0", or "unset"): whether rocBLAS's
     # matrix multiplications went to hipBLASLt
     rocblas_use_hipblaslt: str | None = None
 
     def __bool__(self) -> bool:
-        facts = (self.number, self.date, self.matrix_cores, self.vulkan_driver, self.rocblas_use_hipblaslt)
+        facts = (
+            self.number,
+            self.date,
+            self.matrix_cores,
+            self.int_dot,
+            self.vulkan_driver,
+            self.rocblas_use_hipblaslt,
+        )
         return any(v is not None for v in facts)
 
     @property
@@ -67,6 +87,21 @@ class BuildFacts:
             return self.matrix_cores != "none"
         return False if self.old else None
 
+    def vulkan_int_dot(self, family: str) -> bool | None:
+        """Whether a Vulkan build ran a prompt's matrix multiplications of weight `family` (ggprof.
+        physics.expected.family) as int8 dot products (INT_DOT_BUILDS), where the chip has the
+        units and its matrix cores were not used: its banner's `int dot: 0`, a build before the
+        family's kernels or a family without them: no; `int dot: 1` on a build known to have
+        them: yes; otherwise not known (None)."""
+        builds = INT_DOT_BUILDS.get(family)
+        if builds is None or self.int_dot is False or self.old:
+            return False
+        last_without, first_with = builds
+        number = self.known_number
+        if number is not None and number <= last_without:
+            return False
+        return True if self.int_dot and number is not None and number >= first_with else None
+
 
 @dataclass(frozen=True, kw_only=True)
 class Device:
@@ -80,6 +115,7 @@ class Device:
     bandwidth: Figure | None = None  # bytes/s
     peak_flops: Figure | None = None  # FLOP/s: the chip's highest dense peak (its matrix units where it has them)
     vector_flops: Figure | None = None  # FLOP/s without matrix units (a build that does not use them)
+    int_dot_ops: Figure | None = None  # int8 ops/s of its dot-product units, where faster than its vector units
     profile_id: str | None = None
     unified_memory: bool = False
     llc_bytes: int | None = None
@@ -144,6 +180,21 @@ def with_build(device: Device, build: BuildFacts | None) -> Device:
     if build.uses_matrix_cores(device.backend) is False and vector is not None and device.matrix_units_faster:
         device = replace(device, peak_flops=replace(vector, detail=f"{vector.detail} (the build used no matrix cores)"))
     return device
+
+
+def int_dot_ceiling(device: Device, family: str) -> tuple[Figure, bool | None] | None:
+    """Where a Vulkan prompt on `family` weights may have run on the device's int8 dot-product
+    units, faster than the ceiling its build gives it otherwise (its vector units: no matrix
+    cores, or a build that did not use them): (their rate, whether the build is known to have
+    used them: True, or None where not known). None where they set no ceiling."""
+    dot, peak = device.int_dot_ops, device.peak_flops
+    if device.backend != "vulkan" or dot is None or (peak is not None and dot.value <= peak.value):
+        return None
+    used = (device.build or BuildFacts()).vulkan_int_dot(family)
+    if used is False:
+        return None
+    why = "the build ran them" if used else "the build may have run them"
+    return replace(dot, detail=f"{dot.detail} ({why} on {family} weights)"), used
 
 
 def with_memory(device: Device, memory_bytes: int | None, source: str) -> Device:

@@ -77,6 +77,15 @@ _ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 
 
 VECTOR_FP16_PER_FP32 = 2.0  # packed FP16 (two halves per FP32 lane) on the vector units
+# Chip generations whose int8 dot-product instructions (four int8 products summed per lane per
+# clock) outpace their packed-FP16 vector rate: int8 ops per FP32 FLOP. AMD RDNA 2's
+# V_DOT4_I32_I8 and Intel Xe's DP4A run at the FP32 rate, four multiply-adds a lane where an FP32
+# FMA does one (AMD "RDNA 2" instruction set reference; Intel Architecture Day 2020, Xe-LP: DP4A
+# at 4x the FP32 int8 throughput, kept in Xe-HPG and Xe2). Not listed: RDNA 3 and later (their
+# dot4 rate equals the dual-issue FP32 figure's packed-FP16 double, no faster), RDNA 1's Navi 10
+# (no dot4), Apple (none), NVIDIA (tensor cores on Turing and later; Pascal's DP4A is its profiles'
+# peak_int8_tops). What llama.cpp runs on them: ggprof.machine.device.BuildFacts.vulkan_int_dot.
+INT8_DOT_PER_FP32 = {"rdna2": 4.0, "xe-lp": 4.0, "xe-hpg": 4.0, "xe2-lpg": 4.0, "xe2-hpg": 4.0}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,12 +142,25 @@ class Profile:
             return None
         return min(peak, VECTOR_FP16_PER_FP32 * self.peak_fp32_tflops * 1e12)
 
-    def flops_figures(self) -> tuple[Figure | None, Figure | None]:
-        """(peak_flops, vector_flops) as figures sourced to this profile (None where unknown)."""
-        peak, vector = self.peak_flops, self.vector_flops
+    @property
+    def int_dot_ops(self) -> float | None:
+        """Its int8 dot-product units' rate where they outpace its vector units (INT8_DOT_PER_FP32),
+        int8 ops/s; None elsewhere."""
+        ratio = INT8_DOT_PER_FP32.get(self.architecture or "")
+        vector = self.vector_flops
+        if ratio is None or not self.peak_fp32_tflops or vector is None:
+            return None
+        ops = ratio * self.peak_fp32_tflops * 1e12
+        return ops if ops > vector else None
+
+    def flops_figures(self) -> tuple[Figure | None, Figure | None, Figure | None]:
+        """(peak_flops, vector_flops, int_dot_ops) as figures sourced to this profile (None where
+        unknown)."""
+        peak, vector, dot = self.peak_flops, self.vector_flops, self.int_dot_ops
         return (
             Figure(peak, "profile", self.id) if peak else None,
             Figure(vector, "profile", f"{self.id}, its vector units") if vector else None,
+            Figure(dot, "profile", f"{self.id}, its int8 dot-product units") if dot else None,
         )
 
     def matches(self, device_name: str) -> int:

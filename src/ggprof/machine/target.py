@@ -42,7 +42,7 @@ class Target:
 
 
 def device_from_profile(p: Profile) -> Device:
-    peak, vector = p.flops_figures()
+    peak, vector, int_dot = p.flops_figures()
     return Device(
         id=p.id,
         name=p.name,
@@ -52,6 +52,7 @@ def device_from_profile(p: Profile) -> Device:
         bandwidth=Figure(p.bandwidth_bytes_per_s, "profile", p.id),
         peak_flops=peak,
         vector_flops=vector,
+        int_dot_ops=int_dot,
         profile_id=p.id,
         unified_memory=p.kind == "soc",
         architecture=p.architecture,

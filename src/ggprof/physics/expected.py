@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from ggprof.errors import BadInputError
+from ggprof.figures import Figure
 from ggprof.files import read_text
-from ggprof.machine.device import OLD_BUILD_NUMBER, BuildFacts, Device, EfficiencyBand
+from ggprof.machine.device import OLD_BUILD_NUMBER, BuildFacts, Device, EfficiencyBand, int_dot_ceiling
 from ggprof.machine.profiles import generation_of
 from ggprof.model.spec import ModelSpec
 
@@ -375,12 +376,18 @@ class SpeedFits:
     def prefill_band(
         self, backend: str, spec: ModelSpec, peak_flops: float, device: Device | None = None
     ) -> EfficiencyBand | None:
-        """As decode_band, on the compute ceiling."""
+        """As decode_band, on the compute ceiling (the int8 dot-product units' where the build
+        may have run the model's weights on them: machine.device.int_dot_ceiling)."""
         fit = self.prefill.get(backend)
         if fit is None:
             return None
-        ideal = 2.0 * spec.active_params / peak_flops  # seconds per prompt token at the peak
+        family = dominant_family(spec)
+        dot = int_dot_ceiling(device, family) if device is not None else None
+        ceiling = dot[0].value if dot else peak_flops
+        ideal = 2.0 * spec.active_params / ceiling  # seconds per prompt token at the peak
         band = fit.band(ALL, ideal, 1.0, levels=self._levels(self.prefill_levels.get(backend), device))
+        if dot is not None:
+            return band if dot[1] else _int_dot_unknown(band, family, peak_flops, dot[0])
         return _matrix_cores_unknown(band, backend, peak_flops, device)
 
     @staticmethod
@@ -388,6 +395,23 @@ class SpeedFits:
         if levels is None or device is None or device.device_class is None:
             return None  # a device given by its figures alone: nothing known beyond the backend
         return levels.offset(device)
+
+
+def _int_dot_unknown(band: EfficiencyBand, family: str, peak_flops: float, dot: Figure) -> EfficiencyBand:
+    """Where the build may or may not have run the weights on the chip's int8 dot-product units
+    (a Vulkan result without its banner's `int dot` or its build number), the band, on their
+    ceiling, reaches down to the ceiling a build without them has, and says why."""
+    ratio = peak_flops / dot.value
+    return EfficiencyBand(
+        low=band.low * ratio,
+        high=band.high,
+        source=(
+            f"int8 dot products not known (llama.cpp's Vulkan int-dot kernels for {family} weights: the "
+            f"banner's `int dot` and the build number not both given): a build without them reaches "
+            f"{peak_flops / 1e12:.1f} of the {dot.value / 1e12:.1f} TFLOPS, so the band reaches x{ratio:.2f} "
+            f"lower (pass --int-dot and --build, or the log's banner, to narrow it); {band.source}"
+        ),
+    )
 
 
 def _matrix_cores_unknown(

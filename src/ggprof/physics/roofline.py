@@ -9,13 +9,14 @@ peak / bandwidth. The formulas, their sources and worked figures: docs/physics.m
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ggprof.errors import BadInputError, NoBandwidthError
 from ggprof.llamacpp import CACHE_TYPE, N_BATCH, N_CTX, N_GEN, N_PROMPT, N_UBATCH
-from ggprof.machine.device import Device, EfficiencyBand, ExpectedSpeed
+from ggprof.machine.device import Device, EfficiencyBand, ExpectedSpeed, int_dot_ceiling
 from ggprof.model.spec import OUTPUT_LAYER_TENSORS, ModelSpec, offloaded_layers
+from ggprof.physics.expected import dominant_family
 
 if TYPE_CHECKING:
     from ggprof.physics.rpc import Split
@@ -298,6 +299,13 @@ def device_memory(d: Device) -> tuple[int | None, int | None]:
     return avail, total
 
 
+def with_prompt_kernels(device: Device, spec: ModelSpec) -> Device:
+    """The device as a prompt on `spec` sees it: its compute ceiling the int8 dot-product units'
+    where the build may have run the model's weights on them (machine.device.int_dot_ceiling)."""
+    dot = int_dot_ceiling(device, dominant_family(spec))
+    return replace(device, peak_flops=dot[0]) if dot else device
+
+
 # -- the whole prediction --------------------------------------------------------------------
 def predict(
     spec: ModelSpec,
@@ -310,6 +318,7 @@ def predict(
     """Ceilings and fit for `spec` on `device` (with `cpu` holding layers not offloaded)."""
     if spec.decode_bytes_per_token <= 0:
         raise BadInputError(f"{spec.path.name}: the model has no weight tensors: a token reads nothing to predict from")
+    device = with_prompt_kernels(device, spec)
     has_gpu = device.is_discrete_gpu
     place = placement(spec, inputs.n_gpu_layers, has_gpu)
     ck, cv = inputs.cache_type_k, inputs.cache_type_v

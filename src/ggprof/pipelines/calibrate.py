@@ -21,7 +21,7 @@ from ggprof.errors import BadInputError
 from ggprof.figures import Figure
 from ggprof.files import read_text
 from ggprof.llamacpp import N_PROMPT
-from ggprof.machine.device import BuildFacts, Device, with_build
+from ggprof.machine.device import BuildFacts, Device, int_dot_ceiling, with_build
 from ggprof.machine.profiles import Profile, ProfileDB
 from ggprof.machine.target import DeviceChoice, device_from_profile
 from ggprof.model.reference import reference_path, split_ref
@@ -65,6 +65,7 @@ class ResultRow:
             number=number if isinstance(number, int) else None,
             date=str(date) if date else None,
             matrix_cores=str(facts["matrix_cores"]) if facts.get("matrix_cores") else None,
+            int_dot=bool(facts["int_dot"]) if facts.get("int_dot") in (0, 1) else None,
             vulkan_driver=str(facts["vulkan_driver"]) if facts.get("vulkan_driver") else None,
             rocblas_use_hipblaslt=str(facts["rocblas_use_hipblaslt"]) if facts.get("rocblas_use_hipblaslt") else None,
         )
@@ -161,11 +162,19 @@ def row_device(row: ResultRow) -> Device:
     return with_build(replace(device_from_profile(row.profile), backend=row.backend), row.build)
 
 
-def ceiling_known(row: ResultRow) -> bool:
-    """Whether the row's compute ceiling is known: its build's matrix-core use is (its
-    banner, or a build older than the kernels), or the chip has no matrix units to use."""
+def ceiling_unknown(row: ResultRow, spec: ModelSpec) -> str | None:
+    """Why the row's compute ceiling is not known (None: it is): its build's matrix-core use is
+    not (no banner, a build after the kernels; a chip without matrix units has none to use), or,
+    without them, its use of the chip's int8 dot-product units on the model's weights is not."""
     chip = device_from_profile(row.profile)
-    return row.build.uses_matrix_cores(row.backend) is not None or not chip.matrix_units_faster
+    if row.build.uses_matrix_cores(row.backend) is None and chip.matrix_units_faster:
+        return "matrix cores unknown"
+    dot = int_dot_ceiling(row_device(row), dominant_family(spec))
+    return "int8 dot products unknown" if dot is not None and dot[1] is None else None
+
+
+def ceiling_known(row: ResultRow, spec: ModelSpec) -> bool:
+    return ceiling_unknown(row, spec) is None
 
 
 def prefill_ceiling_tok_s(spec: ModelSpec, row: ResultRow) -> float | None:
@@ -219,7 +228,7 @@ def points_of(rows: list[ResultRow], refs: References) -> Points:
             )
         elif ceiling := prefill_ceiling_tok_s(spec, row):
             prefill.setdefault(row.backend, []).append(
-                replace(known, ideal_s=1.0 / ceiling, ceiling_known=ceiling_known(row))
+                replace(known, ideal_s=1.0 / ceiling, ceiling_known=ceiling_known(row, spec))
             )
     return Points(decode=decode, prefill=prefill)
 

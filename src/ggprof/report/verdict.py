@@ -368,9 +368,10 @@ def _repetitions(b: BenchResult) -> str:
 
 def _build(c: RunContext) -> str:
     """llama.cpp's build, when the engine reported it (llama-bench does), its Vulkan banner's
-    matrix cores and driver, and a ROCm run's ROCBLAS_USE_HIPBLASLT."""
+    matrix cores, int8 dot products and driver, and a ROCm run's ROCBLAS_USE_HIPBLASLT."""
     build = f", llama.cpp build {c.build_number} ({clean(c.build_commit)})" if c.build_commit else ""
     build += f", Vulkan matrix cores: {clean(c.matrix_cores)}" if c.matrix_cores else ""
+    build += f", Vulkan int dot: {int(c.int_dot)}" if c.int_dot is not None else ""
     build += f", Vulkan driver: {clean(c.vulkan_driver)}" if c.vulkan_driver else ""
     setting = c.rocblas_use_hipblaslt
     if setting is not None:
