@@ -478,6 +478,9 @@ def test_int8_dot_products_set_the_vulkan_ceiling_of_a_chip_without_matrix_cores
         run_cli("check", model, "--device", "rx-7900-xtx", "--backend", "vulkan", "--pp", "3000", "--json").stdout
     )
     assert out["predictions"][0]["peak_flops_per_s"] == pytest.approx(xtx.peak_flops, rel=1e-6)
+    # a peak given by hand is the ceiling, whatever the build ran
+    out = json.loads(run_cli(*base, "--pp", "1051.2", "--flops", "30", "--matrix-cores", "none").stdout)
+    assert out["predictions"][0]["peak_flops_per_s"] == pytest.approx(30e12, rel=1e-6)
     r = run_cli("check", model, "--device", "rx-6700-xt", "--backend", "rocm", "--pp", "900", "--int-dot", "1")
     assert r.exit_code == 2 and "give it with --backend vulkan" in r.stderr and "Traceback" not in r.stderr
     # the dataset: the scoreboard row's ceiling is not known, the 2024-03 PR row's (an old build) is

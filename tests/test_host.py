@@ -116,6 +116,44 @@ def test_vulkaninfo_skips_software_devices(tools: Path) -> None:
     assert dev.bandwidth is not None and dev.bandwidth.value == 960e9
 
 
+# amd-smi static --asic --vram --json on a Strix Halo: the generic market name ROCm's own device
+# line gives it (tests/data/logs: "AMD Radeon Graphics, gfx1151"), the gfx target amd-smi prints as
+# TARGET_GRAPHICS_VERSION (its recorded `static` output in ROCm/rocm-systems PR #2987; the JSON
+# keys are the lower-cased names), 512 MB of carve-out VRAM. The GPU is what this machine lacks.
+AMD_SMI_STRIX_HALO = json.dumps(
+    [
+        {
+            "gpu": 0,
+            "asic": {
+                "market_name": "AMD Radeon Graphics",
+                "target_graphics_version": "gfx1151",
+                "num_compute_units": 40,
+            },
+            "vram": {"type": "UNKNOWN", "size": {"value": 512, "unit": "MB"}},
+        }
+    ]
+)
+
+
+def test_amd_smi_names_a_generic_gpu_by_its_gfx_target(tools: Path) -> None:
+    """A Strix Halo's amd-smi says "AMD Radeon Graphics": its gfx target names the chip, so the
+    device gets its profile's figures; a target that is not one is left out of the name."""
+    fake_tool(tools, "amd-smi", AMD_SMI_STRIX_HALO)
+    (dev,) = detect("rocm").devices
+    assert (dev.name, dev.profile_id, dev.memory_bytes) == (
+        "AMD Radeon Graphics (gfx1151)",
+        "ryzen-ai-max-395",
+        512 << 20,
+    )
+    assert dev.bandwidth is not None and dev.bandwidth.source == "profile"
+    hostile = json.loads(AMD_SMI_STRIX_HALO)
+    hostile[0]["asic"]["target_graphics_version"] = "gfx1151\x1b[2J" + "x" * 10_000
+    fake_tool(tools, "amd-smi", json.dumps(hostile + [{"gpu": 1, "asic": ["not", "a", "table"]}]))
+    first, second = detect("rocm").devices
+    assert (first.name, first.profile_id) == ("AMD Radeon Graphics", None)
+    assert (second.name, second.profile_id) == ("AMD GPU", None)
+
+
 def test_rocm_smi_fallback(tools: Path) -> None:
     fake_tool(tools, "amd-smi", "", exit_code=2)
     fake_tool(tools, "rocm-smi", ROCM_SMI)

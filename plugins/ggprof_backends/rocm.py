@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ggprof import Backend, Detection, EfficiencyBand, hookimpl, run_tool
+from ggprof import Backend, Detection, EfficiencyBand, hookimpl, run_tool, with_gfx_target
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
     from ggprof import BuildFacts, Device, HostContext, ProfileDB
@@ -74,9 +74,12 @@ def parse_amd_smi(text: str, profiles: ProfileDB) -> list[Device]:
     rows = data if isinstance(data, list) else (data or {}).get("gpu_data", []) if isinstance(data, dict) else []
     devices = []
     for i, row in enumerate(r for r in rows if isinstance(r, dict)):
-        asic = row.get("asic") or {}
+        asic = row.get("asic") if isinstance(row.get("asic"), dict) else {}
         vram = row.get("vram") or {}
-        name = asic.get("market_name") or asic.get("product_name") or "AMD GPU"
+        # a generic market name (a Strix Halo's "AMD Radeon Graphics") is matched by its gfx target
+        name = with_gfx_target(
+            str(asic.get("market_name") or asic.get("product_name") or "AMD GPU"), asic.get("target_graphics_version")
+        )
         size = vram.get("size") if isinstance(vram, dict) else None
         mib = size.get("value") if isinstance(size, dict) else size
         memory = (
@@ -95,6 +98,7 @@ def parse_rocm_smi(text: str, profiles: ProfileDB) -> list[Device]:
         if not key.startswith("card") or not isinstance(row, dict):
             continue
         name = row.get("Card Series") or row.get("Card series") or row.get("Card SKU") or "AMD GPU"
+        name = with_gfx_target(str(name), row.get("GFX Version"))
         total = row.get("VRAM Total Memory (B)")
         memory = int(total) if isinstance(total, (int, str)) and str(total).isdigit() else None
         devices.append(gpu_device(profiles, "rocm", int(key[4:] or 0), str(name), memory))

@@ -44,6 +44,7 @@ _API = {
     "fmt_bytes": "ggprof.units",
     "fmt_rate": "ggprof.units",
     "sig3": "ggprof.units",
+    "with_gfx_target": "ggprof.machine.profiles",
 }
 __all__ = [
     "Backend",
@@ -76,6 +77,7 @@ __all__ = [
     "run_tool",
     "sig3",
     "speed_fits",
+    "with_gfx_target",
 ]
 
 if TYPE_CHECKING:
@@ -89,7 +91,7 @@ if TYPE_CHECKING:
     from ggprof.figures import Figure
     from ggprof.machine.device import BuildFacts, Detection, Device, EfficiencyBand, ExpectedSpeed
     from ggprof.machine.host import HostContext
-    from ggprof.machine.profiles import ProfileDB
+    from ggprof.machine.profiles import ProfileDB, with_gfx_target
     from ggprof.machine.tools import run_tool
     from ggprof.model.spec import ModelSpec, SwaPattern
     from ggprof.physics.expected import SpeedFits

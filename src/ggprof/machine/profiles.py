@@ -184,6 +184,19 @@ class Profile:
         return best
 
 
+_GFX_TARGET = re.compile(r"gfx[0-9a-f]{3,5}")
+
+
+def with_gfx_target(name: str, target: object) -> str:
+    """A device name as profiles match it: an AMD GPU's gfx target (amd-smi's
+    `target_graphics_version`, rocm-smi's `GFX Version`, a ROCm log's device line) beside it,
+    which names the chip where the name does not ("AMD Radeon Graphics (gfx1151)"). Anything
+    but a gfx target is left out."""
+    if isinstance(target, str) and _GFX_TARGET.fullmatch(target.strip().lower()):
+        return f"{name} ({target.strip().lower()})"
+    return name
+
+
 def vendor_of(architecture: str | None) -> str | None:
     """apple, intel, amd or nvidia for a known chip generation, else None."""
     if architecture is None:

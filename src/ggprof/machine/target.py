@@ -78,8 +78,8 @@ def resolve_target(
         description = "user-given figures"
     if choice.bandwidth is not None:
         device = replace(device, bandwidth=choice.bandwidth)
-    if choice.flops is not None:
-        device = replace(device, peak_flops=choice.flops)
+    if choice.flops is not None:  # the user's peak is the ceiling: no build moves it to other units
+        device = replace(device, peak_flops=choice.flops, vector_flops=None, int_dot_ops=None)
     if backend is not None:
         device = replace(device, backend=backend)
     if device.bandwidth is None:

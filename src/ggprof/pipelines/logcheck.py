@@ -20,7 +20,7 @@ from ggprof.logs.parse import Fact, LogDevice, LogRun, ParsedLog, Speed, parse_l
 from ggprof.logs.text import Line, LogText
 from ggprof.logs.triage import Cause, backend_of, causes, gpu_device, is_partial, tiny_prefill
 from ggprof.machine.device import BuildFacts, Device
-from ggprof.machine.profiles import Profile
+from ggprof.machine.profiles import Profile, with_gfx_target
 from ggprof.machine.target import DeviceChoice, device_from_profile
 from ggprof.model.spec import ModelSpec
 from ggprof.pipelines.check import Checker, Reported
@@ -150,7 +150,7 @@ def _profile_for(run: LogRun, backend: str, ext: Extensions) -> tuple[Profile | 
 def _match_name(d: LogDevice) -> str:
     """A log device's name as profiles match it: a ROCm device line's gfx target beside it, which
     names the chip where the name does not ("AMD Radeon Graphics, gfx1151")."""
-    return f"{d.name} ({d.compute})" if d.compute and d.compute.startswith("gfx") else d.name
+    return with_gfx_target(d.name, d.compute)
 
 
 def _check_run(
