@@ -74,7 +74,8 @@ def parse_amd_smi(text: str, profiles: ProfileDB) -> list[Device]:
     rows = data if isinstance(data, list) else (data or {}).get("gpu_data", []) if isinstance(data, dict) else []
     devices = []
     for i, row in enumerate(r for r in rows if isinstance(r, dict)):
-        asic = row.get("asic") if isinstance(row.get("asic"), dict) else {}
+        given = row.get("asic")
+        asic: dict[str, Any] = given if isinstance(given, dict) else {}
         vram = row.get("vram") or {}
         # a generic market name (a Strix Halo's "AMD Radeon Graphics") is matched by its gfx target
         name = with_gfx_target(
