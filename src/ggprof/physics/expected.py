@@ -401,17 +401,11 @@ def _int_dot_unknown(band: EfficiencyBand, family: str, peak_flops: float, dot: 
     """Where the build may or may not have run the weights on the chip's int8 dot-product units
     (a Vulkan result without its banner's `int dot` or its build number), the band, on their
     ceiling, reaches down to the ceiling a build without them has, and says why."""
-    ratio = peak_flops / dot.value
-    return EfficiencyBand(
-        low=band.low * ratio,
-        high=band.high,
-        source=(
-            f"int8 dot products not known (llama.cpp's Vulkan int-dot kernels for {family} weights: the "
-            f"banner's `int dot` and the build number not both given): a build without them reaches "
-            f"{peak_flops / 1e12:.1f} of the {dot.value / 1e12:.1f} TFLOPS, so the band reaches x{ratio:.2f} "
-            f"lower (pass --int-dot and --build, or the log's banner, to narrow it); {band.source}"
-        ),
+    why = (
+        f"int8 dot products not known (llama.cpp's Vulkan int-dot kernels for {family} weights: the "
+        "banner's `int dot` and the build number not both given)"
     )
+    return _reaching_down(band, peak_flops, dot.value, why, "--int-dot and --build, or the log's banner")
 
 
 def _matrix_cores_unknown(
@@ -424,14 +418,21 @@ def _matrix_cores_unknown(
         return band
     if (device.build or BuildFacts()).uses_matrix_cores(backend) is not None:
         return band
-    vector = device.vector_flops.value
-    ratio = vector / peak_flops
+    why = f"matrix cores not known ({backend}'s device banner not given)"
+    return _reaching_down(band, device.vector_flops.value, peak_flops, why, "--matrix-cores or the log's banner")
+
+
+def _reaching_down(
+    band: EfficiencyBand, lower_flops: float, ceiling_flops: float, why: str, narrow: str
+) -> EfficiencyBand:
+    """The band on `ceiling_flops`, reaching down to what a build on the slower units
+    (`lower_flops`) reaches, and saying why and how to narrow it."""
+    ratio = lower_flops / ceiling_flops
     return EfficiencyBand(
         low=band.low * ratio,
         high=band.high,
         source=(
-            f"matrix cores not known ({backend}'s device banner not given): a build without them reaches "
-            f"{vector / 1e12:.1f} of the {peak_flops / 1e12:.1f} TFLOPS, so the band reaches x{ratio:.2f} lower "
-            f"(pass --matrix-cores or the log's banner to narrow it); {band.source}"
+            f"{why}: a build without them reaches {lower_flops / 1e12:.1f} of the {ceiling_flops / 1e12:.1f} "
+            f"TFLOPS, so the band reaches x{ratio:.2f} lower (pass {narrow} to narrow it); {band.source}"
         ),
     )
