@@ -148,7 +148,7 @@ def test_amd_smi_names_a_generic_gpu_by_its_gfx_target(tools: Path) -> None:
     assert dev.bandwidth is not None and dev.bandwidth.source == "profile"
     hostile = json.loads(AMD_SMI_STRIX_HALO)
     hostile[0]["asic"]["target_graphics_version"] = "gfx1151\x1b[2J" + "x" * 10_000
-    fake_tool(tools, "amd-smi", json.dumps(hostile + [{"gpu": 1, "asic": ["not", "a", "table"]}]))
+    fake_tool(tools, "amd-smi", json.dumps([*hostile, {"gpu": 1, "asic": ["not", "a", "table"]}]))
     first, second = detect("rocm").devices
     assert (first.name, first.profile_id) == ("AMD Radeon Graphics", None)
     assert (second.name, second.profile_id) == ("AMD GPU", None)

@@ -108,6 +108,9 @@ def test_missing_figures_are_unknown_never_guessed(q4_8b: Path, run_cli, monkeyp
     assert (code, d["verdict"]) == (0, "unknown") and "NO_BANDWIDTH" in codes(d)
     code, d = check(run_cli, str(q4_8b), "--tg", "10", "--backend", "sycl", "--bandwidth", "100")
     assert (code, d["verdict"]) == (0, "unknown") and "UNKNOWN_BACKEND" in codes(d)
+    # in words too: no band is said as none, never as a band of 0-0 tok/s
+    text = run_cli("check", str(q4_8b), "--tg", "10", "--backend", "sycl", "--bandwidth", "100").stdout
+    assert "expected not known (no band)" in text and "0-0" not in text, text
 
 
 def cpu_device(gbs: float, llc: int | None = None) -> Device:

@@ -268,7 +268,7 @@ def judged_lines(j: Judged) -> list[str]:
     e = v.expected
     lines = [f"{j.label}: verdict {TAG[v.severity]}"]
     if p is not None:
-        band = f"{sig3(e.low_tok_s)}-{sig3(e.high_tok_s)} tok/s ({clean(e.basis)})" if e else "0-0 tok/s ()"
+        band = f"{sig3(e.low_tok_s)}-{sig3(e.high_tok_s)} tok/s ({clean(e.basis)})" if e else "not known (no band)"
         lines += _wrap(
             f"ceiling {sig3(p.decode_ceiling_tok_s)} tok/s (TPOT floor {sig3(p.tpot_floor_ms)} ms), expected {band}",
             "  ",
