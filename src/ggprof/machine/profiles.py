@@ -79,12 +79,13 @@ _ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 VECTOR_FP16_PER_FP32 = 2.0  # packed FP16 (two halves per FP32 lane) on the vector units
 # Chip generations whose int8 dot-product instructions (four int8 products summed per lane per
 # clock) outpace their packed-FP16 vector rate: int8 ops per FP32 FLOP. AMD RDNA 2's
-# V_DOT4_I32_I8 and Intel Xe's DP4A run at the FP32 rate, four multiply-adds a lane where an FP32
-# FMA does one (AMD "RDNA 2" instruction set reference; Intel Architecture Day 2020, Xe-LP: DP4A
-# at 4x the FP32 int8 throughput, kept in Xe-HPG and Xe2). Not listed: RDNA 3 and later (their
-# dot4 rate equals the dual-issue FP32 figure's packed-FP16 double, no faster), RDNA 1's Navi 10
-# (no dot4), Apple (none), NVIDIA (tensor cores on Turing and later; Pascal's DP4A is its profiles'
-# peak_int8_tops). What llama.cpp runs on them: ggprof.machine.device.BuildFacts.vulkan_int_dot.
+# V_DOT4_I32_I8 runs at four times the FP32 rate (the Xbox Series X's RDNA 2 GPU: 12.15 TFLOPS
+# FP32, 49 TOPS INT8; Microsoft at Hot Chips 32, 2020) and so does Intel Xe's DP4A (Intel
+# Architecture Day 2020, Xe-LP: DP4A for 4x the int8 throughput; kept in Xe-HPG and Xe2). Not
+# listed: RDNA 3 and later (a dot4 rate no faster than their packed FP16), RDNA 1's Navi 10 (no
+# dot4: its banner says `int dot: 0`), Apple (none), NVIDIA (tensor cores from Turing on;
+# Pascal's DP4A is its profiles' peak_int8_tops). What llama.cpp runs on them:
+# ggprof.machine.device.BuildFacts.vulkan_int_dot.
 INT8_DOT_PER_FP32 = {"rdna2": 4.0, "xe-lp": 4.0, "xe-hpg": 4.0, "xe2-lpg": 4.0, "xe2-hpg": 4.0}
 
 
