@@ -281,6 +281,8 @@ def test_vulkan_device_lines_old_and_new() -> None:
         16,
     )
     assert run["device"].startswith("profile radeon-780m")
+    text = in_process("check", "--log", str(LOGS / "llamacpp-13217-vulkan-780m-server.txt")).stdout
+    assert "matrix cores KHR_coopmat, int dot 1, driver AMD proprietary driver" in text  # the banner in words
     run = checked("koboldcpp-666-vulkan-vega8-json.txt")[1]["runs"][0]
     assert run["devices"][0]["name"] == "AMD Radeon Vega 8 Graphics" and run["devices"][0]["uma"] is True
     assert (run["facts"]["build"], run["facts"]["threads"], run["facts"]["hardware_threads"]) == (

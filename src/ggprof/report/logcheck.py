@@ -223,6 +223,7 @@ def _run_lines(rc: RunCheck, n_runs: int) -> list[str]:
                 f"compute {d.compute}" if d.compute else None,
                 fmt_bytes(d.memory_bytes) if d.memory_bytes else None,
                 f"matrix cores {d.matrix_cores}" if d.matrix_cores else None,
+                f"int dot {int(d.int_dot)}" if d.int_dot is not None else None,
                 f"driver {d.driver}" if d.driver else None,
                 "uma" if d.uma else None,
             )
