@@ -111,6 +111,12 @@ def test_missing_figures_are_unknown_never_guessed(q4_8b: Path, run_cli, monkeyp
     # in words too: no band is said as none, never as a band of 0-0 tok/s
     text = run_cli("check", str(q4_8b), "--tg", "10", "--backend", "sycl", "--bandwidth", "100").stdout
     assert "expected not known (no band)" in text and "0-0" not in text, text
+    # what no backend can do is impossible on one no plugin knows: above the bandwidth ceiling
+    # (100 GB/s over the model's bytes) and above a given peak
+    code, d = check(run_cli, str(q4_8b), "--tg", "500", "--backend", "sycl", "--bandwidth", "100")
+    assert (code, d["verdict"]) == (4, "impossible") and {"DECODE_ABOVE_CEILING", "UNKNOWN_BACKEND"} <= set(codes(d))
+    code, d = check(run_cli, str(q4_8b), "--pp", "1e6", "--backend", "sycl", "--bandwidth", "100", "--flops", "10")
+    assert (code, d["verdict"]) == (4, "impossible") and "PREFILL_ABOVE_CEILING" in codes(d)
 
 
 def cpu_device(gbs: float, llc: int | None = None) -> Device:

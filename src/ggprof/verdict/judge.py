@@ -7,17 +7,33 @@ the plugin manager), so nothing here knows about plugins.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from ggprof.bench.context import UNKNOWN_PLACEMENT
+from ggprof.machine.device import Detection
 from ggprof.verdict import rules
 from ggprof.verdict.backend import Backend
 from ggprof.verdict.finding import RANK, Finding, JudgeCase, Verdict, plugin_failed
+
+if TYPE_CHECKING:
+    from ggprof.machine.host import HostContext
 
 ExtraFindings = Callable[[JudgeCase], Iterable[Finding]]
 
 
 def no_extra_findings(case: JudgeCase) -> list[Finding]:
     return []
+
+
+class _Unplugged(Backend):
+    """A backend no plugin knows (SYCL today): judged by the physical ceilings alone, which hold
+    whatever ran the model; it has no band and detects nothing."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def detect(self, host: HostContext) -> Detection:
+        return Detection(backend=self.name, reason="no plugin knows this backend")
 
 
 def judge(
@@ -43,7 +59,10 @@ def judge(
             evidence=(f"known backends: {', '.join(sorted(backends))}",),
             next_step="pass --backend with one of the known backends",
         )
-        return Verdict(findings=(*extra, unknown))
+        # what no backend can do (above the device's bandwidth or compute ceiling, more memory
+        # than it has) is impossible on this one too; within the ceilings nothing is known
+        physics = [f for f in rules.findings(_Unplugged(case.backend), case) if f.severity == "impossible"]
+        return Verdict(findings=tuple(sorted([*physics, *extra, unknown], key=lambda f: -RANK[f.severity])))
     try:
         found, expected = rules.findings(backend, case), rules.expected_for(backend, case)
     except Exception as e:  # a backend plugin's bug: say so, keep what the other plugins found
