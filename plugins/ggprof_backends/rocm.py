@@ -88,7 +88,7 @@ def parse_amd_smi(text: str, profiles: ProfileDB) -> list[Device]:
             if isinstance(mib, (int, float, str)) and str(mib).replace(".", "").isdigit()
             else None
         )
-        devices.append(gpu_device(profiles, "rocm", int(row.get("gpu", i)), str(name), memory))
+        devices.append(gpu_device(profiles, "rocm", int(row.get("gpu", i)), name, memory))
     return devices
 
 
@@ -102,7 +102,7 @@ def parse_rocm_smi(text: str, profiles: ProfileDB) -> list[Device]:
         name = with_gfx_target(str(name), row.get("GFX Version"))
         total = row.get("VRAM Total Memory (B)")
         memory = int(total) if isinstance(total, (int, str)) and str(total).isdigit() else None
-        devices.append(gpu_device(profiles, "rocm", int(key[4:] or 0), str(name), memory))
+        devices.append(gpu_device(profiles, "rocm", int(key[4:] or 0), name, memory))
     return devices
 
 

@@ -43,7 +43,7 @@ from ggprof.engines import Engine, ProgressFn
 from ggprof.errors import BadInputError, RunError
 from ggprof.files import is_regular, user_path
 from ggprof.llamacpp import BACKEND_NAMES, CACHE_TYPE, N_BATCH, N_UBATCH, backend_names, test_name
-from ggprof.logs.parse import vulkan_banner
+from ggprof.logs.parse import LogDevice, vulkan_banner
 from ggprof.logs.text import MAX_LINE_CHARS as MAX_LOG_LINE_CHARS
 from ggprof.machine.load import sample_load
 from ggprof.units import MAX_TOKENS, clean_name
@@ -319,8 +319,7 @@ class _Run(Supervised):
     ) -> None:
         self.params, self.progress, self.what = params, progress, what
         self.tests = params.tests()
-        # Vulkan device -> (matrix cores, driver, int dot)
-        self.banners: dict[int, tuple[str | None, str | None, bool | None]] = {}
+        self.banners: dict[int, LogDevice] = {}  # Vulkan device -> its banner
         try:
             super().__init__([str(program), *args], on_stderr=self._progress)
         except OSError as e:
@@ -332,7 +331,7 @@ class _Run(Supervised):
         int8 dot products)."""
         banner = vulkan_banner(line[:MAX_LOG_LINE_CHARS]) if "ggml_vulkan" in line else None  # a log line's bound
         if banner is not None and len(self.banners) < MAX_BANNERS:
-            self.banners[banner.index] = (banner.matrix_cores, banner.driver, banner.int_dot)
+            self.banners[banner.index] = banner
         m = _PROGRESS.search(line)
         if m is None:
             return False
@@ -490,9 +489,9 @@ def _context(
         engine=LlamaBenchEngine.name,
         build_commit=clean_name(row["build_commit"], 40) if row.get("build_commit") else None,
         build_number=row.get("build_number"),
-        matrix_cores=_agreed([cores for cores, _, _ in run.banners.values()]),
-        vulkan_driver=_agreed([driver for _, driver, _ in run.banners.values()]),
-        int_dot=_agreed([dot for _, _, dot in run.banners.values()]),
+        matrix_cores=_agreed([b.matrix_cores for b in run.banners.values()]),
+        vulkan_driver=_agreed([b.driver for b in run.banners.values()]),
+        int_dot=_agreed([b.int_dot for b in run.banners.values()]),
         rocblas_use_hipblaslt=rocblas_use_hipblaslt(used),
         cpu_model=clean_name(row.get("cpu_info") or facts.cpu_model or "", 120) or None,
         gpu_info=clean_name(row.get("gpu_info", ""), 200),
