@@ -253,7 +253,9 @@ def describe_levels(lv: Levels) -> str:
             f"{k} x{math.exp(e):.2f} ({lv.devices[level][k]})" for k, e in sorted(lv.effects.get(level, {}).items())
         )
         lines.append(f"    {level}: {keys or '-'}")
-    terms = ", ".join(f"{t} x{math.exp(v):.2f} per unit" for t, v in sorted(lv.terms.items()))
+    terms = ", ".join(
+        f"{t} x{math.exp(v):.2f} per {'year' if t == 'build age' else 'unit'}" for t, v in sorted(lv.terms.items())
+    )
     lines.append(f"    build terms: {terms or 'none the data can fit'}")
     return "\n".join(lines)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -323,6 +324,45 @@ def test_an_old_build_is_judged_by_its_era(rows: list[ResultRow], refs: Referenc
         assert r.exit_code == 2 and "is not a llama.cpp build number" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_a_build_is_dated_by_its_number() -> None:
+    """A build's age, in years before b9174 (2026-06-10, the newest build a public report
+    dates): by its number between two dated builds, by its date where only that is known,
+    from December 2024 for a build older than the rework, 0 for a newer one, and not known
+    for a build without its git history or a date that is not one."""
+    newest = date(2026, 6, 10)
+    assert BuildFacts(number=5315).age_years == pytest.approx((newest - date(2025, 5, 8)).days / 365.25, abs=1e-9)
+    halfway = date(2025, 9, 30) + (date(2025, 12, 18) - date(2025, 9, 30)) / 2  # b6645 .. b7474
+    assert BuildFacts(number=(6645 + 7474) // 2).age_years == pytest.approx((newest - halfway).days / 365.25, abs=0.003)
+    assert BuildFacts(date="2025-05").age_years == pytest.approx((newest - date(2025, 5, 15)).days / 365.25)
+    since_rework = (newest - date(2024, 12, 1)).days / 365.25
+    assert BuildFacts(number=2145).age_years == pytest.approx(since_rework)
+    assert BuildFacts(date="2024-03").age_years == pytest.approx(since_rework)
+    for current in (BuildFacts(number=9174), BuildFacts(number=11065), BuildFacts(date="2026-11-30")):
+        assert current.age_years == 0.0 and "build age" not in build_codes(current)
+    for unknown in (BuildFacts(number=1), BuildFacts(date="last week"), BuildFacts()):
+        assert unknown.age_years is None and build_codes(unknown) == {}
+
+
+def test_a_prefill_is_judged_by_its_build_age(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """The Radeon Pro W7900 on Vulkan, b4327 (December 2024, KHR_coopmat): 1,813 tok/s of
+    prompt is ordinary for a build that old and slow for a current one; the verdict says
+    which build it assumed and what the build's age is worth."""
+    model = str(refs.spec("llama2-7b-q4_0").path)
+    base = ["check", model, "--device", "radeon-pro-w7900", "--backend", "vulkan", "--matrix-cores", "KHR_coopmat"]
+
+    def judged(*extra: str) -> tuple[str, str]:
+        out = json.loads(run_cli(*base, "--json", *extra).stdout)
+        (finding,) = [f for f in out["findings"] if f["code"].startswith("PREFILL")]
+        return out["verdict"], finding["expected"]
+
+    verdict, expected = judged("--pp", "1813.49", "--build", "4327")
+    assert verdict == "plausible" and "build age 1.5 years x0." in expected
+    assert judged("--pp", str(1813.49 / 4), "--build", "4327")[0] == "suspicious"
+    verdict, expected = judged("--pp", "1813.49")
+    assert verdict == "suspicious" and "the build not given: taken as b9174 or later" in expected
+    assert judged("--pp", "1813.49", "--build", "9174")[0] == "suspicious"
+
+
 def test_llama_bench_rows_carry_their_build() -> None:
     """llama-bench's JSON names each row's build_number: its era reaches the band."""
     from ggprof.bench.llamabench import LlamaBenchRow
@@ -363,8 +403,17 @@ def test_a_pasted_log_gives_its_build_and_vulkan_banner() -> None:
     assert found["llamacpp-13217-vulkan-780m-server.txt"] == BuildFacts(
         number=5233, matrix_cores="KHR_coopmat", int_dot=True, vulkan_driver="AMD proprietary driver"
     )
-    assert build_codes(found["llamacpp-5486-vulkan-rx6600m-fp16.txt"]) == {"old build": 1.0}
-    assert build_codes(found["llamacpp-13217-vulkan-780m-server.txt"]) == {}
+    # b2145 predates the December 2024 rework: its age counts from then to b9174 (2026-06-10);
+    # b5233 lies between b4696 (2025-02-12) and b5315 (2025-05-08), 537 of their 619 builds on
+    old_age = (date(2026, 6, 10) - date(2024, 12, 1)).days / 365.25
+    built = date(2025, 2, 12) + (date(2025, 5, 8) - date(2025, 2, 12)) * (537 / 619)
+    assert build_codes(found["llamacpp-5486-vulkan-rx6600m-fp16.txt"]) == {
+        "old build": 1.0,
+        "build age": pytest.approx(old_age, abs=0.002),
+    }
+    assert build_codes(found["llamacpp-13217-vulkan-780m-server.txt"]) == {
+        "build age": pytest.approx((date(2026, 6, 10) - built).days / 365.25, abs=0.005)
+    }
     assert found["llamacpp-5486-vulkan-rx6600m-fp16.txt"].uses_matrix_cores("vulkan") is False  # before the kernels
     assert found["llamacpp-13217-vulkan-780m-server.txt"].uses_matrix_cores("vulkan") is True
     # `int dot: 1` on b5233: after b4696 (no kernels), before b5315 (known to have them): not known
@@ -394,12 +443,13 @@ def test_a_build_without_matrix_cores_has_the_vector_units_ceiling(
     verdict, peak, _ = judged(card["none"].tok_s, "--matrix-cores", "none", "--build", str(card["none"].build.number))
     assert verdict == "plausible"
     assert peak == pytest.approx(2 * profile.peak_fp32_tflops * 1e12, rel=1e-6)
-    verdict, peak, _ = judged(card["KHR_coopmat"].tok_s, "--matrix-cores", "KHR_coopmat")
+    coopmat_build = ("--build", str(card["KHR_coopmat"].build.number))
+    verdict, peak, _ = judged(card["KHR_coopmat"].tok_s, "--matrix-cores", "KHR_coopmat", *coopmat_build)
     assert verdict == "plausible"
     assert peak == pytest.approx(profile.peak_fp16_tflops * 1e12, rel=1e-6)
-    assert judged(card["KHR_coopmat"].tok_s / 4, "--matrix-cores", "KHR_coopmat")[0] == "suspicious"
+    assert judged(card["KHR_coopmat"].tok_s / 4, "--matrix-cores", "KHR_coopmat", *coopmat_build)[0] == "suspicious"
     # Without the banner the slower run may be a build without matrix cores: not flagged, and said
-    verdict, peak, expected = judged(card["KHR_coopmat"].tok_s / 4)
+    verdict, peak, expected = judged(card["KHR_coopmat"].tok_s / 4, *coopmat_build)
     assert verdict == "plausible" and peak == pytest.approx(profile.peak_fp16_tflops * 1e12, rel=1e-6)
     assert "matrix cores not known" in expected and "--matrix-cores" in expected
     # the banner is Vulkan's: given for another backend it is a usage error, not silently ignored
@@ -462,7 +512,7 @@ def test_int8_dot_products_set_the_vulkan_ceiling_of_a_chip_without_matrix_cores
     def low(expected: str) -> float:
         return float(expected.split(" tok/s to ")[0].replace(",", ""))
 
-    low_known = low(judged(1051.2, "--build", "5500", "--int-dot", "1")[2])
+    low_known = low(judged(1051.2, "--build", "9174", "--int-dot", "1")[2])  # a current build, as the unknown
     assert low(expected) == pytest.approx(low_known * vector / dot, rel=0.02)
     # above the vector ceiling (1958 tok/s on this model): impossible only without the kernels
     ceiling_tok_s = vector / (2 * refs.spec("llama2-7b-q4_0").active_params)

@@ -6,6 +6,9 @@ math in ggprof.physics.roofline takes. No behaviour beyond small derived propert
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
+import re
 from dataclasses import dataclass, field, replace
 
 from ggprof.figures import Figure
@@ -20,6 +23,29 @@ HIPBLASLT_SETTINGS = ("1", "0", "unset")  # a ROCm run's ROCBLAS_USE_HIPBLASLT, 
 # builds a day). A build between b4200 and the merge counts as unknown, never as without.
 OLD_BUILD_NUMBER = 4200
 OLD_BUILD_DATE = "2024-12"
+# When builds were made, to date a build known only by its number: (build, the date a public
+# report of it was written: the build is that old or a little older), linearly between them.
+# b3999: the r/LocalLLaMA efficiency table (2024-10-31); b4327: lhl's llm-tracker.info notes
+# (vault commit 15e8c54, 2024-12-17); b4696: geerlingguy/ai-benchmarks #20 (2025-02-12);
+# b5315: llama.cpp PR #13326 (2025-05-08); b5589: PR #14001 (2025-06-04); b6645:
+# geerlingguy/ai-benchmarks #25 (2025-09-30); b7474: geerlingguy/ai-benchmarks #46
+# (2025-12-18); b8038: visorcraft/strix-halo-llm-perf (2026-02-13); b9174: maeddesg/vulkanforge's
+# benchmarks wiki (2026-06-10), the newest build dated: BUILD_AGE_FROM.
+BUILD_DATES = (
+    (3999, "2024-10-31"),
+    (4327, "2024-12-17"),
+    (4696, "2025-02-12"),
+    (5315, "2025-05-08"),
+    (5589, "2025-06-04"),
+    (6645, "2025-09-30"),
+    (7474, "2025-12-18"),
+    (8038, "2026-02-13"),
+    (9174, "2026-06-10"),
+)
+# A build's age: the years from its date (a build before December 2024 counts from
+# OLD_BUILD_DATE: what came before is the `old build` step) to the newest dated build; a newer
+# build, or one not dated, is 0 (taken as current).
+BUILD_AGE_FROM = BUILD_DATES[-1]
 # llama.cpp's build number counts its git commits; a build made without its git history (a
 # source tarball, the copy vendored in llama-cpp-python) reports 0 or 1. Builds before b1015
 # (August 2023, the GGUF format's arrival) cannot load a GGUF file: a lower number says nothing.
@@ -76,6 +102,31 @@ class BuildFacts:
             return self.known_number < OLD_BUILD_NUMBER
         return self.date is not None and self.date < OLD_BUILD_DATE
 
+    @property
+    def built_on(self) -> dt.date | None:
+        """When the build was made: by its number (BUILD_DATES, linearly between them), else its
+        date ("2025-05" is taken as the 15th); None where neither dates it (a number outside
+        BUILD_DATES: `old` and `age_years` say what is known)."""
+        number = self.known_number
+        if number is not None:
+            for (n0, a), (n1, b) in itertools.pairwise(_BUILD_DAYS):
+                if n0 <= number < n1:
+                    return a + (b - a) * ((number - n0) / (n1 - n0))
+            return None
+        return _day(self.date) if self.date else None
+
+    @property
+    def age_years(self) -> float | None:
+        """Years from the build (OLD_BUILD_DATE at the earliest) to BUILD_AGE_FROM, 0 for a newer
+        one; None where the build is not dated."""
+        if self.known_number is not None and self.known_number >= BUILD_AGE_FROM[0]:
+            return 0.0
+        built = _OLD_BUILD_DAY if self.old else self.built_on
+        if built is None:
+            return None
+        since = max(built, _OLD_BUILD_DAY)
+        return max(0.0, (_BUILD_DAYS[-1][1] - since).days / 365.25)
+
     def uses_matrix_cores(self, backend: str) -> bool | None:
         """Whether the build's matrix multiplications ran on the chip's matrix units (tensor
         cores, XMX, WMMA) where it has them. Vulkan: its banner says, or a build before the
@@ -101,6 +152,23 @@ class BuildFacts:
         if number is not None and number <= last_without:
             return False
         return True if self.int_dot and number is not None and number >= first_with else None
+
+
+_BUILD_DAYS = tuple((n, dt.date.fromisoformat(d)) for n, d in BUILD_DATES)
+_OLD_BUILD_DAY = dt.date.fromisoformat(OLD_BUILD_DATE + "-01")
+
+
+def _day(text: str) -> dt.date | None:
+    """An ISO date, "2025-05-08" or "2025-05" (taken as the 15th) or "2025" (July 1st); None
+    for anything else."""
+    m = re.fullmatch(r"(\d{4})(?:-(\d{2}))?(?:-(\d{2}))?", text)
+    if m is None:
+        return None
+    year, month, day = (int(g) if g else 0 for g in m.groups())
+    try:
+        return dt.date(year, month or 7, day or (15 if month else 1))
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -33,7 +33,7 @@ from typing import Any
 from ggprof.errors import BadInputError
 from ggprof.figures import Figure
 from ggprof.files import read_text
-from ggprof.machine.device import OLD_BUILD_NUMBER, BuildFacts, Device, EfficiencyBand, int_dot_ceiling
+from ggprof.machine.device import BUILD_AGE_FROM, OLD_BUILD_NUMBER, BuildFacts, Device, EfficiencyBand, int_dot_ceiling
 from ggprof.machine.profiles import generation_of
 from ggprof.model.spec import ModelSpec
 
@@ -182,9 +182,13 @@ def vendor_of_class(device_class: str | None) -> str | None:
 
 
 # The build terms each test fits where the data has them (a code per result: build_codes):
-# `old build` (before OLD_BUILD_*, machine.device). Whether a build used the matrix units is
-# not a fitted term but the ceiling itself (Device.vector_flops, machine.device.with_build).
-BUILD_TERMS = {"decode": ("old build",), "prefill": ("old build",)}
+# `old build` (before OLD_BUILD_*, machine.device) and, for prefill, `build age` (its years
+# before BUILD_AGE_FROM, BuildFacts.age_years: llama.cpp's prompt kernels, its matrix-core and
+# int8 paths, kept changing after the December 2024 rework, PRs #10597, #12135, #14001, #18749;
+# on decode the same term made Vulkan's bands worse, docs/calibration.md). Whether a build used
+# the matrix units is not a fitted term but the ceiling itself (Device.vector_flops,
+# machine.device.with_build).
+BUILD_TERMS = {"decode": ("old build",), "prefill": ("old build", "build age")}
 
 
 def level_keys(device: str | None, architecture: str | None, device_class: str | None) -> dict[str, str | None]:
@@ -209,9 +213,16 @@ def level_offset(effects: dict[str, dict[str, float]], keys: dict[str, str | Non
 
 
 def build_codes(build: BuildFacts | None) -> dict[str, float]:
-    """Each build term's code for a result: `old build` 1 (a build before OLD_BUILD_*) or 0
-    (newer, or not known: a report without its build is taken as a current one)."""
-    return {"old build": 1.0} if build is not None and build.old else {}
+    """Each build term's code for a result: `old build` 1 (a build before OLD_BUILD_*) or 0;
+    `build age` its years before BUILD_AGE_FROM. Not known is 0: a report without its build
+    is taken as a current one."""
+    if build is None:
+        return {}
+    codes = {"old build": 1.0} if build.old else {}
+    age = build.age_years
+    if age:
+        codes["build age"] = round(age, 3)
+    return codes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -268,11 +279,13 @@ class Levels:
         for term, value in sorted(self.terms.items()):
             if codes.get(term):
                 total += value * codes[term]
-                where += f", {term} x{math.exp(value * codes[term]):.2f}"
-        if "old build" in self.terms and (build is None or (build.known_number is None and build.date is None)):
+                years = f" {codes[term]:.1f} years" if term == "build age" else ""
+                where += f", {term}{years} x{math.exp(value * codes[term]):.2f}"
+        if self.terms and (build is None or (build.known_number is None and build.date is None)):
             given = build.number if build is not None else None
             why = f"build {given} has no git history" if given is not None else "the build not given"
-            where += f" ({why}: taken as b{OLD_BUILD_NUMBER} or later)"
+            newest = BUILD_AGE_FROM[0] if "build age" in self.terms else OLD_BUILD_NUMBER
+            where += f" ({why}: taken as b{newest} or later)"
         low, high = self.spread(used)
         spread = f"{math.exp(low) - 1:+.0%}/{math.exp(high) - 1:+.0%}"
         who = "a result of a device the fit holds" if used == "device" else "a device new to the fit"
