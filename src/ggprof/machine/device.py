@@ -45,7 +45,7 @@ BUILD_DATES = (
 # A build's age: the years from its date (a build before December 2024 counts from
 # OLD_BUILD_DATE: what came before is the `old build` step) to the newest dated build; a newer
 # build, or one not dated, is 0 (taken as current).
-BUILD_AGE_FROM = BUILD_DATES[-1]
+BUILD_AGE_FROM = BUILD_DATES[-1][0]  # the build number ages count to
 # llama.cpp's build number counts its git commits; a build made without its git history (a
 # source tarball, the copy vendored in llama-cpp-python) reports 0 or 1. Builds before b1015
 # (August 2023, the GGUF format's arrival) cannot load a GGUF file: a lower number says nothing.
@@ -119,13 +119,12 @@ class BuildFacts:
     def age_years(self) -> float | None:
         """Years from the build (OLD_BUILD_DATE at the earliest) to BUILD_AGE_FROM, 0 for a newer
         one; None where the build is not dated."""
-        if self.known_number is not None and self.known_number >= BUILD_AGE_FROM[0]:
+        if self.known_number is not None and self.known_number >= BUILD_AGE_FROM:
             return 0.0
         built = _OLD_BUILD_DAY if self.old else self.built_on
         if built is None:
             return None
-        since = max(built, _OLD_BUILD_DAY)
-        return max(0.0, (_BUILD_DAYS[-1][1] - since).days / 365.25)
+        return max(0.0, (_BUILD_DAYS[-1][1] - max(built, _OLD_BUILD_DAY)).days / 365.25)
 
     def uses_matrix_cores(self, backend: str) -> bool | None:
         """Whether the build's matrix multiplications ran on the chip's matrix units (tensor

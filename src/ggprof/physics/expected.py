@@ -284,7 +284,7 @@ class Levels:
         if self.terms and (build is None or (build.known_number is None and build.date is None)):
             given = build.number if build is not None else None
             why = f"build {given} has no git history" if given is not None else "the build not given"
-            newest = BUILD_AGE_FROM[0] if "build age" in self.terms else OLD_BUILD_NUMBER
+            newest = BUILD_AGE_FROM if "build age" in self.terms else OLD_BUILD_NUMBER
             where += f" ({why}: taken as b{newest} or later)"
         low, high = self.spread(used)
         spread = f"{math.exp(low) - 1:+.0%}/{math.exp(high) - 1:+.0%}"
