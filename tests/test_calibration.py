@@ -363,6 +363,27 @@ def test_a_prefill_is_judged_by_its_build_age(refs: References, run_cli) -> None
     assert judged("--pp", "1813.49", "--build", "9174")[0] == "suspicious"
 
 
+def test_an_nv_coopmat2_prefill_is_not_aged(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """The RTX 3090 on Vulkan's NV_coopmat2 path in May 2025 (PR #13506: Llama 3 8B Q4_0 at
+    4,279 tok/s, a build of about b5380) ran at the share of its ceiling the same card reaches
+    on 2026 builds: its band is a current build's, while the same build on KHR_coopmat is
+    expected slower by the build's age, so half that speed passes there and not on NV_coopmat2."""
+    model = str(refs.spec("llama3-8b-q4_0").path)
+    base = ["check", model, "--device", "rtx-3090", "--backend", "vulkan", "--json"]
+
+    def prefill(pp: float, build: str, matrix_cores: str) -> tuple[str, str]:
+        out = json.loads(run_cli(*base, "--pp", str(pp), "--build", build, "--matrix-cores", matrix_cores).stdout)
+        (finding,) = [f for f in out["findings"] if f["code"].startswith("PREFILL")]
+        return out["verdict"], finding["expected"]
+
+    verdict, expected = prefill(4278.92, "5380", "NV_coopmat2")
+    assert verdict == "plausible" and "no build age on NV_coopmat2" in expected
+    assert prefill(4278.92 / 4, "5380", "NV_coopmat2")[0] == "suspicious"
+    assert [prefill(4278.92 / 2, build, "NV_coopmat2")[0] for build in ("5380", "9174")] == ["suspicious"] * 2
+    verdict, expected = prefill(4278.92 / 2, "5380", "KHR_coopmat")
+    assert verdict == "plausible" and "build age 1.1 years x0." in expected
+
+
 def test_llama_bench_rows_carry_their_build() -> None:
     """llama-bench's JSON names each row's build_number: its era reaches the band."""
     from ggprof.bench.llamabench import LlamaBenchRow

@@ -189,6 +189,13 @@ def vendor_of_class(device_class: str | None) -> str | None:
 # the matrix units is not a fitted term but the ceiling itself (Device.vector_flops,
 # machine.device.with_build).
 BUILD_TERMS = {"decode": ("old build",), "prefill": ("old build", "build age")}
+# Matrix-core paths whose prompt speed did not age: NVIDIA's VK_NV_cooperative_matrix2 kernels
+# were tuned by NVIDIA from their arrival (PR #10206, December 2024). The same RTX 3090 ran
+# Llama 3 8B Q4_0 at 4,279 tok/s on it in May 2025 (PR #13506) and Llama 2 7B Q4_0 at 4,666 on
+# b9010 a year later, the same share of its ceiling, where `build age` would have it 0.7x then;
+# an RTX 3070 of April 2025 (PR #12833) sits at that share too. A build on such a path counts
+# no age (docs/calibration.md measures what this did).
+UNAGED_MATRIX_CORES = ("NV_coopmat2",)
 
 
 def level_keys(device: str | None, architecture: str | None, device_class: str | None) -> dict[str, str | None]:
@@ -214,13 +221,13 @@ def level_offset(effects: dict[str, dict[str, float]], keys: dict[str, str | Non
 
 def build_codes(build: BuildFacts | None) -> dict[str, float]:
     """Each build term's code for a result: `old build` 1 (a build before OLD_BUILD_*) or 0;
-    `build age` its years before BUILD_AGE_FROM. Not known is 0: a report without its build
-    is taken as a current one."""
+    `build age` its years before BUILD_AGE_FROM (none on UNAGED_MATRIX_CORES). Not known is 0:
+    a report without its build is taken as a current one."""
     if build is None:
         return {}
     codes = {"old build": 1.0} if build.old else {}
     age = build.age_years
-    if age:
+    if age and build.matrix_cores not in UNAGED_MATRIX_CORES:
         codes["build age"] = round(age, 3)
     return codes
 
@@ -281,6 +288,8 @@ class Levels:
                 total += value * codes[term]
                 years = f" {codes[term]:.1f} years" if term == "build age" else ""
                 where += f", {term}{years} x{math.exp(value * codes[term]):.2f}"
+        if "build age" in self.terms and build is not None and build.age_years and "build age" not in codes:
+            where += f", no build age on {build.matrix_cores} (its prompt speed held from 2025 on)"
         if self.terms and (build is None or (build.known_number is None and build.date is None)):
             given = build.number if build is not None else None
             why = f"build {given} has no git history" if given is not None else "the build not given"
