@@ -347,7 +347,10 @@ def profile(
     "build_number",
     metavar="BUILD",
     callback=parse_build_number,
-    help="The report's llama.cpp build (5315 or b5315): builds before b4200 are judged by their era.",
+    help=(
+        "The report's llama.cpp build (5315 or b5315): its age sets the prompt band (Vulkan, ROCm), "
+        "and builds before b4200 are judged by their era."
+    ),
 )
 @click.option(
     "--matrix-cores",
