@@ -189,12 +189,12 @@ def vendor_of_class(device_class: str | None) -> str | None:
 # the matrix units is not a fitted term but the ceiling itself (Device.vector_flops,
 # machine.device.with_build).
 BUILD_TERMS = {"decode": ("old build",), "prefill": ("old build", "build age")}
-# Matrix-core paths whose prompt speed did not age: NVIDIA's VK_NV_cooperative_matrix2 kernels
-# were tuned by NVIDIA from their arrival (PR #10206, December 2024). The same RTX 3090 ran
-# Llama 3 8B Q4_0 at 4,279 tok/s on it in May 2025 (PR #13506) and Llama 2 7B Q4_0 at 4,666 on
-# b9010 a year later, the same share of its ceiling, where `build age` would have it 0.7x then;
-# an RTX 3070 of April 2025 (PR #12833) sits at that share too. A build on such a path counts
-# no age (docs/calibration.md measures what this did).
+# Matrix-core paths whose prompt speed did not age: the kernels for NVIDIA's
+# VK_NV_cooperative_matrix2 (PR #10206, opened November 2024), written at NVIDIA. The same RTX
+# 3090 ran Llama 3 8B Q4_0 at 4,279 tok/s on it in May 2025 (PR #13506) and Llama 2 7B Q4_0 at
+# 4,666 on b9010 a year later, the same share of its ceiling, where `build age` would have it
+# 0.7x then; an RTX 3070 of April 2025 (PR #12833) sits at that share too. A build on such a
+# path counts no age (docs/calibration.md measures what this did).
 UNAGED_MATRIX_CORES = ("NV_coopmat2",)
 
 
