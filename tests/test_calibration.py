@@ -478,6 +478,50 @@ def test_a_build_without_matrix_cores_has_the_vector_units_ceiling(
     assert r.exit_code == 2 and "give it with --backend vulkan" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_rocm_quantized_prompts_are_judged_on_the_int8_dot_units(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """llama.cpp's HIP backend multiplies quantized weights with its MMQ kernels, in int8 dot
+    products (v_dot4 on RDNA 2 and Vega 20, four times the FP32 rate): on ROCm an RX 6700 XT's
+    and an MI50's Q4_0 prompt is judged on that rate, an F16 prompt (rocBLAS) on the packed-FP16
+    vector units, and an RDNA 1 card (no dot4) on its vector units whatever the weights."""
+    profiles = ProfileDB([builtin_dir()])
+
+    def peak(device: str, ref: str) -> tuple[float, str]:
+        out = json.loads(
+            run_cli(
+                "check", str(refs.spec(ref).path), "--device", device, "--backend", "rocm", "--pp", "500", "--json"
+            ).stdout
+        )
+        return out["predictions"][0]["peak_flops_per_s"], out["predictions"][0]["peak_flops_source"]
+
+    for device in ("rx-6700-xt", "mi50-32gb"):
+        fp32 = profiles.get(device).peak_fp32_tflops
+        assert fp32 is not None
+        flops, source = peak(device, "llama2-7b-q4_0")
+        assert flops == pytest.approx(4 * fp32 * 1e12, rel=1e-6) and "HIP kernels run q4_0 weights" in source
+        assert peak(device, "llama2-7b-f16")[0] == pytest.approx(profiles.get(device).peak_flops or 0.0, rel=1e-6)
+    rdna1 = profiles.get("rx-5700-xt")
+    assert peak("rx-5700-xt", "llama2-7b-q4_0")[0] == pytest.approx(rdna1.peak_flops or 0.0, rel=1e-6)
+    # the same 6700 XT on Vulkan with a build known to be without the int8 kernels: the vector ceiling
+    vulkan = json.loads(
+        run_cli(
+            "check",
+            str(refs.spec("llama2-7b-q4_0").path),
+            "--device",
+            "rx-6700-xt",
+            "--backend",
+            "vulkan",
+            "--pp",
+            "500",
+            "--build",
+            "4000",
+            "--json",
+        ).stdout
+    )
+    assert vulkan["predictions"][0]["peak_flops_per_s"] == pytest.approx(
+        2 * (profiles.get("rx-6700-xt").peak_fp32_tflops or 0) * 1e12, rel=1e-6
+    )
+
+
 def test_vulkan_int8_dot_kernels_are_known_by_banner_build_and_weights() -> None:
     """llama.cpp's Vulkan int8 dot-product matrix kernels: the legacy quants' since PR #12135
     (none in b4696, in b5315), the k-quants' since PR #16536 (none in b6645, in b7189), none for

@@ -62,6 +62,12 @@ FIRST_GGUF_BUILD = 1015
 # builds by 2025-11-07, LostRuins/koboldcpp #1826). A build between the two is not known either
 # way; other families (f16, i-quants) have no such kernels.
 INT_DOT_BUILDS = {"q4_0": (4696, 5315), "q8_0": (4696, 5315), "k": (6645, 7189)}
+# The weight families llama.cpp's HIP backend multiplies with its MMQ kernels: the prompt's
+# activations quantized to q8_1 and multiplied in int8 dot products (ggml-cuda/mmq.cu: quantized
+# types; on AMD chips without matrix units, RDNA 1 and 2 and GCN, always: ggml_cuda_should_use_mmq),
+# on the chip's dot-product instruction where it has one (common.cuh, ggml_cuda_dp4a: v_dot4 on
+# RDNA 2, CDNA and Vega 20). F16 weights go to rocBLAS on the vector units.
+HIP_MMQ_FAMILIES = ("q4_0", "q8_0", "k", "iq")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -250,13 +256,19 @@ def with_build(device: Device, build: BuildFacts | None) -> Device:
 
 
 def int_dot_ceiling(device: Device, family: str) -> tuple[Figure, bool | None] | None:
-    """Where a Vulkan prompt on `family` weights may have run on the device's int8 dot-product
-    units, faster than the ceiling its build gives it otherwise (its vector units: no matrix
-    cores, or a build that did not use them): (their rate, whether the build is known to have
-    used them: True, or None where not known). None where they set no ceiling."""
+    """Where a prompt on `family` weights may have run on the device's int8 dot-product units,
+    faster than the ceiling its build gives it otherwise (its vector units: no matrix cores, or
+    a build that did not use them): (their rate, whether the build is known to have used them:
+    True, or None where not known). None where they set no ceiling. ROCm: llama.cpp's HIP
+    matrix kernels for quantized weights (HIP_MMQ_FAMILIES) always run on them; Vulkan: by its
+    banner and build (BuildFacts.vulkan_int_dot)."""
     dot, peak = device.int_dot_ops, device.peak_flops
-    if device.backend != "vulkan" or dot is None or (peak is not None and dot.value <= peak.value):
+    if device.backend not in ("vulkan", "rocm") or dot is None or (peak is not None and dot.value <= peak.value):
         return None
+    if device.backend == "rocm":
+        if family not in HIP_MMQ_FAMILIES:
+            return None
+        return replace(dot, detail=f"{dot.detail} (llama.cpp's HIP kernels run {family} weights on them)"), True
     used = (device.build or BuildFacts()).vulkan_int_dot(family)
     if used is False:
         return None

@@ -57,6 +57,7 @@ GENERATIONS = {
     "xe2-lpg": "xe2",
     "xe2-hpg": "xe2",
     "rdna3.5": "rdna3",
+    "gcn5.1": "gcn5",
     "ampere-datacenter": "ampere",
     "blackwell-datacenter": "blackwell",
 }
@@ -86,7 +87,9 @@ VECTOR_FP16_PER_FP32 = 2.0  # packed FP16 (two halves per FP32 lane) on the vect
 # dot4: its banner says `int dot: 0`), Apple (none), NVIDIA (tensor cores from Turing on;
 # Pascal's DP4A is its profiles' peak_int8_tops). What llama.cpp runs on them:
 # ggprof.machine.device.BuildFacts.vulkan_int_dot.
-INT8_DOT_PER_FP32 = {"rdna2": 4.0, "xe-lp": 4.0, "xe-hpg": 4.0, "xe2-lpg": 4.0, "xe2-hpg": 4.0}
+# AMD's Vega 20 (GCN 5.1: the Instinct MI50 and MI60, Radeon VII) has the same instruction at the
+# same rate (the MI50 datasheet: 13.3 TFLOPS FP32, 53.6 TOPS INT8); Vega 10 (GCN 5) has none.
+INT8_DOT_PER_FP32 = {"rdna2": 4.0, "gcn5.1": 4.0, "xe-lp": 4.0, "xe-hpg": 4.0, "xe2-lpg": 4.0, "xe2-hpg": 4.0}
 
 
 @dataclass(frozen=True, kw_only=True)
