@@ -63,10 +63,11 @@ FIRST_GGUF_BUILD = 1015
 # way; other families (f16, i-quants) have no such kernels.
 INT_DOT_BUILDS = {"q4_0": (4696, 5315), "q8_0": (4696, 5315), "k": (6645, 7189)}
 # The weight families llama.cpp's HIP backend multiplies with its MMQ kernels: the prompt's
-# activations quantized to q8_1 and multiplied in int8 dot products (ggml-cuda/mmq.cu: quantized
-# types; on AMD chips without matrix units, RDNA 1 and 2 and GCN, always: ggml_cuda_should_use_mmq),
-# on the chip's dot-product instruction where it has one (common.cuh, ggml_cuda_dp4a: v_dot4 on
-# RDNA 2, CDNA and Vega 20). F16 weights go to rocBLAS on the vector units.
+# activations quantized to q8_1 and multiplied in int8 dot products (ggml-cuda/mmq.cu,
+# ggml_cuda_should_use_mmq: quantized types, always on AMD chips other than CDNA, RDNA 3 and 4
+# by shape; on Vega 10, which has no dot4, only for MoE weights), on the chip's dot-product
+# instruction where it has one (common.cuh, ggml_cuda_dp4a: v_dot4 on RDNA 2, CDNA and Vega 20).
+# F16 weights go to rocBLAS on the vector units.
 HIP_MMQ_FAMILIES = ("q4_0", "q8_0", "k", "iq")
 
 
