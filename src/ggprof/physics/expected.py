@@ -288,7 +288,7 @@ class Levels:
                 total += value * codes[term]
                 years = f" {codes[term]:.1f} years" if term == "build age" else ""
                 where += f", {term}{years} x{math.exp(value * codes[term]):.2f}"
-        if "build age" in self.terms and build is not None and build.age_years and "build age" not in codes:
+        if "build age" in self.terms and build and build.matrix_cores in UNAGED_MATRIX_CORES and build.age_years:
             where += f", no build age on {build.matrix_cores} (its prompt speed held from 2025 on)"
         if self.terms and (build is None or (build.known_number is None and build.date is None)):
             given = build.number if build is not None else None
