@@ -116,6 +116,34 @@ def test_vulkaninfo_skips_software_devices(tools: Path) -> None:
     assert dev.bandwidth is not None and dev.bandwidth.value == 960e9
 
 
+# `sycl-ls` on an Arc A770 beside a UHD 730, the sample output llama.cpp's docs/backend/SYCL.md
+# prints (Level Zero and OpenCL entries of both GPUs, and the CPU's OpenCL runtime). The GPU is
+# what this machine lacks.
+L0 = "Intel(R) oneAPI Unified Runtime over Level-Zero"
+SYCL_LS = "\n".join(
+    (
+        f"[level_zero:gpu][level_zero:0] {L0}, Intel(R) Arc(TM) A770 Graphics 12.55.8 [1.3.29735+27]",
+        f"[level_zero:gpu][level_zero:1] {L0}, Intel(R) UHD Graphics 730 12.2.0 [1.3.29735+27]",
+        "[opencl:cpu][opencl:0] Intel(R) OpenCL, 13th Gen Intel(R) Core(TM) i5-13400 OpenCL 3.0 (Build 0) "
+        "[2025.20.8.0.06_160000]",
+        "[opencl:gpu][opencl:1] Intel(R) OpenCL Graphics, Intel(R) Arc(TM) A770 Graphics OpenCL 3.0 NEO  [24.39.31294]",
+        "[opencl:gpu][opencl:2] Intel(R) OpenCL Graphics, Intel(R) UHD Graphics 730 OpenCL 3.0 NEO  [24.39.31294]",
+        "",
+    )
+)
+
+
+def test_sycl_ls_lists_the_level_zero_gpus(tools: Path) -> None:
+    fake_tool(tools, "sycl-ls", SYCL_LS)
+    a770, uhd = detect("sycl").devices
+    assert (a770.id, a770.name, a770.profile_id) == ("sycl:0", "Intel(R) Arc(TM) A770 Graphics", "arc-a770")
+    assert a770.bandwidth is not None and a770.bandwidth.value == 560e9
+    assert (uhd.id, uhd.name, uhd.profile_id, uhd.bandwidth) == ("sycl:1", "Intel(R) UHD Graphics 730", None, None)
+    fake_tool(tools, "sycl-ls", SYCL_LS.replace("[level_zero:gpu]", "[opencl:gpu]"))
+    det = detect("sycl")
+    assert (det.devices, det.reason) == ([], "sycl-ls listed no Level Zero GPU")
+
+
 # amd-smi static --asic --vram --json on a Strix Halo: the generic market name ROCm's own device
 # line gives it (tests/data/logs: "AMD Radeon Graphics, gfx1151"), the gfx target amd-smi prints as
 # TARGET_GRAPHICS_VERSION (its recorded `static` output in ROCm/rocm-systems PR #2987; the JSON

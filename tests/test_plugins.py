@@ -12,7 +12,7 @@ from support import THIRDPARTY, as_process, install_example, judged
 from ggprof import hookspecs
 from ggprof.plugins import backends, plugin_infos, plugin_manager, reset
 
-BUILTIN_BACKENDS = {"cpu", "cuda", "metal", "vulkan", "rocm", "rpc"}
+BUILTIN_BACKENDS = {"cpu", "cuda", "metal", "vulkan", "rocm", "sycl", "rpc"}
 
 
 def test_builtin_backends_load_by_import() -> None:
@@ -49,7 +49,7 @@ def test_outside_package_registers(tmp_path: Path) -> None:
         "swa_pattern",
     ]
     text = as_process("plugins", env=env).stdout
-    assert "backends: cpu, cuda, example, metal, rocm, rpc, vulkan" in text
+    assert "backends: cpu, cuda, example, metal, rocm, rpc, sycl, vulkan" in text
 
 
 def test_ggprof_plugins_env_restricts(tmp_path: Path) -> None:

@@ -106,16 +106,16 @@ def test_missing_figures_are_unknown_never_guessed(q4_8b: Path, run_cli, monkeyp
     monkeypatch.setenv("PATH", "/nonexistent")  # no vendor tools: no GPU on this host
     code, d = check(run_cli, str(q4_8b), "--tg", "10", "--backend", "cuda")
     assert (code, d["verdict"]) == (0, "unknown") and "NO_BANDWIDTH" in codes(d)
-    code, d = check(run_cli, str(q4_8b), "--tg", "10", "--backend", "sycl", "--bandwidth", "100")
+    code, d = check(run_cli, str(q4_8b), "--tg", "10", "--backend", "musa", "--bandwidth", "100")
     assert (code, d["verdict"]) == (0, "unknown") and "UNKNOWN_BACKEND" in codes(d)
     # in words too: no band is said as none, never as a band of 0-0 tok/s
-    text = run_cli("check", str(q4_8b), "--tg", "10", "--backend", "sycl", "--bandwidth", "100").stdout
+    text = run_cli("check", str(q4_8b), "--tg", "10", "--backend", "musa", "--bandwidth", "100").stdout
     assert "expected not known (no band)" in text and "0-0" not in text, text
     # what no backend can do is impossible on one no plugin knows: above the bandwidth ceiling
     # (100 GB/s over the model's bytes) and above a given peak
-    code, d = check(run_cli, str(q4_8b), "--tg", "500", "--backend", "sycl", "--bandwidth", "100")
+    code, d = check(run_cli, str(q4_8b), "--tg", "500", "--backend", "musa", "--bandwidth", "100")
     assert (code, d["verdict"]) == (4, "impossible") and {"DECODE_ABOVE_CEILING", "UNKNOWN_BACKEND"} <= set(codes(d))
-    code, d = check(run_cli, str(q4_8b), "--pp", "1e6", "--backend", "sycl", "--bandwidth", "100", "--flops", "10")
+    code, d = check(run_cli, str(q4_8b), "--pp", "1e6", "--backend", "musa", "--bandwidth", "100", "--flops", "10")
     assert (code, d["verdict"]) == (4, "impossible") and "PREFILL_ABOVE_CEILING" in codes(d)
 
 
@@ -347,4 +347,4 @@ def test_backend_of_a_run_asks_the_plugins() -> None:
     ext = extensions()
     assert backend_of(RunContext(backends_used=("cpu",)), ext) == "cpu"
     assert backend_of(RunContext(backends_used=("cuda", "cpu")), ext) == "cuda"
-    assert backend_of(RunContext(backends_used=("sycl",)), ext) == "sycl"  # no plugin knows it: judged unknown later
+    assert backend_of(RunContext(backends_used=("musa",)), ext) == "musa"  # no plugin knows it: judged unknown later

@@ -51,6 +51,7 @@ BUILTIN = {
     "metal": "ggprof_backends.metal",
     "vulkan": "ggprof_backends.vulkan",
     "rocm": "ggprof_backends.rocm",
+    "sycl": "ggprof_backends.sycl",
     "rpc": "ggprof_backends.rpc",
 }
 ESSENTIAL = frozenset({"cpu"})

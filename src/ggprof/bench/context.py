@@ -27,6 +27,7 @@ class RunContext:
     int_dot: bool | None = None  # what that banner said of int8 dot products (`int dot: 1`)
     vulkan_driver: str | None = None  # the driver that banner names (radv, AMD open-source driver, NVIDIA)
     rocblas_use_hipblaslt: str | None = None  # ROCm: the run's ROCBLAS_USE_HIPBLASLT ("1", "0", "unset")
+    sycl_f16: bool | None = None  # SYCL: whether the build had GGML_SYCL_F16 (its stderr's `Build with Macros`)
     gpu_info: str = ""  # the GPU(s) the engine reports (llama-bench's gpu_info)
     gpu_requested: str | None = None  # the GPU the user asked for (-ngl, --device), whether or not it ran
     gpu_requested_backend: str | None = None  # its llama.cpp backend
@@ -63,13 +64,15 @@ class RunContext:
 
     @property
     def build(self) -> BuildFacts | None:
-        """What the engine saw of the build: its number, Vulkan banner and rocBLAS setting (None: nothing)."""
+        """What the engine saw of the build: its number, Vulkan banner, rocBLAS setting and SYCL's
+        GGML_SYCL_F16 (None: nothing)."""
         build = BuildFacts(
             number=self.build_number,
             matrix_cores=self.matrix_cores,
             int_dot=self.int_dot,
             vulkan_driver=self.vulkan_driver,
             rocblas_use_hipblaslt=self.rocblas_use_hipblaslt,
+            sycl_f16=self.sycl_f16,
         )
         return build if build else None
 

@@ -339,7 +339,7 @@ def profile(
 @click.option(
     "--backend",
     callback=lambda ctx, param, value: value.strip().lower() if value else value,
-    help="The backend that ran it: cpu, cuda, metal, vulkan, rocm (llama-bench's spelling too: CUDA, ROCm).",
+    help="The backend that ran it: cpu, cuda, metal, vulkan, rocm, sycl (llama-bench's spelling too: CUDA, ROCm).",
 )
 @click.option("--n-gpu-layers", "-ngl", type=LAYERS, help="Layers offloaded in the report.")
 @click.option(
@@ -370,6 +370,12 @@ def profile(
     help="The report's ROCBLAS_USE_HIPBLASLT (with --backend rocm): a slow prompt names rocBLAS without hipBLASLt.",
 )
 @click.option(
+    "--sycl-f16",
+    type=click.Choice(("yes", "no")),
+    help="What the report's SYCL log says of GGML_SYCL_F16 (with --backend sycl): the prefill ceiling "
+    "(the XMX units with it, the vector units without).",
+)
+@click.option(
     "--llama-bench",
     "llama_bench",
     type=click.Path(dir_okay=False),
@@ -397,6 +403,7 @@ def check(
     matrix_cores: str | None,
     int_dot: str | None,
     hipblaslt: str | None,
+    sycl_f16: str | None,
     llama_bench: str | None,
     log_path: str | None,
     as_json: bool,
@@ -405,7 +412,7 @@ def check(
     if log_path is not None:
         if llama_bench is not None or tg is not None or pp is not None:
             raise click.UsageError("--log reads its speeds from the log: no --tg, --pp or --llama-bench beside it")
-        if any(x is not None for x in (build_number, matrix_cores, int_dot, hipblaslt)):
+        if any(x is not None for x in (build_number, matrix_cores, int_dot, hipblaslt, sycl_f16)):
             raise click.UsageError("--log reads the build and the Vulkan banner from the log: no build options")
         return _check_log(log_path, model, choice, backend, as_json)
     from ggprof.bench.llamabench import read_rows
@@ -417,7 +424,7 @@ def check(
     if llama_bench is None and tg is None and pp is None:
         raise click.UsageError("give --tg and/or --pp, or --llama-bench RESULTS.json")
     if llama_bench is not None:
-        if any(x is not None for x in (build_number, matrix_cores, int_dot, hipblaslt)):
+        if any(x is not None for x in (build_number, matrix_cores, int_dot, hipblaslt, sycl_f16)):
             raise click.UsageError("--llama-bench reads each row's build from the JSON: no build options")
         rows = read_rows(llama_bench)
         spec = load_model_arg(model or _row_model(rows))
@@ -441,11 +448,14 @@ def check(
                 raise click.UsageError(f"{name} is what a ggml_vulkan banner says: give it with --backend vulkan")
         if hipblaslt is not None and backend != "rocm":
             raise click.UsageError("--rocblas-use-hipblaslt is rocBLAS's setting: give it with --backend rocm")
+        if sycl_f16 is not None and backend != "sycl":
+            raise click.UsageError("--sycl-f16 is a SYCL build's setting: give it with --backend sycl")
         build = BuildFacts(
             number=build_number,
             matrix_cores=_matrix_cores(matrix_cores),
             int_dot=None if int_dot is None else int_dot == "1",
             rocblas_use_hipblaslt=hipblaslt,
+            sycl_f16=None if sycl_f16 is None else sycl_f16 == "yes",
         )
         reports = [
             Reported(

@@ -212,6 +212,7 @@ _FOUND = re.compile(r"found (\d+) (CUDA|ROCm|MUSA|SYCL|Vulkan) devices")
 _DEVICE = re.compile(
     r"^\s*Device (\d+): (.+?),\s*(?:(gfx\w+) \(0x\w+\)|compute capability ([\d.]+))(?:.*?VRAM: (\d+) MiB)?"
 )
+_SYCL_F16 = re.compile(r"\bGGML_SYCL_F16:\s*(yes|no)\b")  # a SYCL build's `Build with Macros` (older: ggml_check_sycl)
 _SYCL_ROW = re.compile(r"^\|\s*(\d+)\|\s*\[([\w]+):(gpu|cpu|acc):\d+\]\|\s*(.+?)\|\s*([\d.]+)\|.*\|\s*(\d+)\|?\s*$")
 _VULKAN = re.compile(r"(?:ggml_vulkan: (\d{1,4}) = |Vulkan(\d{1,4}): |ggml_vulkan: Using )(.+?) \| uma: (\d)(.*)$")
 _METAL_NAME = re.compile(r"^ggml_metal(?:_device)?_init: (?:found device: |GPU name:\s+)(.+)$")
@@ -276,6 +277,13 @@ def vulkan_banner(text: str, line_no: int = 0) -> LogDevice | None:
         matrix_cores=cores[1] if cores else None,
         driver=(clean_name(driver[1].strip(), 60) or None) if driver and m[1] is not None else None,
     )
+
+
+def sycl_f16(text: str) -> bool | None:
+    """A SYCL build's `GGML_SYCL_F16: yes|no` line (None for any other line): whether it
+    multiplies a prompt's quantized weights in FP16 on the XMX units."""
+    m = _SYCL_F16.search(text) if "GGML_SYCL_F16" in text else None
+    return m[1] == "yes" if m else None
 
 
 def _flag(text: str, key: str) -> bool | None:
@@ -519,6 +527,9 @@ class _Parser:
             m := _BUILD.search(t) or _BUILD_INFO.match(t) or _VERSION.match(t) or _BUILD_JSON.search(t)
         ):
             r.set("build", f"b{m[1]} ({m[2]})", line)
+            return True
+        if (f16 := sycl_f16(t)) is not None:
+            r.set("sycl_f16", f16, line)
             return True
         if t.startswith("build: ") and (m := _BUILD_BENCH.match(t)):
             r.set("build", f"b{m[2]} ({m[1]})", line)
@@ -873,6 +884,7 @@ class _Parser:
                 "gpu_layers",
                 "-t ",
                 "--threads",
+                "GGML_SYCL_F16",
             ),
             system,
         ),

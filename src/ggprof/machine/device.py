@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from ggprof.figures import Figure
+from ggprof.machine.profiles import VECTOR_FP16_PER_FP32
 
 MATRIX_CORES = ("none", "KHR_coopmat", "NV_coopmat2")  # what ggml_vulkan's banner says of them
 HIPBLASLT_SETTINGS = ("1", "0", "unset")  # a ROCm run's ROCBLAS_USE_HIPBLASLT, as BuildFacts records it
@@ -84,6 +85,9 @@ class BuildFacts:
     # ROCm: the ROCBLAS_USE_HIPBLASLT the run had ("1", "0", or "unset"): whether rocBLAS's
     # matrix multiplications went to hipBLASLt
     rocblas_use_hipblaslt: str | None = None
+    # SYCL: whether the build had GGML_SYCL_F16 (its log's `Build with Macros` says): only then
+    # are a prompt's quantized weights multiplied in FP16 on the XMX units, else in FP32
+    sycl_f16: bool | None = None
 
     def __bool__(self) -> bool:
         facts = (
@@ -93,6 +97,7 @@ class BuildFacts:
             self.int_dot,
             self.vulkan_driver,
             self.rocblas_use_hipblaslt,
+            self.sycl_f16,
         )
         return any(v is not None for v in facts)
 
@@ -136,8 +141,13 @@ class BuildFacts:
     def uses_matrix_cores(self, backend: str) -> bool | None:
         """Whether the build's matrix multiplications ran on the chip's matrix units (tensor
         cores, XMX, WMMA) where it has them. Vulkan: its banner says, or a build before the
-        coopmat kernels had none; otherwise not known (None). llama.cpp's CUDA, ROCm and
-        Metal kernels use whatever matrix units the chip has (True)."""
+        coopmat kernels had none; otherwise not known (None). SYCL: only a build with
+        GGML_SYCL_F16 multiplies quantized weights in FP16 on the XMX units (ggml-sycl.cpp,
+        ggml_sycl_op_mul_mat_sycl; FP32 on the vector units otherwise); not known without it
+        (None). llama.cpp's CUDA, ROCm and Metal kernels use whatever matrix units the chip has
+        (True)."""
+        if backend == "sycl":
+            return self.sycl_f16
         if backend != "vulkan":
             return True
         if self.matrix_cores is not None:
@@ -243,6 +253,21 @@ class ExpectedSpeed:
     basis: str
 
 
+# The backends whose builds without the matrix units multiply a prompt's quantized weights in
+# FP32 (the vector units at the FP32 rate, not packed FP16's): SYCL without GGML_SYCL_F16
+# (ggml-sycl.cpp, ggml_sycl_op_mul_mat_sycl). Vulkan's shaders without matrix cores run FP16.
+FP32_MATMUL_BACKENDS = ("sycl",)
+
+
+def unmatrixed_flops(device: Device) -> Figure | None:
+    """What the device reaches where its build leaves the matrix units idle: its vector units,
+    at the FP32 rate on FP32_MATMUL_BACKENDS."""
+    vector = device.vector_flops
+    if vector is None or device.backend not in FP32_MATMUL_BACKENDS:
+        return vector
+    return replace(vector, value=vector.value / VECTOR_FP16_PER_FP32, detail=f"{vector.detail} at the FP32 rate")
+
+
 def with_build(device: Device, build: BuildFacts | None) -> Device:
     """The device as a result on `build` saw it: the build recorded, and its compute peak
     the vector units' where the build did not use the matrix units (a Vulkan banner saying
@@ -250,7 +275,7 @@ def with_build(device: Device, build: BuildFacts | None) -> Device:
     if not build:
         return device
     device = replace(device, build=build)
-    vector = device.vector_flops
+    vector = unmatrixed_flops(device)
     if build.uses_matrix_cores(device.backend) is False and vector is not None and device.matrix_units_faster:
         device = replace(device, peak_flops=replace(vector, detail=f"{vector.detail} (the build used no matrix cores)"))
     return device

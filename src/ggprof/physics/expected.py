@@ -33,7 +33,15 @@ from typing import Any
 from ggprof.errors import BadInputError
 from ggprof.figures import Figure
 from ggprof.files import read_text
-from ggprof.machine.device import BUILD_AGE_FROM, OLD_BUILD_NUMBER, BuildFacts, Device, EfficiencyBand, int_dot_ceiling
+from ggprof.machine.device import (
+    BUILD_AGE_FROM,
+    OLD_BUILD_NUMBER,
+    BuildFacts,
+    Device,
+    EfficiencyBand,
+    int_dot_ceiling,
+    unmatrixed_flops,
+)
 from ggprof.machine.profiles import generation_of
 from ggprof.model.spec import ModelSpec
 
@@ -434,14 +442,20 @@ def _matrix_cores_unknown(
     band: EfficiencyBand, backend: str, peak_flops: float, device: Device | None
 ) -> EfficiencyBand:
     """Where the build may or may not have used the chip's matrix units (a Vulkan result
-    without its banner on a chip that has them), the band reaches down to the vector units'
-    ceiling too, and says why."""
+    without its banner, a SYCL one without its GGML_SYCL_F16, on a chip that has them), the
+    band reaches down to the vector units' ceiling too, and says why."""
     if device is None or device.vector_flops is None or not device.matrix_units_faster:
         return band
     if (device.build or BuildFacts()).uses_matrix_cores(backend) is not None:
         return band
-    why = f"matrix cores not known ({backend}'s device banner not given)"
-    return _reaching_down(band, device.vector_flops.value, peak_flops, why, "--matrix-cores or the log's banner")
+    if backend == "sycl":
+        why = "GGML_SYCL_F16 not known (a SYCL build multiplies quantized weights on the XMX units only with it)"
+        narrow = "--sycl-f16 or the log's `GGML_SYCL_F16` line"
+    else:
+        why = f"matrix cores not known ({backend}'s device banner not given)"
+        narrow = "--matrix-cores or the log's banner"
+    lower = unmatrixed_flops(device)
+    return _reaching_down(band, lower.value if lower else device.vector_flops.value, peak_flops, why, narrow)
 
 
 def _reaching_down(

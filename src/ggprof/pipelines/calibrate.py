@@ -32,7 +32,7 @@ from ggprof.pipelines.check import Checker, Reported
 from ggprof.pipelines.extensions import Extensions
 from ggprof.verdict.finding import RANK, Severity
 
-BACKENDS = ("cpu", "cuda", "metal", "rocm", "vulkan")
+BACKENDS = ("cpu", "cuda", "metal", "rocm", "sycl", "vulkan")
 TEST = re.compile(r"^(pp|tg)(\d{1,6})(?:@d(\d{1,7}))?$")
 BANDWIDTH_AGREEMENT = 0.05  # a row's published bandwidth vs its device profile's
 MAX_DATASET_BYTES = 16 << 20
@@ -68,6 +68,7 @@ class ResultRow:
             int_dot=bool(facts["int_dot"]) if facts.get("int_dot") in (0, 1) else None,
             vulkan_driver=str(facts["vulkan_driver"]) if facts.get("vulkan_driver") else None,
             rocblas_use_hipblaslt=str(facts["rocblas_use_hipblaslt"]) if facts.get("rocblas_use_hipblaslt") else None,
+            sycl_f16=bool(facts["sycl_f16"]) if facts.get("sycl_f16") in (0, 1) else None,
         )
 
     @property

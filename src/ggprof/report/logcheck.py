@@ -40,6 +40,7 @@ FACT_KEYS = (
     ("hardware_threads", "hardware threads"),
     ("flash_attn", "flash attention"),
     ("cache_type_k", "K cache type"),
+    ("sycl_f16", "GGML_SYCL_F16"),
     ("build", "build"),
     ("command", "command"),
 )
@@ -56,6 +57,8 @@ def _shown(key: str, value: Any) -> str:
         return f"{value / 1e9:.3g} B" if value >= 1e9 else f"{value / 1e6:.3g} M"
     if key == "command":
         return clean_name(private(str(value)), 80)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     return clean_name(value, 80) if not isinstance(value, int) else f"{value:,}"
 
 

@@ -26,7 +26,7 @@ def no_extra_findings(case: JudgeCase) -> list[Finding]:
 
 
 class _Unplugged(Backend):
-    """A backend no plugin knows (SYCL today): judged by the physical ceilings alone, which hold
+    """A backend no plugin knows (MUSA, CANN, OpenCL): judged by the physical ceilings alone, which hold
     whatever ran the model; it has no band and detects nothing."""
 
     def __init__(self, name: str) -> None:
