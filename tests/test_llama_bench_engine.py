@@ -337,6 +337,37 @@ def test_the_vulkan_banner_llama_bench_prints_sets_the_prefill_ceiling(
     assert "its vector units (the build used no matrix cores)" in prediction["peak_flops_source"]
 
 
+# What a SYCL build of llama.cpp prints on stderr before its devices (ggml-sycl.cpp,
+# `Build with Macros`), here of a build without GGML_SYCL_F16
+SYCL_MACROS = "Build with Macros:\n  GGML_SYCL_DNNL: yes\n  GGML_SYCL_F16: no\n  GGML_SYCL_FORCE_MMQ: no"
+
+
+@pytest.mark.slow
+def test_a_sycl_build_without_f16_sets_the_prefill_ceiling(llama_tools: Path, gemma_path: Path, tmp_path: Path) -> None:
+    """A SYCL build multiplies a prompt's quantized weights on the XMX units only with
+    GGML_SYCL_F16, which it prints on stderr: a build without it is judged on the vector units
+    at the FP32 rate. The GPU is what this machine cannot have: a wrapper prints the macros and
+    runs the real llama-bench, its rows' backend named SYCL."""
+    real = llama_tools / "llama-bench"
+    relabel = 'sed -u \'s/"backends": "CPU"/"backends": "SYCL"/\''
+    wrapper = script(
+        tmp_path,
+        f'case "$*" in *--list-devices*) echo "Available devices:"; echo "  SYCL0: Intel(R) Arc(TM) 140V GPU '
+        f'(16GB) (15000 MiB, 14000 MiB free)"; exit 0;; esac\nprintf "{SYCL_MACROS}\\n" >&2\n"{real}" "$@" | {relabel}',
+    )
+    r = as_process(
+        "profile", str(gemma_path), "--engine", f"llama-bench={wrapper}", "--device", "arc-140v",
+        "-p", "32", "-n", "8", "-r", "2", "-t", "1", "--json", "--no-save", timeout_s=300,
+    )  # fmt: skip
+    d = json.loads(r.stdout)
+    assert d["context"]["sycl_f16"] is False and d["context"]["backends_used"] == ["sycl"], r.stderr
+    prediction = d["depths"][0]["prediction"]
+    fp32_tflops = ProfileDB.default().get("arc-140v").peak_fp32_tflops
+    assert fp32_tflops is not None
+    assert prediction["peak_flops_per_s"] == pytest.approx(fp32_tflops * 1e12, rel=1e-6)  # its FP32 rate
+    assert "at the FP32 rate (the build used no matrix cores)" in prediction["peak_flops_source"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("setting", "recorded", "shown"), [("0", "0", "= 0"), (None, "unset", "not set")])
 def test_a_rocm_run_records_its_rocblas_hipblaslt_setting(
