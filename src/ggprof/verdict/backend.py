@@ -1,4 +1,4 @@
-"""Backend: what a plugin says about one llama.cpp backend (cpu, cuda, metal, vulkan, rocm).
+"""Backend: what a plugin says about one llama.cpp backend (cpu, cuda, metal, vulkan, rocm, sycl).
 
 The hook `register_backends(register)` says "here I am"; this class says what it knows:
 how to detect its devices, whether a run used it, and its expected-speed model (the
