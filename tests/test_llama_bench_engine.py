@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -307,26 +308,38 @@ A770_BANNER = (
 )
 
 
+def gpu_profile_run(
+    llama_tools: Path, gemma: Path, tmp_path: Path, backend: str, device_line: str, stderr: str, device: str
+) -> dict[str, Any]:
+    """`profile --engine llama-bench --device DEVICE` through a wrapper standing in for a GPU
+    build of llama-bench, which this machine cannot have: it lists `device_line` as the build's
+    device, prints `stderr` (what such a build prints) and runs the real llama-bench, its rows'
+    backend renamed `backend`."""
+    real = llama_tools / "llama-bench"
+    relabel = f'sed -u \'s/"backends": "CPU"/"backends": "{backend}"/\''
+    wrapper = script(
+        tmp_path,
+        f'case "$*" in *--list-devices*) echo "Available devices:"; echo "  {device_line}"; exit 0;; esac\n'
+        f'printf "%s\\n" "{stderr}" >&2\n"{real}" "$@" | {relabel}',
+    )
+    r = as_process(
+        "profile", str(gemma), "--engine", f"llama-bench={wrapper}", "--device", device,
+        "-p", "32", "-n", "8", "-r", "2", "-t", "1", "--json", "--no-save", timeout_s=300,
+    )  # fmt: skip
+    out: dict[str, Any] = json.loads(r.stdout)
+    assert out["bench"], r.stderr
+    return out
+
+
 @pytest.mark.slow
 def test_the_vulkan_banner_llama_bench_prints_sets_the_prefill_ceiling(
     llama_tools: Path, gemma_path: Path, tmp_path: Path
 ) -> None:
     """llama-bench's Vulkan build prints each device's banner on stderr: what it says of matrix
-    cores reaches the verdict. The GPU is what this machine cannot have: a wrapper prints the
-    A770's public banner and runs the real llama-bench, its rows' backend named Vulkan."""
-    real = llama_tools / "llama-bench"
-    relabel = 'sed -u \'s/"backends": "CPU"/"backends": "Vulkan"/\''
-    wrapper = script(
-        tmp_path,
-        f'case "$*" in *--list-devices*) echo "Available devices:"; echo "  Vulkan0: Intel(R) Arc(TM) A770 '
-        f'Graphics (16032 MiB, 15000 MiB free)"; exit 0;; esac\necho "{A770_BANNER}" >&2\n"{real}" "$@" | {relabel}',
-    )
-    r = as_process(
-        "profile", str(gemma_path), "--engine", f"llama-bench={wrapper}", "--device", "arc-a770",
-        "-p", "32", "-n", "8", "-r", "2", "-t", "1", "--json", "--no-save", timeout_s=300,
-    )  # fmt: skip
-    d = json.loads(r.stdout)
-    assert d["context"]["matrix_cores"] == "none" and d["context"]["backends_used"] == ["vulkan"], r.stderr
+    cores reaches the verdict (the A770's public banner)."""
+    device_line = "Vulkan0: Intel(R) Arc(TM) A770 Graphics (16032 MiB, 15000 MiB free)"
+    d = gpu_profile_run(llama_tools, gemma_path, tmp_path, "Vulkan", device_line, A770_BANNER, "arc-a770")
+    assert d["context"]["matrix_cores"] == "none" and d["context"]["backends_used"] == ["vulkan"]
     assert d["context"]["vulkan_driver"] == "Intel Corporation"  # the banner's last parenthesis
     assert d["context"]["int_dot"] is False  # `int dot: 0`
     assert d["context"]["rocblas_use_hipblaslt"] is None  # not a ROCm run
@@ -346,21 +359,10 @@ SYCL_MACROS = "Build with Macros:\n  GGML_SYCL_DNNL: yes\n  GGML_SYCL_F16: no\n 
 def test_a_sycl_build_without_f16_sets_the_prefill_ceiling(llama_tools: Path, gemma_path: Path, tmp_path: Path) -> None:
     """A SYCL build multiplies a prompt's quantized weights on the XMX units only with
     GGML_SYCL_F16, which it prints on stderr: a build without it is judged on the vector units
-    at the FP32 rate. The GPU is what this machine cannot have: a wrapper prints the macros and
-    runs the real llama-bench, its rows' backend named SYCL."""
-    real = llama_tools / "llama-bench"
-    relabel = 'sed -u \'s/"backends": "CPU"/"backends": "SYCL"/\''
-    wrapper = script(
-        tmp_path,
-        f'case "$*" in *--list-devices*) echo "Available devices:"; echo "  SYCL0: Intel(R) Arc(TM) 140V GPU '
-        f'(16GB) (15000 MiB, 14000 MiB free)"; exit 0;; esac\nprintf "{SYCL_MACROS}\\n" >&2\n"{real}" "$@" | {relabel}',
-    )
-    r = as_process(
-        "profile", str(gemma_path), "--engine", f"llama-bench={wrapper}", "--device", "arc-140v",
-        "-p", "32", "-n", "8", "-r", "2", "-t", "1", "--json", "--no-save", timeout_s=300,
-    )  # fmt: skip
-    d = json.loads(r.stdout)
-    assert d["context"]["sycl_f16"] is False and d["context"]["backends_used"] == ["sycl"], r.stderr
+    at the FP32 rate."""
+    device_line = "SYCL0: Intel(R) Arc(TM) 140V GPU (16GB) (15000 MiB, 14000 MiB free)"
+    d = gpu_profile_run(llama_tools, gemma_path, tmp_path, "SYCL", device_line, SYCL_MACROS, "arc-140v")
+    assert d["context"]["sycl_f16"] is False and d["context"]["backends_used"] == ["sycl"]
     prediction = d["depths"][0]["prediction"]
     fp32_tflops = ProfileDB.default().get("arc-140v").peak_fp32_tflops
     assert fp32_tflops is not None
