@@ -333,7 +333,8 @@ class _Run(Supervised):
         banner = vulkan_banner(line[:MAX_LOG_LINE_CHARS]) if "ggml_vulkan" in line else None  # a log line's bound
         if banner is not None and len(self.banners) < MAX_BANNERS:
             self.banners[banner.index] = banner
-        if (f16 := sycl_f16(line[:MAX_LOG_LINE_CHARS])) is not None:
+        f16 = sycl_f16(line[:MAX_LOG_LINE_CHARS]) if "GGML_SYCL_F16" in line else None
+        if f16 is not None:
             self.sycl_f16 = f16
         m = _PROGRESS.search(line)
         if m is None:

@@ -454,8 +454,8 @@ def _matrix_cores_unknown(
     else:
         why = f"matrix cores not known ({backend}'s device banner not given)"
         narrow = "--matrix-cores or the log's banner"
-    lower = unmatrixed_flops(device)
-    return _reaching_down(band, lower.value if lower else device.vector_flops.value, peak_flops, why, narrow)
+    lower = unmatrixed_flops(device) or device.vector_flops
+    return _reaching_down(band, lower.value, peak_flops, why, narrow)
 
 
 def _reaching_down(
