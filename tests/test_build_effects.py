@@ -1,8 +1,9 @@
 """What a build does on one device (benchmarks/data/build-effects.jsonl: a Radeon 8060S's
 llama-bench results from two public repositories, builds, drivers and rocBLAS settings side by
 side) and the causes a slow prompt names from those facts: rocBLAS without hipBLASLt on ROCm,
-the AMDVLK driver on Vulkan. The figures the causes quote are the file's; the verdicts are
-those of the real pasted logs and of `ggprof check`."""
+the AMDVLK driver on Vulkan, and Asahi's Honeykrisp driver (its figures from the scoreboard rows
+of benchmarks/data/llama-cpp-results.jsonl). The figures the causes quote are the files'; the
+verdicts are those of the real pasted logs and of `ggprof check`."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from pathlib import Path
 import pytest
 from ggprof_backends import _diagnosis
 from ggprof_backends.rocm import HIPBLASLT_OFF, HIPBLASLT_UNKNOWN, HIPBLASLT_UNSET
-from ggprof_backends.vulkan import AMDVLK, AMDVLK_SLOW
+from ggprof_backends.vulkan import AMDVLK, AMDVLK_SLOW, HONEYKRISP, HONEYKRISP_SLOW
 
 from ggprof.machine.profiles import ProfileDB, builtin_dir
 from ggprof.pipelines.calibrate import References, ResultRow, load_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data" / "build-effects.jsonl"
+RESULTS = ROOT / "benchmarks" / "data" / "llama-cpp-results.jsonl"
 LOGS = Path(__file__).parent / "data" / "logs"
 
 
@@ -166,3 +168,67 @@ def test_the_setting_is_rocms_and_a_log_or_json_carries_its_own(refs: References
     assert r.exit_code == 2 and "no build options" in r.stderr
     r = run_cli("check", model, "--pp", "300", "--backend", "rocm", "--rocblas-use-hipblaslt", "2")
     assert r.exit_code == 2 and "Traceback" not in r.stderr
+
+
+def test_the_honeykrisp_figures_are_the_scoreboards_same_chip_ratios() -> None:
+    """Each Apple chip the scoreboard ran under Honeykrisp, its prompt against its top bin's Metal
+    result: the lowest and highest ratio are the cause's; the M3 Ultra (MoltenVK, no Asahi for
+    M3) is not among them."""
+    rows = load_dataset(RESULTS, ProfileDB([builtin_dir()]))
+    pp = [r for r in rows if r.kind == "pp" and r.model_ref == "llama2-7b-q4_0"]
+    asahi = [r for r in pp if r.backend == "vulkan" and r.build.vulkan_driver == HONEYKRISP]
+    assert {r.profile.id for r in asahi} == {"apple-m1", "apple-m2", "apple-m2-pro"}
+    ratios = []
+    for r in asahi:
+        metal = [m.tok_s for m in pp if m.backend == "metal" and m.profile.id == r.profile.id]
+        assert metal, r.label
+        ratios.append(r.tok_s / max(metal))
+    assert min(ratios) == pytest.approx(_diagnosis.HONEYKRISP_PREFILL_VS_METAL[0], abs=0.01)
+    assert max(ratios) == pytest.approx(_diagnosis.HONEYKRISP_PREFILL_VS_METAL[1], abs=0.01)
+
+
+@pytest.mark.parametrize(
+    ("device", "row_driver", "given", "named"),
+    [
+        ("apple-m1", HONEYKRISP, "Honeykrisp", HONEYKRISP_SLOW),
+        ("apple-m1", HONEYKRISP, "honeykrisp", HONEYKRISP_SLOW),
+        ("ryzen-ai-max-395", AMDVLK, "AMD open-source driver", AMDVLK_SLOW),
+        ("ryzen-ai-max-395", AMDVLK, "AMDVLK", AMDVLK_SLOW),
+        ("ryzen-ai-max-395", AMDVLK, "radv", None),
+    ],
+)
+def test_check_takes_the_banners_driver(refs: References, run_cli, device: str, row_driver: str, given: str,
+                                        named: str | None) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    """A report's prompt, made 4x slower, judged with the driver its banner named (--vulkan-driver,
+    the banner's spelling or AMDVLK's common name, any case): a driver known to be slow is the
+    cause and the evidence names it; RADV is not named as a cause."""
+    rows = [*load_dataset(RESULTS, ProfileDB([builtin_dir()])), *load_dataset(DATA, ProfileDB([builtin_dir()]))]
+    row = next(
+        r
+        for r in rows
+        if r.profile.id == device and r.backend == "vulkan" and r.kind == "pp" and r.build.vulkan_driver == row_driver
+        and (row_driver != AMDVLK or (r.build.known_number or 0) > _diagnosis.AMDVLK_AHEAD_UNTIL_BUILD)
+    )  # fmt: skip
+    model = str(refs.spec(row.model_ref).path)
+    build = ["--build", str(row.build.known_number)] if row.build.known_number else []
+    r = run_cli("check", model, "--pp", f"{row.tok_s / 4:.2f}", "--device", device, "--backend", "vulkan",
+                *build, "--vulkan-driver", given, "--json")  # fmt: skip
+    f = next(f for f in json.loads(r.stdout)["findings"] if f["code"].startswith("PREFILL"))
+    assert f["severity"] == "suspicious", f
+    assert f"Vulkan driver: {given}" in f["evidence"]
+    if named is None:
+        assert AMDVLK_SLOW not in f["causes"] and HONEYKRISP_SLOW not in f["causes"] and len(f["causes"]) >= 3
+    else:
+        assert f["causes"] == [named]
+
+
+def test_the_driver_is_vulkans_and_one_short_printable_name(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+    model = str(refs.spec("llama2-7b-q4_0").path)
+    r = run_cli("check", model, "--pp", "30", "--device", "apple-m1", "--backend", "metal", "--vulkan-driver", "x")
+    assert r.exit_code == 2 and "give it with --backend vulkan" in r.stderr
+    for bad in ("", "a\x1b[2Jb", "x" * 61):
+        r = run_cli("check", model, "--pp", "30", "--backend", "vulkan", "--vulkan-driver", bad)
+        assert r.exit_code == 2 and "not a Vulkan driver's name" in r.stderr and "\x1b" not in r.stderr, bad
+        assert "Traceback" not in r.stderr
+    r = run_cli("check", "--log", str(LOGS / "kyuz0-strix-halo-vulkan-radv-b9187.txt"), "--vulkan-driver", "radv")
+    assert r.exit_code == 2 and "no build options" in r.stderr

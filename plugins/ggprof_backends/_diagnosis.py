@@ -41,3 +41,9 @@ HIPBLASLT_OFF_PREFILL_NEW_ROCM = 0.88
 # measured ahead is the second figure: on builds up to it, AMDVLK is no cause of a slow prompt).
 AMDVLK_PREFILL_VS_RADV = 0.26
 AMDVLK_AHEAD_UNTIL_BUILD = 6735
+# Asahi Linux's Vulkan driver (its banner: "Honeykrisp") against Metal on the same chip, llama 2 7B
+# Q4_0 pp512 on llama.cpp's scoreboards (benchmarks/data/llama-cpp-results.jsonl: the M1, M2 and
+# M2 Pro under Honeykrisp on builds of 2025-08 to 2025-11, each beside its chip's top-bin Metal
+# result; tests/test_build_effects.py checks these against the file): prompts ran at these
+# ratios, where the M3 Ultra through MoltenVK ran at 0.76.
+HONEYKRISP_PREFILL_VS_METAL = (0.18, 0.32)

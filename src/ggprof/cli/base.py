@@ -199,6 +199,22 @@ def parse_build_number(ctx: click.Context, param: click.Parameter, value: str | 
     return int(text)
 
 
+MAX_DRIVER_CHARS = 60  # a Vulkan driver's name as a banner gives it (logs.parse keeps as many)
+
+
+def parse_vulkan_driver(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--vulkan-driver: the driver a ggml_vulkan banner names (its last parenthesis), one short line."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not text or len(text) > MAX_DRIVER_CHARS or not text.isprintable():
+        raise click.BadParameter(
+            f"{clean_name(value, 40)!r} is not a Vulkan driver's name as the banner gives it "
+            f"(radv, NVIDIA, Honeykrisp, MoltenVK; at most {MAX_DRIVER_CHARS} printable characters)"
+        )
+    return text
+
+
 GB = finite_in(0, 1e6)  # a memory size in GB (1e9 bytes)
 
 

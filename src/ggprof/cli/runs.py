@@ -24,6 +24,7 @@ from ggprof.cli.base import (
     make_bench_params,
     model_source,
     parse_build_number,
+    parse_vulkan_driver,
     remote_options,
     resolve_engine,
     resolve_model,
@@ -364,6 +365,13 @@ def profile(
     "whether its int8 dot-product kernels set the prefill ceiling).",
 )
 @click.option(
+    "--vulkan-driver",
+    metavar="NAME",
+    callback=parse_vulkan_driver,
+    help="The driver the report's ggml_vulkan banner names, its last parenthesis (with --backend vulkan): "
+    "radv, NVIDIA, Honeykrisp, AMD open-source driver (AMDVLK); a slow prompt names a driver known to be slow.",
+)
+@click.option(
     "--rocblas-use-hipblaslt",
     "hipblaslt",
     type=click.Choice(HIPBLASLT_SETTINGS),
@@ -402,6 +410,7 @@ def check(
     build_number: int | None,
     matrix_cores: str | None,
     int_dot: str | None,
+    vulkan_driver: str | None,
     hipblaslt: str | None,
     sycl_f16: str | None,
     llama_bench: str | None,
@@ -412,7 +421,7 @@ def check(
     if log_path is not None:
         if llama_bench is not None or tg is not None or pp is not None:
             raise click.UsageError("--log reads its speeds from the log: no --tg, --pp or --llama-bench beside it")
-        if any(x is not None for x in (build_number, matrix_cores, int_dot, hipblaslt, sycl_f16)):
+        if any(x is not None for x in (build_number, matrix_cores, int_dot, vulkan_driver, hipblaslt, sycl_f16)):
             raise click.UsageError("--log reads the build and the Vulkan banner from the log: no build options")
         return _check_log(log_path, model, choice, backend, as_json)
     from ggprof.bench.llamabench import read_rows
@@ -424,7 +433,7 @@ def check(
     if llama_bench is None and tg is None and pp is None:
         raise click.UsageError("give --tg and/or --pp, or --llama-bench RESULTS.json")
     if llama_bench is not None:
-        if any(x is not None for x in (build_number, matrix_cores, int_dot, hipblaslt, sycl_f16)):
+        if any(x is not None for x in (build_number, matrix_cores, int_dot, vulkan_driver, hipblaslt, sycl_f16)):
             raise click.UsageError("--llama-bench reads each row's build from the JSON: no build options")
         rows = read_rows(llama_bench)
         spec = load_model_arg(model or _row_model(rows))
@@ -443,7 +452,8 @@ def check(
         spec = load_model_arg(model)
         # what bench would refuse to run is refused as a claim too: a depth past the model's context
         check_model_context(spec, depth + (n_prompt if pp is not None else 0) + 1, "--depth + prompt + 1")
-        for name, value in (("--matrix-cores", matrix_cores), ("--int-dot", int_dot)):
+        vulkan_facts = (("--matrix-cores", matrix_cores), ("--int-dot", int_dot), ("--vulkan-driver", vulkan_driver))
+        for name, value in vulkan_facts:
             if value is not None and backend != "vulkan":
                 raise click.UsageError(f"{name} is what a ggml_vulkan banner says: give it with --backend vulkan")
         if hipblaslt is not None and backend != "rocm":
@@ -454,6 +464,7 @@ def check(
             number=build_number,
             matrix_cores=_matrix_cores(matrix_cores),
             int_dot=None if int_dot is None else int_dot == "1",
+            vulkan_driver=vulkan_driver,
             rocblas_use_hipblaslt=hipblaslt,
             sycl_f16=None if sycl_f16 is None else sycl_f16 == "yes",
         )
