@@ -350,19 +350,24 @@ def test_the_vulkan_banner_llama_bench_prints_sets_the_prefill_ceiling(
     assert "its vector units (the build used no matrix cores)" in prediction["peak_flops_source"]
 
 
-# What a SYCL build of llama.cpp prints on stderr before its devices (ggml-sycl.cpp,
-# `Build with Macros`), here of a build without GGML_SYCL_F16
-SYCL_MACROS = "Build with Macros:\n  GGML_SYCL_DNNL: yes\n  GGML_SYCL_F16: no\n  GGML_SYCL_FORCE_MMQ: no"
+# What a SYCL build of llama.cpp prints on stderr before its devices (ggml-sycl.cpp, `Running
+# with Environment Variables` and `Build with Macros`), here of a run with its reorder
+# optimizations off and a build without GGML_SYCL_F16
+SYCL_MACROS = (
+    "Running with Environment Variables:\n  GGML_SYCL_DEBUG: 0\n  GGML_SYCL_ENABLE_OPT: 0\n"
+    "Build with Macros:\n  GGML_SYCL_DNNL: yes\n  GGML_SYCL_F16: no\n  GGML_SYCL_FORCE_MMQ: no"
+)
 
 
 @pytest.mark.slow
 def test_a_sycl_build_without_f16_sets_the_prefill_ceiling(llama_tools: Path, gemma_path: Path, tmp_path: Path) -> None:
     """A SYCL build multiplies a prompt's quantized weights on the XMX units only with
     GGML_SYCL_F16, which it prints on stderr: a build without it is judged on the vector units
-    at the FP32 rate."""
+    at the FP32 rate. The run's reorder optimizations, printed beside it, are recorded too."""
     device_line = "SYCL0: Intel(R) Arc(TM) 140V GPU (16GB) (15000 MiB, 14000 MiB free)"
     d = gpu_profile_run(llama_tools, gemma_path, tmp_path, "SYCL", device_line, SYCL_MACROS, "arc-140v")
     assert d["context"]["sycl_f16"] is False and d["context"]["backends_used"] == ["sycl"]
+    assert d["context"]["sycl_reorder"] is False  # `GGML_SYCL_ENABLE_OPT: 0`
     prediction = d["depths"][0]["prediction"]
     fp32_tflops = ProfileDB.default().get("arc-140v").peak_fp32_tflops
     assert fp32_tflops is not None

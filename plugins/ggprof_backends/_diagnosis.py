@@ -47,3 +47,16 @@ AMDVLK_AHEAD_UNTIL_BUILD = 6735
 # result; tests/test_build_effects.py checks these against the file): prompts ran at these
 # ratios, where the M3 Ultra through MoltenVK ran at 0.76.
 HONEYKRISP_PREFILL_VS_METAL = (0.18, 0.32)
+# SYCL's reorder optimizations (quantized weights laid out for its decode kernels: llama.cpp PR
+# #12035, opened 2025-02-23, for Q4_0; Q4_K and Q6_K followed in May-June 2025, Q5_K and Q8_0 in
+# April-May 2026). Llama 2 7B Q4_0 decode without and with them on each GPU, tok/s, as the PR and
+# llama.cpp's SYCL notes (docs/backend/SYCL.md, "2025.2") give them. b4696 (2025-02-12) is the
+# last build known to be without them.
+SYCL_REORDER_DECODE_TOK_S = {
+    "Arc A770": (42, 55),
+    "Flex 170": (39, 50),
+    "Data Center GPU Max 1550": (39, 73),
+    "Meteor Lake iGPU": (13, 16),
+    "Arrow Lake-H iGPU": (14, 17),
+}
+SYCL_NO_REORDER_UNTIL_BUILD = 4696

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING
 from ggprof import Backend, Detection, EfficiencyBand, hookimpl, run_tool
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
-    from ggprof import BuildFacts, Device, HostContext, ProfileDB
+    from ggprof import Device, HostContext, JudgeCase, ModelSpec, ProfileDB
+from ggprof import BuildFacts, Diagnosis
+from ggprof_backends._diagnosis import SYCL_NO_REORDER_UNTIL_BUILD, SYCL_REORDER_DECODE_TOK_S
 from ggprof_backends._gpu import GPUBackend, gpu_device
 
 # `[level_zero:gpu][level_zero:0] PLATFORM, DEVICE VERSION [DRIVER]` (oneAPI 2024.1 on), or an
@@ -18,6 +20,41 @@ from ggprof_backends._gpu import GPUBackend, gpu_device
 _SYCL_LS = re.compile(
     r"^\[(?:ext_oneapi_)?level_zero:gpu(?:\]\[level_zero)?:(\d{1,4})\]\s+[^,]{1,200},\s+(.{1,200}?)\s+[\d.]+\s+\[[^\]]{0,80}\]\s*$"
 )
+
+
+_NO_REORDER_DAY = BuildFacts(number=SYCL_NO_REORDER_UNTIL_BUILD).built_on
+_GAINS = [after / before - 1 for before, after in SYCL_REORDER_DECODE_TOK_S.values()]
+_A770 = SYCL_REORDER_DECODE_TOK_S["Arc A770"]
+_REORDER_EVIDENCE = (
+    f"with them llama.cpp's SYCL notes measured Llama 2 7B Q4_0 decode {min(_GAINS):.0%}-{max(_GAINS):.0%} faster "
+    f"(Arc A770 {_A770[0]} -> {_A770[1]} tok/s)"
+)
+REORDER_OFF = (
+    "the SYCL reorder optimizations off (GGML_SYCL_ENABLE_OPT=0, or GGML_SYCL_DISABLE_OPT=1 on older builds): "
+    f"{_REORDER_EVIDENCE}; unset the variable"
+)
+REORDER_ABSENT = (
+    f"a build before SYCL's reorder optimizations (llama.cpp PR #12035, February 2025; b{SYCL_NO_REORDER_UNTIL_BUILD} "
+    f"and older): {_REORDER_EVIDENCE}"
+)
+
+
+def reorder_facts(build: BuildFacts | None, model: ModelSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(causes, checks) of a slow decode in the run's reorder optimizations: off by its variable,
+    or a build before them (known by its number or date) on Q4_0 weights, the first they covered."""
+    if build is None:
+        return (), ()
+    if build.sycl_reorder is not None:
+        check = f"SYCL reorder optimizations: {'on' if build.sycl_reorder else 'off'}"
+        return (() if build.sycl_reorder else (REORDER_OFF,)), (check,)
+    number, day = build.known_number, build.built_on
+    if number is not None:
+        before = number <= SYCL_NO_REORDER_UNTIL_BUILD
+    else:
+        before = day is not None and _NO_REORDER_DAY is not None and day <= _NO_REORDER_DAY
+    if before and next(iter(model.bytes_by_type()), None) == "Q4_0":
+        return (REORDER_ABSENT,), ()
+    return (), ()
 
 
 class SYCLBackend(GPUBackend):
@@ -31,6 +68,13 @@ class SYCLBackend(GPUBackend):
             return (), ()
         units = "the XMX units" if build.sycl_f16 else "the vector units (a build with it multiplies on XMX)"
         return (), (f"GGML_SYCL_F16: {'yes' if build.sycl_f16 else 'no'}: the prompt band is on {units}",)
+
+    def diagnose(self, case: JudgeCase) -> Diagnosis:
+        """A slow decode: the GPU backends' causes, and the run's reorder optimizations."""
+        base = super().diagnose(case)
+        build = case.prediction.device.build if case.prediction is not None else None
+        causes, checks = reorder_facts(build, case.model)
+        return Diagnosis(causes=(*base.causes, *causes), checks=(*base.checks, *checks))
 
     def detect(self, host: HostContext) -> Detection:
         out = run_tool(["sycl-ls"])

@@ -384,6 +384,13 @@ def profile(
     "(the XMX units with it, the vector units without).",
 )
 @click.option(
+    "--sycl-reorder",
+    type=click.Choice(("on", "off")),
+    help="Whether the report's SYCL run reordered quantized weights (with --backend sycl; its log's "
+    "`GGML_SYCL_ENABLE_OPT: 1`, or `GGML_SYCL_DISABLE_OPT: 0` on older builds, is on): a slow decode with "
+    "them off names it.",
+)
+@click.option(
     "--llama-bench",
     "llama_bench",
     type=click.Path(dir_okay=False),
@@ -413,15 +420,19 @@ def check(
     vulkan_driver: str | None,
     hipblaslt: str | None,
     sycl_f16: str | None,
+    sycl_reorder: str | None,
     llama_bench: str | None,
     log_path: str | None,
     as_json: bool,
 ) -> int:
     """Judge a reported number (a bug report, a README, a forum post, a pasted log) without running anything."""
+    build_given = any(
+        x is not None for x in (build_number, matrix_cores, int_dot, vulkan_driver, hipblaslt, sycl_f16, sycl_reorder)
+    )
     if log_path is not None:
         if llama_bench is not None or tg is not None or pp is not None:
             raise click.UsageError("--log reads its speeds from the log: no --tg, --pp or --llama-bench beside it")
-        if any(x is not None for x in (build_number, matrix_cores, int_dot, vulkan_driver, hipblaslt, sycl_f16)):
+        if build_given:
             raise click.UsageError("--log reads the build and the Vulkan banner from the log: no build options")
         return _check_log(log_path, model, choice, backend, as_json)
     from ggprof.bench.llamabench import read_rows
@@ -433,7 +444,7 @@ def check(
     if llama_bench is None and tg is None and pp is None:
         raise click.UsageError("give --tg and/or --pp, or --llama-bench RESULTS.json")
     if llama_bench is not None:
-        if any(x is not None for x in (build_number, matrix_cores, int_dot, vulkan_driver, hipblaslt, sycl_f16)):
+        if build_given:
             raise click.UsageError("--llama-bench reads each row's build from the JSON: no build options")
         rows = read_rows(llama_bench)
         spec = load_model_arg(model or _row_model(rows))
@@ -458,8 +469,9 @@ def check(
                 raise click.UsageError(f"{name} is what a ggml_vulkan banner says: give it with --backend vulkan")
         if hipblaslt is not None and backend != "rocm":
             raise click.UsageError("--rocblas-use-hipblaslt is rocBLAS's setting: give it with --backend rocm")
-        if sycl_f16 is not None and backend != "sycl":
-            raise click.UsageError("--sycl-f16 is a SYCL build's setting: give it with --backend sycl")
+        for name, value in (("--sycl-f16", sycl_f16), ("--sycl-reorder", sycl_reorder)):
+            if value is not None and backend != "sycl":
+                raise click.UsageError(f"{name} is a SYCL build's setting: give it with --backend sycl")
         build = BuildFacts(
             number=build_number,
             matrix_cores=_matrix_cores(matrix_cores),
@@ -467,6 +479,7 @@ def check(
             vulkan_driver=vulkan_driver,
             rocblas_use_hipblaslt=hipblaslt,
             sycl_f16=None if sycl_f16 is None else sycl_f16 == "yes",
+            sycl_reorder=None if sycl_reorder is None else sycl_reorder == "on",
         )
         reports = [
             Reported(

@@ -43,7 +43,7 @@ from ggprof.engines import Engine, ProgressFn
 from ggprof.errors import BadInputError, RunError
 from ggprof.files import is_regular, user_path
 from ggprof.llamacpp import BACKEND_NAMES, CACHE_TYPE, N_BATCH, N_UBATCH, backend_names, test_name
-from ggprof.logs.parse import LogDevice, sycl_f16, vulkan_banner
+from ggprof.logs.parse import LogDevice, sycl_f16, sycl_reorder, vulkan_banner
 from ggprof.logs.text import MAX_LINE_CHARS as MAX_LOG_LINE_CHARS
 from ggprof.machine.load import sample_load
 from ggprof.units import MAX_TOKENS, clean_name
@@ -321,6 +321,7 @@ class _Run(Supervised):
         self.tests = params.tests()
         self.banners: dict[int, LogDevice] = {}  # Vulkan device -> its banner
         self.sycl_f16: bool | None = None  # a SYCL build's GGML_SYCL_F16, as its stderr says
+        self.sycl_reorder: bool | None = None  # a SYCL run's reorder optimizations (GGML_SYCL_ENABLE_OPT)
         try:
             super().__init__([str(program), *args], on_stderr=self._progress)
         except OSError as e:
@@ -329,13 +330,16 @@ class _Run(Supervised):
     def _progress(self, line: str) -> bool:
         """llama-bench's `benchmark 1/2: prompt run 3/5` lines drive the bar (and stay out of the
         tail); its Vulkan device banners are noted (what they say of matrix cores, the driver and
-        int8 dot products), and a SYCL build's GGML_SYCL_F16."""
+        int8 dot products), and a SYCL build's GGML_SYCL_F16 and reorder optimizations."""
         banner = vulkan_banner(line[:MAX_LOG_LINE_CHARS]) if "ggml_vulkan" in line else None  # a log line's bound
         if banner is not None and len(self.banners) < MAX_BANNERS:
             self.banners[banner.index] = banner
         f16 = sycl_f16(line[:MAX_LOG_LINE_CHARS]) if "GGML_SYCL_F16" in line else None
         if f16 is not None:
             self.sycl_f16 = f16
+        reorder = sycl_reorder(line[:MAX_LOG_LINE_CHARS]) if "GGML_SYCL_" in line else None
+        if reorder is not None:
+            self.sycl_reorder = reorder
         m = _PROGRESS.search(line)
         if m is None:
             return False
@@ -498,6 +502,7 @@ def _context(
         int_dot=_agreed([b.int_dot for b in run.banners.values()]),
         rocblas_use_hipblaslt=rocblas_use_hipblaslt(used),
         sycl_f16=run.sycl_f16 if "sycl" in used else None,
+        sycl_reorder=run.sycl_reorder if "sycl" in used else None,
         cpu_model=clean_name(row.get("cpu_info") or facts.cpu_model or "", 120) or None,
         gpu_info=clean_name(row.get("gpu_info", ""), 200),
         n_threads=params.n_threads,

@@ -213,11 +213,18 @@ _DEVICE = re.compile(
     r"^\s*Device (\d+): (.+?),\s*(?:(gfx\w+) \(0x\w+\)|compute capability ([\d.]+))(?:.*?VRAM: (\d+) MiB)?"
 )
 _SYCL_F16 = re.compile(r"\bGGML_SYCL_F16:\s*(yes|no)\b")  # a SYCL build's `Build with Macros` (older: ggml_check_sycl)
+# a SYCL run's `Running with Environment Variables` block: its reorder optimizations, on by
+# `GGML_SYCL_ENABLE_OPT: 1` (current builds) or `GGML_SYCL_DISABLE_OPT: 0` (from February 2025)
+_SYCL_OPT = re.compile(r"\bGGML_SYCL_(DISABLE|ENABLE)_OPT:\s*(\d{1,3})\b")
 _SYCL_ROW = re.compile(r"^\|\s*(\d+)\|\s*\[([\w]+):(gpu|cpu|acc):\d+\]\|\s*(.+?)\|\s*([\d.]+)\|.*\|\s*(\d+)\|?\s*$")
 _VULKAN = re.compile(r"(?:ggml_vulkan: (\d{1,4}) = |Vulkan(\d{1,4}): |ggml_vulkan: Using )(.+?) \| uma: (\d)(.*)$")
 _METAL_NAME = re.compile(r"^ggml_metal(?:_device)?_init: (?:found device: |GPU name:\s+)(.+)$")
 _METAL_WS = re.compile(r"recommendedMaxWorkingSetSize\s*=\s*([\d.,]+) MB")
-_USING_DEVICE = re.compile(r"using device (\w+?)(\d*) \((.+?)\)(?: - (\d+) MiB free)?")
+# `using device SYCL0 (Intel(R) Arc(TM) A770 Graphics) - 15473 MiB free`: a name may hold one level
+# of parentheses (Intel's (R) and (TM), Asahi's `Apple M2 (G14G B0)`, then ` (unknown id)`)
+_USING_DEVICE = re.compile(
+    r"using device (\w+?)(\d*) \(((?:[^()]|\([^()]*\)){1,200})\)(?: \([^()]{0,80}\))?(?: - (\d+) MiB free)?"
+)
 _LOAD_BACKEND = re.compile(r"^load_backend: loaded (\w+) backend")
 _NO_GPU = re.compile(r"(not compiled with GPU offload support|no usable GPU found)")
 _NGL = re.compile(r"(?:(?:^|\s)(?:-ngl|--n-gpu-layers|--gpu-layers)[ =]|\bn_gpu_layers[:=]\s*)(-?\d+)\b")
@@ -284,6 +291,15 @@ def sycl_f16(text: str) -> bool | None:
     multiplies a prompt's quantized weights in FP16 on the XMX units."""
     m = _SYCL_F16.search(text) if "GGML_SYCL_F16" in text else None
     return m[1] == "yes" if m else None
+
+
+def sycl_reorder(text: str) -> bool | None:
+    """A SYCL run's `GGML_SYCL_ENABLE_OPT: N` or `GGML_SYCL_DISABLE_OPT: N` line (None for any
+    other line): whether it reordered quantized weights for its decode kernels."""
+    m = _SYCL_OPT.search(text) if "_OPT" in text else None
+    if m is None:
+        return None
+    return (int(m[2]) != 0) == (m[1] == "ENABLE")
 
 
 def _flag(text: str, key: str) -> bool | None:
@@ -530,6 +546,9 @@ class _Parser:
             return True
         if (f16 := sycl_f16(t)) is not None:
             r.set("sycl_f16", f16, line)
+            return True
+        if (reorder := sycl_reorder(t)) is not None:
+            r.set("sycl_reorder", reorder, line)
             return True
         if t.startswith("build: ") and (m := _BUILD_BENCH.match(t)):
             r.set("build", f"b{m[2]} ({m[1]})", line)
@@ -885,6 +904,8 @@ class _Parser:
                 "-t ",
                 "--threads",
                 "GGML_SYCL_F16",
+                "GGML_SYCL_DISABLE_OPT",
+                "GGML_SYCL_ENABLE_OPT",
             ),
             system,
         ),

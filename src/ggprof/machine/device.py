@@ -88,6 +88,9 @@ class BuildFacts:
     # SYCL: whether the build had GGML_SYCL_F16 (its log's `Build with Macros` says): only then
     # are a prompt's quantized weights multiplied in FP16 on the XMX units, else in FP32
     sycl_f16: bool | None = None
+    # SYCL: whether the run reordered quantized weights for its decode kernels (its log's
+    # `GGML_SYCL_ENABLE_OPT: 1`, or on older builds `GGML_SYCL_DISABLE_OPT: 0`)
+    sycl_reorder: bool | None = None
 
     def __bool__(self) -> bool:
         facts = (
@@ -98,6 +101,7 @@ class BuildFacts:
             self.vulkan_driver,
             self.rocblas_use_hipblaslt,
             self.sycl_f16,
+            self.sycl_reorder,
         )
         return any(v is not None for v in facts)
 

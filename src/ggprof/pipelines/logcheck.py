@@ -298,16 +298,18 @@ def _check_run(
 
 def build_facts(run: LogRun, backend: str, context: RunContext) -> BuildFacts | None:
     """What the bands use of a log's build: its number, on Vulkan the banner's matrix cores,
-    int8 dot products and driver, on SYCL its GGML_SYCL_F16 (a log does not show a ROCm run's
-    ROCBLAS_USE_HIPBLASLT)."""
+    int8 dot products and driver, on SYCL its GGML_SYCL_F16 and reorder optimizations (a log
+    does not show a ROCm run's ROCBLAS_USE_HIPBLASLT)."""
     d = gpu_device(run, backend) if backend == "vulkan" else None
     f16 = run.value("sycl_f16") if backend == "sycl" else None
+    reorder = run.value("sycl_reorder") if backend == "sycl" else None
     build = BuildFacts(
         number=context.build_number,
         matrix_cores=d.matrix_cores if d else None,
         int_dot=d.int_dot if d else None,
         vulkan_driver=d.driver if d else None,
         sycl_f16=f16 if isinstance(f16, bool) else None,
+        sycl_reorder=reorder if isinstance(reorder, bool) else None,
     )
     return build if build else None
 

@@ -41,6 +41,7 @@ FACT_KEYS = (
     ("flash_attn", "flash attention"),
     ("cache_type_k", "K cache type"),
     ("sycl_f16", "GGML_SYCL_F16"),
+    ("sycl_reorder", "SYCL reorder optimizations"),
     ("build", "build"),
     ("command", "command"),
 )
