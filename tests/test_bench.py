@@ -10,10 +10,9 @@ import signal
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 from ggufs import Shape, write_model
-from support import started
+from support import llama_child, started
 
 from ggprof.model.synth import SHAPES
 from ggprof.model.synth import write_model as write_synth
@@ -111,17 +110,8 @@ def test_killed_child_becomes_one_error(gemma_path: Path, tmp_path: Path) -> Non
     proc = started(
         "bench", str(gemma_path), "-p", "64", "-n", "400", "-r", "50", env={"GGPROF_CACHE_DIR": str(tmp_path)}
     )
-    child = None
     deadline = time.monotonic() + 60
-    while child is None and time.monotonic() < deadline:
-        kids = [
-            p
-            for p in psutil.Process(proc.pid).children(recursive=True)
-            if "ggprof.engines.python.child" in " ".join(p.cmdline())
-        ]
-        child = kids[0] if kids else None
-        time.sleep(0.2)
-    assert child is not None, "the bench child never started"
+    child = llama_child(proc)  # skips the short-lived helpers (a zombie's cmdline raises)
     while child.cpu_times().user < 1.0 and time.monotonic() < deadline:  # loaded (~0.3 s) and measuring
         time.sleep(0.1)
     child.send_signal(signal.SIGKILL)

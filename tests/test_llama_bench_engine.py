@@ -219,13 +219,21 @@ def test_a_hanging_llama_bench_times_out(tmp_path: Path, gemma_path: Path) -> No
     assert r.exit_code == 5 and "timed out after 2 s (--timeout)" in r.stderr and time.monotonic() - t0 < 30
 
 
+def _named(proc: psutil.Process, name: str) -> bool:
+    """Whether a process is `name` (a short-lived helper may be gone by the time it is asked)."""
+    try:
+        return proc.name() == name
+    except psutil.Error:
+        return False
+
+
 def test_ctrl_c_ends_llama_bench_and_its_process_group(tmp_path: Path, gemma_path: Path) -> None:
     fake = script(tmp_path, "sleep 600 & wait")
     proc = started("bench", str(gemma_path), "--engine", f"llama-bench={fake}", "--no-save")
     deadline, sleeper = time.monotonic() + 60, None
     while sleeper is None and time.monotonic() < deadline:
         kids = psutil.Process(proc.pid).children(recursive=True)
-        sleeper = next((k for k in kids if k.name() == "sleep"), None)
+        sleeper = next((k for k in kids if _named(k, "sleep")), None)
         time.sleep(0.2)
     assert sleeper is not None
     proc.send_signal(signal.SIGINT)
