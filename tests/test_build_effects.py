@@ -1,7 +1,8 @@
 """What a build does on one device (benchmarks/data/build-effects.jsonl: a Radeon 8060S's
 llama-bench results from two public repositories, builds, drivers and rocBLAS settings side by
 side) and the causes a slow prompt names from those facts: rocBLAS without hipBLASLt on ROCm,
-the AMDVLK driver on Vulkan, and Asahi's Honeykrisp driver (its figures from the scoreboard rows
+flash attention on a ROCm build without rocWMMA's kernels, the AMDVLK driver on Vulkan, and
+Asahi's Honeykrisp driver (its figures from the scoreboard rows
 of benchmarks/data/llama-cpp-results.jsonl). The figures the causes quote are the files'; the
 verdicts are those of the real pasted logs and of `ggprof check`."""
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from ggprof_backends import _diagnosis
-from ggprof_backends.rocm import HIPBLASLT_OFF, HIPBLASLT_UNKNOWN, HIPBLASLT_UNSET
+from ggprof_backends.rocm import FLASH_ATTN_NO_ROCWMMA, HIPBLASLT_OFF, HIPBLASLT_UNKNOWN, HIPBLASLT_UNSET
 from ggprof_backends.vulkan import AMDVLK, AMDVLK_SLOW, HONEYKRISP, HONEYKRISP_SLOW
 
 from ggprof.machine.profiles import ProfileDB, builtin_dir
@@ -232,3 +233,79 @@ def test_the_driver_is_vulkans_and_one_short_printable_name(refs: References, ru
         assert "Traceback" not in r.stderr
     r = run_cli("check", "--log", str(LOGS / "kyuz0-strix-halo-vulkan-radv-b9187.txt"), "--vulkan-driver", "radv")
     assert r.exit_code == 2 and "no build options" in r.stderr
+
+
+def test_the_flash_attention_figures_are_the_files_pairs(rows: list[ResultRow]) -> None:
+    """ROCm runs without rocWMMA's kernels, hipBLASLt on, flash attention on against off (one
+    source, build and ROCm each): about 0.7x up to the last build the cause names, a gain after."""
+    pp = [r for r in rows if r.backend == "rocm" and r.kind == "pp" and not r.raw["build_facts"]["rocwmma_fattn"]]  # type: ignore[index]
+    pp = [r for r in pp if r.build.rocblas_use_hipblaslt == "1"]
+
+    def key(r: ResultRow) -> tuple[object, ...]:
+        return (r.source.split("/blob/")[0], r.build.number, r.raw["build_facts"].get("rocm"))  # type: ignore[attr-defined]
+
+    off = {key(r): r.tok_s for r in pp if not r.raw["flash_attn"]}
+    ratios = {key(r): r.tok_s / off[key(r)] for r in pp if r.raw["flash_attn"] and key(r) in off}
+    until = _diagnosis.FLASH_ATTN_NO_ROCWMMA_UNTIL_BUILD
+    slowed = [ratio for (_, number, _), ratio in ratios.items() if number <= until]
+    assert len(slowed) >= 3
+    assert statistics.median(slowed) == pytest.approx(_diagnosis.FLASH_ATTN_NO_ROCWMMA_PREFILL, abs=0.01)
+    assert max(number for (_, number, _), ratio in ratios.items() if ratio < 1) == until
+    later = [ratio for (_, number, _), ratio in ratios.items() if number > until]
+    assert later and min(later) > 1
+
+
+@pytest.mark.parametrize(
+    ("args", "where"),
+    [
+        (("--build", "6182", "--flash-attn", "on"), "first"),
+        (("--flash-attn", "on"), "last"),  # the build not known
+        (("--build", "9187", "--flash-attn", "on"), None),  # a build that gains from it
+        (("--build", "6182", "--flash-attn", "off"), None),
+    ],
+)
+def test_a_slow_rocm_prompt_with_flash_attention_names_rocwmma(
+    rows: list[ResultRow], refs: References, run_cli, args: tuple[str, ...], where: str | None
+) -> None:  # type: ignore[no-untyped-def]
+    """kyuz0's b6182 run with flash attention on and no rocWMMA kernels (687 tok/s), made 4x
+    slower as a report gives it: a build of August 2025 names those kernels first among the causes
+    to check; a build not given, last; a newer build or flash attention off, not at all."""
+    row = next(
+        r for r in rows
+        if r.backend == "rocm" and r.kind == "pp" and r.build.number == 6182 and r.raw["flash_attn"]
+        and not r.raw["build_facts"]["rocwmma_fattn"] and r.build.rocblas_use_hipblaslt == "1"  # type: ignore[index]
+    )  # fmt: skip
+    model = str(refs.spec(row.model_ref).path)
+    r = run_cli("check", model, "--pp", f"{row.tok_s / 4:.2f}", "--device", row.profile.id, "--backend", "rocm",
+                *args, "--json")  # fmt: skip
+    f = next(f for f in json.loads(r.stdout)["findings"] if f["code"].startswith("PREFILL"))
+    assert f["severity"] == "suspicious", f
+    if where is None:
+        assert FLASH_ATTN_NO_ROCWMMA not in f["causes"] and len(f["causes"]) >= 3
+    else:
+        assert f["causes"][0 if where == "first" else -1] == FLASH_ATTN_NO_ROCWMMA
+    assert f"flash attention {args[-1]}" in f["evidence"]
+
+
+def test_llama_bench_json_says_its_flash_attention(refs: References, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """lhl/strix-halo-testing's llama-bench JSON of b6077 without rocWMMA's kernels
+    (tests/data/SOURCES.md): each row's `flash_attn` is read (true/false; 1/0 on newer builds, -1
+    for auto, which says nothing), and its rows made 4x slower name the kernels only with it on."""
+    from ggprof.bench.llamabench import read_rows, rows_from_text
+
+    src = Path(__file__).parent / "data" / "llama-bench-lhl-strix-halo-rocm-b6077-fa.json"
+    assert [r.flash_attn for r in read_rows(str(src))] == [False, True]
+    rows = json.loads(src.read_text())
+    for value, read in ((1, True), (0, False), (-1, None), ("on", None)):
+        text = json.dumps([{**rows[0], "flash_attn": value}])
+        assert rows_from_text(text, "x")[0].flash_attn is read
+    for row in rows:
+        row["avg_ts"] /= 4
+    slowed = tmp_path / "slowed.json"
+    slowed.write_text(json.dumps(rows))
+    model = str(refs.spec("llama2-7b-q4_0").path)
+    r = run_cli("check", model, "--llama-bench", str(slowed), "--device", "ryzen-ai-max-395", "--json")
+    out = json.loads(r.stdout)["rows"]
+    judged = [next(f for f in row["findings"] if f["code"].startswith("PREFILL")) for row in out]
+    assert [f["severity"] for f in judged] == ["suspicious", "suspicious"]
+    assert FLASH_ATTN_NO_ROCWMMA not in judged[0]["causes"] and judged[1]["causes"][0] == FLASH_ATTN_NO_ROCWMMA

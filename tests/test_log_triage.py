@@ -738,3 +738,24 @@ def test_a_gpu_named_for_a_cpu_run_is_not_its_memory() -> None:
     _, d = checked("llamacpp-9153-not-compiled-with-gpu.txt", "--device", "rtx-4090")
     run = d["runs"][0]
     assert run["device"] == "none" and any("is a GPU, but the run was on the CPU" in m for m in run["missing"])
+
+
+@pytest.mark.parametrize(
+    ("name", "on"),
+    [
+        ("ik-llama-450-deepseek-cpu-buffers.txt", True),  # `flash_attn = 1`
+        ("llamacpp-9881-cuda-full-offload.txt", False),  # `flash_attn = 0`
+        ("ipex-llm-quickstart-sycl-a770-disable-opt.txt", False),  # `flash_attn    = 0`
+    ],
+)
+def test_a_logs_flash_attention_reaches_the_build_facts(name: str, on: bool) -> None:
+    """The context line's flash attention is carried to what the bands and causes read (a ROCm
+    prompt with it on names rocWMMA's kernels as a cause to check)."""
+    from ggprof.bench.context import RunContext
+    from ggprof.logs.parse import parse_lines
+    from ggprof.logs.text import read_log
+    from ggprof.pipelines.logcheck import build_facts
+
+    (run, *_) = parse_lines(read_log(str(LOGS / name)).lines).runs
+    build = build_facts(run, "rocm", RunContext(backends_used=("rocm",)))
+    assert build is not None and build.flash_attn is on

@@ -60,3 +60,10 @@ SYCL_REORDER_DECODE_TOK_S = {
     "Arrow Lake-H iGPU": (14, 17),
 }
 SYCL_NO_REORDER_UNTIL_BUILD = 4696
+# Flash attention on a ROCm build without rocWMMA's kernels (GGML_HIP_ROCWMMA_FATTN), the pairs in
+# benchmarks/data/build-effects.jsonl (tests/test_build_effects.py checks them): on the builds of
+# August 2025 (b6077-b6182) a Radeon 8060S ran prompts with it on at this ratio of the same run
+# with it off (hipBLASLt on; a build with rocWMMA's kernels gained 1.12x instead); from b6609
+# (2025-09) the build without them gained as much. The last build measured slow is the second figure.
+FLASH_ATTN_NO_ROCWMMA_PREFILL = 0.69
+FLASH_ATTN_NO_ROCWMMA_UNTIL_BUILD = 6182

@@ -10,7 +10,12 @@ from ggprof import Backend, Detection, EfficiencyBand, hookimpl, run_tool, with_
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
     from ggprof import BuildFacts, Device, HostContext, ProfileDB
-from ggprof_backends._diagnosis import HIPBLASLT_OFF_PREFILL_NEW_ROCM, HIPBLASLT_OFF_PREFILL_OLD_ROCM
+from ggprof_backends._diagnosis import (
+    FLASH_ATTN_NO_ROCWMMA_PREFILL,
+    FLASH_ATTN_NO_ROCWMMA_UNTIL_BUILD,
+    HIPBLASLT_OFF_PREFILL_NEW_ROCM,
+    HIPBLASLT_OFF_PREFILL_OLD_ROCM,
+)
 from ggprof_backends._gpu import GPUBackend, gpu_device
 
 _HIPBLASLT_EVIDENCE = (
@@ -29,26 +34,45 @@ HIPBLASLT_UNSET = (
 )
 
 
+# a run cannot show whether its build had rocWMMA's kernels (no log line, JSON field or
+# system_info entry names GGML_HIP_ROCWMMA_FATTN): a cause to check, never one found
+FLASH_ATTN_NO_ROCWMMA = (
+    f"flash attention on a build without rocWMMA's kernels (GGML_HIP_ROCWMMA_FATTN): on a Radeon 8060S "
+    f"with builds of August 2025 prompts ran at {FLASH_ATTN_NO_ROCWMMA_PREFILL:.2f}x of the same run with -fa 0 "
+    "(later builds do without them); compare -fa 0, or build with -DGGML_HIP_ROCWMMA_FATTN=ON"
+)
+
+
 class ROCmBackend(GPUBackend):
     name = "rocm"
     band = EfficiencyBand(low=0.5, high=0.85, source="assumption: llama.cpp HIP decode reaches 50-85% of peak")
     prefill_causes = (*GPUBackend.prefill_causes, HIPBLASLT_UNKNOWN)
 
     def build_causes(self, build: BuildFacts) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """rocBLAS's hipBLASLt switch, where the run's setting is known."""
+        """rocBLAS's hipBLASLt switch, where the run's setting is known (and the run's flash
+        attention, a check)."""
+        fa = () if build.flash_attn is None else (f"flash attention {'on' if build.flash_attn else 'off'}",)
         setting = build.rocblas_use_hipblaslt
         if setting is None:
-            return (), ()
+            return (), fa
         check = "ROCBLAS_USE_HIPBLASLT not set" if setting == "unset" else f"ROCBLAS_USE_HIPBLASLT={setting}"
-        return ((), (check,)) if setting in ("1", "unset") else ((HIPBLASLT_OFF,), (check,))
+        return ((), (check, *fa)) if setting in ("1", "unset") else ((HIPBLASLT_OFF,), (check, *fa))
 
     def prefill_causes_to_check(self, build: BuildFacts) -> tuple[str, ...]:
-        """With the setting known, the hipBLASLt cause is ruled out (1) or first to check (unset)."""
+        """With the setting known, the hipBLASLt cause is ruled out (1) or first to check (unset);
+        with flash attention on, on a build not known to be newer than those it slowed, the
+        build's rocWMMA kernels are a cause to check."""
         setting = build.rocblas_use_hipblaslt
         if setting is None:
-            return self.prefill_causes
-        rest = tuple(c for c in self.prefill_causes if c != HIPBLASLT_UNKNOWN)
-        return (HIPBLASLT_UNSET, *rest) if setting == "unset" else rest
+            causes = self.prefill_causes
+        else:
+            rest = tuple(c for c in self.prefill_causes if c != HIPBLASLT_UNKNOWN)
+            causes = (HIPBLASLT_UNSET, *rest) if setting == "unset" else rest
+        number = build.known_number
+        if not build.flash_attn or (number is not None and number > FLASH_ATTN_NO_ROCWMMA_UNTIL_BUILD):
+            return causes
+        # first on a build known to be of those it slowed, last where the build is not known
+        return (FLASH_ATTN_NO_ROCWMMA, *causes) if number is not None else (*causes, FLASH_ATTN_NO_ROCWMMA)
 
     def detect(self, host: HostContext) -> Detection:
         out = run_tool(["amd-smi", "static", "--asic", "--vram", "--json"])

@@ -29,6 +29,7 @@ class RunContext:
     rocblas_use_hipblaslt: str | None = None  # ROCm: the run's ROCBLAS_USE_HIPBLASLT ("1", "0", "unset")
     sycl_f16: bool | None = None  # SYCL: whether the build had GGML_SYCL_F16 (its stderr's `Build with Macros`)
     sycl_reorder: bool | None = None  # SYCL: whether the run reordered quantized weights (GGML_SYCL_ENABLE_OPT)
+    flash_attn: bool | None = None  # whether the run used flash attention (None: llama.cpp's `auto`, or not known)
     gpu_info: str = ""  # the GPU(s) the engine reports (llama-bench's gpu_info)
     gpu_requested: str | None = None  # the GPU the user asked for (-ngl, --device), whether or not it ran
     gpu_requested_backend: str | None = None  # its llama.cpp backend
@@ -66,7 +67,7 @@ class RunContext:
     @property
     def build(self) -> BuildFacts | None:
         """What the engine saw of the build: its number, Vulkan banner, rocBLAS setting and SYCL's
-        GGML_SYCL_F16 and reorder optimizations (None: nothing)."""
+        GGML_SYCL_F16 and reorder optimizations, and the run's flash attention (None: nothing)."""
         build = BuildFacts(
             number=self.build_number,
             matrix_cores=self.matrix_cores,
@@ -75,6 +76,7 @@ class RunContext:
             rocblas_use_hipblaslt=self.rocblas_use_hipblaslt,
             sycl_f16=self.sycl_f16,
             sycl_reorder=self.sycl_reorder,
+            flash_attn=self.flash_attn,
         )
         return build if build else None
 

@@ -190,6 +190,7 @@ class LlamaBenchRow:
     n_threads: int | None = None
     build_commit: str | None = None
     build_number: int | None = None
+    flash_attn: bool | None = None  # its -fa: true/false (older llama-bench), 1/0 (-1: auto, None)
 
     @property
     def test(self) -> str:
@@ -277,7 +278,15 @@ def _row(where: str, index: int, r: object) -> LlamaBenchRow:
         n_threads=_whole(r.get("n_threads"), 1 << 16),
         build_commit=_text(r.get("build_commit"))[:40] or None,
         build_number=_whole(r.get("build_number"), 1 << 31),
+        flash_attn=_switch(r.get("flash_attn")),
     )
+
+
+def _switch(v: object) -> bool | None:
+    """A llama-bench on/off field: true/false, or 1/0 (-1, `auto`, and anything else: None)."""
+    if isinstance(v, bool):
+        return v
+    return v == 1 if isinstance(v, int) and v in (0, 1) else None
 
 
 def _text(v: object) -> str:

@@ -51,6 +51,11 @@ class BenchParams:
     tensor_split: tuple[float, ...] = ()  # share of layers per device (-ts), in llama.cpp's device order
 
     @property
+    def flash_attn_used(self) -> bool | None:
+        """Whether the run asked for flash attention (None for `auto`: llama.cpp decides)."""
+        return {"on": True, "off": False}.get(self.flash_attn)
+
+    @property
     def max_reps(self) -> int:
         """The most repetitions a test may take (for progress bars)."""
         return self.stop.max_reps if self.stop else self.reps

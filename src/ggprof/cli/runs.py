@@ -384,6 +384,13 @@ def profile(
     "(the XMX units with it, the vector units without).",
 )
 @click.option(
+    "--flash-attn",
+    "flash_attn",
+    type=click.Choice(("on", "off")),
+    help="Whether the reported run used flash attention (llama-bench's -fa 1, a log's `flash_attn = 1`): "
+    "on ROCm, a slow prompt with it on names a build without rocWMMA's kernels as a cause to check.",
+)
+@click.option(
     "--sycl-reorder",
     type=click.Choice(("on", "off")),
     help="Whether the report's SYCL run reordered quantized weights (with --backend sycl; its log's "
@@ -421,13 +428,15 @@ def check(
     hipblaslt: str | None,
     sycl_f16: str | None,
     sycl_reorder: str | None,
+    flash_attn: str | None,
     llama_bench: str | None,
     log_path: str | None,
     as_json: bool,
 ) -> int:
     """Judge a reported number (a bug report, a README, a forum post, a pasted log) without running anything."""
     build_given = any(
-        x is not None for x in (build_number, matrix_cores, int_dot, vulkan_driver, hipblaslt, sycl_f16, sycl_reorder)
+        x is not None
+        for x in (build_number, matrix_cores, int_dot, vulkan_driver, hipblaslt, sycl_f16, sycl_reorder, flash_attn)
     )
     if log_path is not None:
         if llama_bench is not None or tg is not None or pp is not None:
@@ -480,6 +489,7 @@ def check(
             rocblas_use_hipblaslt=hipblaslt,
             sycl_f16=None if sycl_f16 is None else sycl_f16 == "yes",
             sycl_reorder=None if sycl_reorder is None else sycl_reorder == "on",
+            flash_attn=None if flash_attn is None else flash_attn == "on",
         )
         reports = [
             Reported(

@@ -91,6 +91,10 @@ class BuildFacts:
     # SYCL: whether the run reordered quantized weights for its decode kernels (its log's
     # `GGML_SYCL_ENABLE_OPT: 1`, or on older builds `GGML_SYCL_DISABLE_OPT: 0`)
     sycl_reorder: bool | None = None
+    # whether the run used flash attention (llama-bench's -fa 1, a log's `flash_attn = 1`; None for
+    # llama.cpp's `auto` or not known): on ROCm builds of August 2025 without rocWMMA's kernels it
+    # slowed prompts
+    flash_attn: bool | None = None
 
     def __bool__(self) -> bool:
         facts = (
@@ -102,6 +106,7 @@ class BuildFacts:
             self.rocblas_use_hipblaslt,
             self.sycl_f16,
             self.sycl_reorder,
+            self.flash_attn,
         )
         return any(v is not None for v in facts)
 

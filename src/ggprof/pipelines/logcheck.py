@@ -298,8 +298,9 @@ def _check_run(
 
 def build_facts(run: LogRun, backend: str, context: RunContext) -> BuildFacts | None:
     """What the bands use of a log's build: its number, on Vulkan the banner's matrix cores,
-    int8 dot products and driver, on SYCL its GGML_SYCL_F16 and reorder optimizations (a log
-    does not show a ROCm run's ROCBLAS_USE_HIPBLASLT)."""
+    int8 dot products and driver, on SYCL its GGML_SYCL_F16 and reorder optimizations, and the
+    context's flash attention (`flash_attn = 1`, `enabled`; `auto` says nothing) (a log does not
+    show a ROCm run's ROCBLAS_USE_HIPBLASLT)."""
     d = gpu_device(run, backend) if backend == "vulkan" else None
     f16 = run.value("sycl_f16") if backend == "sycl" else None
     reorder = run.value("sycl_reorder") if backend == "sycl" else None
@@ -310,8 +311,14 @@ def build_facts(run: LogRun, backend: str, context: RunContext) -> BuildFacts | 
         vulkan_driver=d.driver if d else None,
         sycl_f16=f16 if isinstance(f16, bool) else None,
         sycl_reorder=reorder if isinstance(reorder, bool) else None,
+        flash_attn=_FLASH_ATTN.get(str(run.value("flash_attn")).strip().lower()),
     )
     return build if build else None
+
+
+# what a log's `flash_attn = X` says of the run's flash attention (llama.cpp printed 0/1, then
+# the names of llama_flash_attn_type; `auto` and anything else say nothing)
+_FLASH_ATTN = {"1": True, "enabled": True, "on": True, "true": True, "0": False, "disabled": False, "off": False}
 
 
 def _context(run: LogRun, backend: str, spec: ModelSpec | None) -> RunContext:

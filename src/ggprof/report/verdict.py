@@ -369,7 +369,7 @@ def _repetitions(b: BenchResult) -> str:
 def _build(c: RunContext) -> str:
     """llama.cpp's build, when the engine reported it (llama-bench does), its Vulkan banner's
     matrix cores, int8 dot products and driver, a ROCm run's ROCBLAS_USE_HIPBLASLT and a SYCL
-    build's GGML_SYCL_F16 and reorder optimizations."""
+    build's GGML_SYCL_F16 and reorder optimizations, and the run's flash attention."""
     build = f", llama.cpp build {c.build_number} ({clean(c.build_commit)})" if c.build_commit else ""
     build += f", Vulkan matrix cores: {clean(c.matrix_cores)}" if c.matrix_cores else ""
     build += f", Vulkan int dot: {int(c.int_dot)}" if c.int_dot is not None else ""
@@ -379,6 +379,7 @@ def _build(c: RunContext) -> str:
         build += ", ROCBLAS_USE_HIPBLASLT " + ("not set" if setting == "unset" else f"= {clean(setting)}")
     build += f", GGML_SYCL_F16: {'yes' if c.sycl_f16 else 'no'}" if c.sycl_f16 is not None else ""
     build += f", SYCL reorder: {'on' if c.sycl_reorder else 'off'}" if c.sycl_reorder is not None else ""
+    build += f", flash attention: {'on' if c.flash_attn else 'off'}" if c.flash_attn is not None else ""
     return build
 
 

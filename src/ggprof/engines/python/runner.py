@@ -206,6 +206,7 @@ def _context(
     return RunContext(
         backends_used=used,
         rocblas_use_hipblaslt=rocblas_use_hipblaslt(used),
+        flash_attn=params.flash_attn_used,
         cpu_model=facts.cpu_model,
         n_threads=params.n_threads,
         **host_cores(facts),
