@@ -70,6 +70,7 @@ class ResultRow:
             rocblas_use_hipblaslt=str(facts["rocblas_use_hipblaslt"]) if facts.get("rocblas_use_hipblaslt") else None,
             sycl_f16=bool(facts["sycl_f16"]) if facts.get("sycl_f16") in (0, 1) else None,
             sycl_reorder=bool(facts["sycl_reorder"]) if facts.get("sycl_reorder") in (0, 1) else None,
+            flash_attn=bool(fa) if (fa := self.raw.get("flash_attn")) in (0, 1) else None,
         )
 
     @property
