@@ -309,3 +309,18 @@ def test_llama_bench_json_says_its_flash_attention(refs: References, run_cli, tm
     judged = [next(f for f in row["findings"] if f["code"].startswith("PREFILL")) for row in out]
     assert [f["severity"] for f in judged] == ["suspicious", "suspicious"]
     assert FLASH_ATTN_NO_ROCWMMA not in judged[0]["causes"] and judged[1]["causes"][0] == FLASH_ATTN_NO_ROCWMMA
+
+
+def test_a_pasted_llama_bench_table_says_each_rows_flash_attention() -> None:
+    """kyuz0's b6182 ROCm log without rocWMMA's kernels, `fa` 1 in its table (tests/data/logs): on
+    the 8060S it ran on, its 687 tok/s prompt is plausible; the same log judged as an RX 7900
+    XTX's (`--device`, as a triager holding someone else's paste would) is slow, and the table's
+    flash attention names rocWMMA's kernels first, the build being one of those they slowed."""
+    from support import in_process
+
+    log = "kyuz0-strix-halo-rocm-fa1-b6182.txt"
+    assert prefill(checked_log(log))["severity"] == "plausible"
+    r = in_process("check", "--log", str(LOGS / log), "--device", "rx-7900-xtx", "--json")
+    f = prefill(json.loads(r.stdout))
+    assert f["severity"] == "suspicious" and f["causes"][0] == FLASH_ATTN_NO_ROCWMMA
+    assert "flash attention on" in f["evidence"]

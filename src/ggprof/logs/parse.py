@@ -57,6 +57,7 @@ class Speed:
     backend: str | None = None  # llama-bench's backend column
     n_gpu_layers: int | None = None  # llama-bench's ngl column
     n_prompt: int | None = None  # llama-bench's pp size
+    flash_attn: bool | None = None  # llama-bench's fa column (1 or 0)
 
 
 @dataclass(frozen=True)
@@ -968,6 +969,7 @@ class _Parser:
                 backend=backend,
                 n_gpu_layers=ngl,
                 n_prompt=n if kind == "prefill" else None,
+                flash_attn={"1": True, "0": False}.get(row.get("fa", "")),
             )
         )
         return True

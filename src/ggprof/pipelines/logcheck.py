@@ -290,17 +290,17 @@ def _check_run(
             model_uncertainty=model.uncertainty,  # the estimate's spread widens the tolerance, as noise does
             label=f"{s.kind} {s.tok_s:,.4g} tok/s (line {s.line})",
             context=context,
-            build=build_facts(run, backend, context),
+            build=build_facts(run, backend, context, s),
         )
         rc.measurements.append(Measurement(index, s, checker.check(r)))
     return rc
 
 
-def build_facts(run: LogRun, backend: str, context: RunContext) -> BuildFacts | None:
+def build_facts(run: LogRun, backend: str, context: RunContext, speed: Speed | None = None) -> BuildFacts | None:
     """What the bands use of a log's build: its number, on Vulkan the banner's matrix cores,
     int8 dot products and driver, on SYCL its GGML_SYCL_F16 and reorder optimizations, and the
-    context's flash attention (`flash_attn = 1`, `enabled`; `auto` says nothing) (a log does not
-    show a ROCm run's ROCBLAS_USE_HIPBLASLT)."""
+    context's flash attention (`flash_attn = 1`, `enabled`; `auto` says nothing), or the speed's
+    own (a llama-bench table's fa column) (a log does not show a ROCm run's ROCBLAS_USE_HIPBLASLT)."""
     d = gpu_device(run, backend) if backend == "vulkan" else None
     f16 = run.value("sycl_f16") if backend == "sycl" else None
     reorder = run.value("sycl_reorder") if backend == "sycl" else None
@@ -311,7 +311,11 @@ def build_facts(run: LogRun, backend: str, context: RunContext) -> BuildFacts | 
         vulkan_driver=d.driver if d else None,
         sycl_f16=f16 if isinstance(f16, bool) else None,
         sycl_reorder=reorder if isinstance(reorder, bool) else None,
-        flash_attn=_FLASH_ATTN.get(str(run.value("flash_attn")).strip().lower()),
+        flash_attn=(
+            speed.flash_attn
+            if speed is not None and speed.flash_attn is not None
+            else _FLASH_ATTN.get(str(run.value("flash_attn")).strip().lower())
+        ),
     )
     return build if build else None
 
