@@ -759,3 +759,31 @@ def test_a_logs_flash_attention_reaches_the_build_facts(name: str, on: bool) -> 
     (run, *_) = parse_lines(read_log(str(LOGS / name)).lines).runs
     build = build_facts(run, "rocm", RunContext(backends_used=("rocm",)))
     assert build is not None and build.flash_attn is on
+
+
+@pytest.mark.parametrize(
+    ("lines", "on"),
+    [
+        # llama-context.cpp from September 2025: `-fa auto` resolved on its own line
+        (["llama_context: flash_attn    = auto", "llama_context: Flash Attention was auto, set to enabled"], True),
+        (["llama_context: flash_attn    = auto", "sched_reserve: Flash Attention was auto, set to disabled"], False),
+        # today's (`%s: %s enabled` / `%s: %s not supported, set to disabled`, the probe named Flash Attention)
+        (["llama_context: flash_attn            = auto", "sched_reserve: Flash Attention enabled"], True),
+        (["llama_context: flash_attn = auto", "sched_reserve: Flash Attention not supported, set to disabled"], False),
+        (["llama_context: flash_attn            = enabled"], True),
+        (["llama_context: flash_attn            = auto"], None),  # never resolved: not known
+        # a draft model's context resolves later: the first (the model's) stands
+        (["llama_context: flash_attn    = auto", "sched_reserve: Flash Attention was auto, set to disabled",
+          "sched_reserve: Flash Attention was auto, set to enabled"], False),
+    ],
+)  # fmt: skip
+def test_flash_attention_auto_is_read_as_llama_cpp_resolved_it(lines: list[str], on: bool | None) -> None:
+    from ggprof.bench.context import RunContext
+    from ggprof.logs.parse import parse_lines
+    from ggprof.logs.text import Line
+    from ggprof.pipelines.logcheck import build_facts
+
+    text = ["llama_model_loader: - kv   0:                       general.architecture str              = llama", *lines]
+    (run, *_) = parse_lines(Line(i + 1, t) for i, t in enumerate(text)).runs
+    build = build_facts(run, "rocm", RunContext(backends_used=("rocm",)))
+    assert (build.flash_attn if build is not None else None) is on

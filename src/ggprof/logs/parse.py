@@ -217,6 +217,11 @@ _SYCL_F16 = re.compile(r"\bGGML_SYCL_F16:\s*(yes|no)\b")  # a SYCL build's `Buil
 # a SYCL run's `Running with Environment Variables` block: its reorder optimizations, on by
 # `GGML_SYCL_ENABLE_OPT: 1` (current builds) or `GGML_SYCL_DISABLE_OPT: 0` (from February 2025)
 _SYCL_OPT = re.compile(r"\bGGML_SYCL_(DISABLE|ENABLE)_OPT:\s*(\d{1,3})\b")
+# llama.cpp resolving `-fa auto`: `Flash Attention was auto, set to enabled` (from September 2025),
+# later `llama_context: Flash Attention enabled` or `... not supported, set to disabled`
+_FA_RESOLVED = re.compile(
+    r": Flash Attention (?:(enabled)$|was auto, set to (enabled|disabled)|not supported, set to disabled)"
+)
 _SYCL_ROW = re.compile(r"^\|\s*(\d+)\|\s*\[([\w]+):(gpu|cpu|acc):\d+\]\|\s*(.+?)\|\s*([\d.]+)\|.*\|\s*(\d+)\|?\s*$")
 _VULKAN = re.compile(r"(?:ggml_vulkan: (\d{1,4}) = |Vulkan(\d{1,4}): |ggml_vulkan: Using )(.+?) \| uma: (\d)(.*)$")
 _METAL_NAME = re.compile(r"^ggml_metal(?:_device)?_init: (?:found device: |GPU name:\s+)(.+)$")
@@ -519,6 +524,10 @@ class _Parser:
         if m := _KV_TYPE.search(t):
             self.run.set("cache_type_k", m[1].lower(), line)
             self.run.set("cache_type_v", m[2].lower(), line)
+            return True
+        if "Flash Attention" in t and (m := _FA_RESOLVED.search(t)):  # what `flash_attn = auto` became
+            if self.run.value("flash_attn") in (None, "auto"):  # the first context's (a draft model's is later)
+                self.run.set("flash_attn", "enabled" if m[1] or m[2] == "enabled" else "disabled", line)
             return True
         return False
 
@@ -874,7 +883,7 @@ class _Parser:
             timings,
         ),
         (("eval count", "eval duration", "eval rate"), ollama_verbose),
-        (("n_ctx", "n_batch", "n_ubatch", "flash_attn", "K ("), context),
+        (("n_ctx", "n_batch", "n_ubatch", "flash_attn", "K (", "Flash Attention"), context),
         (
             (
                 "Device ",
@@ -998,6 +1007,8 @@ _ROUTES: dict[str, tuple[int, ...]] = {
         ("llama_kv_cache_init", "llama_kv_cache_unified", "llama_kv_cache", "llama_kv_cache_iswa"),
         _route("tensors", "context"),
     ),
+    # the scheduler's reservation: only what `-fa auto` resolved to is read (`Flash Attention ...`)
+    **dict.fromkeys(("sched_reserve", "resolve_fused_ops"), _route("context")),
     **dict.fromkeys(
         ("prompt eval count", "prompt eval duration", "prompt eval rate", "eval count", "eval duration", "eval rate"),
         _route("ollama_verbose"),
@@ -1045,9 +1056,7 @@ _ROUTES: dict[str, tuple[int, ...]] = {
             "que    start_loop",
             "create_tensor",
             "llama_graph_n_input_tensors",
-            "sched_reserve",
             "graph_reserve",
-            "resolve_fused_ops",
             "total duration",
             "load duration",
             "init_tokenizer",
