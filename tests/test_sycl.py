@@ -33,12 +33,18 @@ def q4_0_7b(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return References(tmp_path_factory.mktemp("refs")).spec("llama2-7b-q4_0").path
 
 
-def prefill(model: Path, pp: float, *args: str) -> dict[str, Any]:
-    r = in_process("check", str(model), "--pp", str(pp), "--backend", "sycl", "--device", "arc-140v", "--json", *args)
+def judged(model: Path, test: str, tok_s: float, device: str, *args: str) -> dict[str, Any]:
+    """`check` of one reported SYCL speed (`--pp` or `--tg`): the verdict and its finding."""
+    speed = (f"--{test}", str(tok_s))
+    r = in_process("check", str(model), *speed, "--backend", "sycl", "--device", device, "--json", *args)
     d = json.loads(r.stdout)
     assert r.exit_code == d["exit_status"], r.stderr
-    (finding,) = [f for f in d["findings"] if f["code"].startswith("PREFILL")]
+    (finding,) = [f for f in d["findings"] if f["code"].startswith("PREFILL" if test == "pp" else "DECODE")]
     return {"verdict": d["verdict"], **finding}
+
+
+def prefill(model: Path, pp: float, *args: str) -> dict[str, Any]:
+    return judged(model, "pp", pp, "arc-140v", *args)
 
 
 def test_the_prompt_is_judged_on_the_units_ggml_sycl_f16_chose(q4_8b: Path) -> None:
@@ -111,11 +117,7 @@ def test_a_pasted_sycl_log_with_its_reorder_off_and_intels_device_name() -> None
 
 
 def decode(model: Path, tg: float, *args: str) -> dict[str, Any]:
-    r = in_process("check", str(model), "--tg", str(tg), "--backend", "sycl", "--device", "arc-a770", "--json", *args)
-    d = json.loads(r.stdout)
-    assert r.exit_code == d["exit_status"], r.stderr
-    (finding,) = [f for f in d["findings"] if f["code"].startswith("DECODE")]
-    return {"verdict": d["verdict"], **finding}
+    return judged(model, "tg", tg, "arc-a770", *args)
 
 
 def test_a_slow_decode_names_the_reorder_optimizations_it_ran_without(q4_0_7b: Path, q4_8b: Path) -> None:

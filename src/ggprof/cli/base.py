@@ -199,6 +199,14 @@ def parse_build_number(ctx: click.Context, param: click.Parameter, value: str | 
     return int(text)
 
 
+ON_OFF = click.Choice(("on", "off"))  # a switch a report gives: --flash-attn, --sycl-reorder
+
+
+def on_off(ctx: click.Context, param: click.Parameter, value: str | None) -> bool | None:
+    """An ON_OFF option as the switch it names (None: not given)."""
+    return None if value is None else value == "on"
+
+
 MAX_DRIVER_CHARS = 60  # a Vulkan driver's name as a banner gives it (logs.parse keeps as many)
 
 

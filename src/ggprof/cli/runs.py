@@ -8,6 +8,7 @@ import click
 
 from ggprof.cli.base import (
     LAYERS,
+    ON_OFF,
     POSITIVE_TOKENS,
     TOK_S,
     TOKENS,
@@ -23,6 +24,7 @@ from ggprof.cli.base import (
     load_model_arg,
     make_bench_params,
     model_source,
+    on_off,
     parse_build_number,
     parse_vulkan_driver,
     remote_options,
@@ -385,14 +387,15 @@ def profile(
 )
 @click.option(
     "--flash-attn",
-    "flash_attn",
-    type=click.Choice(("on", "off")),
+    type=ON_OFF,
+    callback=on_off,
     help="Whether the reported run used flash attention (llama-bench's -fa 1, a log's `flash_attn = 1`): "
     "on ROCm, a slow prompt with it on names a build without rocWMMA's kernels as a cause to check.",
 )
 @click.option(
     "--sycl-reorder",
-    type=click.Choice(("on", "off")),
+    type=ON_OFF,
+    callback=on_off,
     help="Whether the report's SYCL run reordered quantized weights (with --backend sycl; its log's "
     "`GGML_SYCL_ENABLE_OPT: 1`, or `GGML_SYCL_DISABLE_OPT: 0` on older builds, is on): a slow decode with "
     "them off names it.",
@@ -427,8 +430,8 @@ def check(
     vulkan_driver: str | None,
     hipblaslt: str | None,
     sycl_f16: str | None,
-    sycl_reorder: str | None,
-    flash_attn: str | None,
+    sycl_reorder: bool | None,
+    flash_attn: bool | None,
     llama_bench: str | None,
     log_path: str | None,
     as_json: bool,
@@ -478,8 +481,8 @@ def check(
                 raise click.UsageError(f"{name} is what a ggml_vulkan banner says: give it with --backend vulkan")
         if hipblaslt is not None and backend != "rocm":
             raise click.UsageError("--rocblas-use-hipblaslt is rocBLAS's setting: give it with --backend rocm")
-        for name, value in (("--sycl-f16", sycl_f16), ("--sycl-reorder", sycl_reorder)):
-            if value is not None and backend != "sycl":
+        for name, given in (("--sycl-f16", sycl_f16 is not None), ("--sycl-reorder", sycl_reorder is not None)):
+            if given and backend != "sycl":
                 raise click.UsageError(f"{name} is a SYCL build's setting: give it with --backend sycl")
         build = BuildFacts(
             number=build_number,
@@ -488,8 +491,8 @@ def check(
             vulkan_driver=vulkan_driver,
             rocblas_use_hipblaslt=hipblaslt,
             sycl_f16=None if sycl_f16 is None else sycl_f16 == "yes",
-            sycl_reorder=None if sycl_reorder is None else sycl_reorder == "on",
-            flash_attn=None if flash_attn is None else flash_attn == "on",
+            sycl_reorder=sycl_reorder,
+            flash_attn=flash_attn,
         )
         reports = [
             Reported(
