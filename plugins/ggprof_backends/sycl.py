@@ -29,9 +29,12 @@ _REORDER_EVIDENCE = (
     f"with them llama.cpp's SYCL notes measured Llama 2 7B Q4_0 decode {min(_GAINS):.0%}-{max(_GAINS):.0%} faster "
     f"(Arc A770 {_A770[0]} -> {_A770[1]} tok/s)"
 )
+# the variable's default changed: builds of spring 2025 had them off unless asked (llama.cpp
+# PR #12560), so the cause says what ran, not that the user turned them off
 REORDER_OFF = (
-    "the SYCL reorder optimizations off (GGML_SYCL_ENABLE_OPT=0, or GGML_SYCL_DISABLE_OPT=1 on older builds): "
-    f"{_REORDER_EVIDENCE}; unset the variable"
+    "the SYCL reorder optimizations off (the log's GGML_SYCL_ENABLE_OPT: 0, or GGML_SYCL_DISABLE_OPT: 1 on builds "
+    f"of 2025, some of which had them off by default): {_REORDER_EVIDENCE}; run with GGML_SYCL_ENABLE_OPT=1 "
+    "(GGML_SYCL_DISABLE_OPT=0 on those builds)"
 )
 REORDER_ABSENT = (
     f"a build before SYCL's reorder optimizations (llama.cpp PR #12035, February 2025; b{SYCL_NO_REORDER_UNTIL_BUILD} "
