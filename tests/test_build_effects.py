@@ -324,3 +324,27 @@ def test_a_pasted_llama_bench_table_says_each_rows_flash_attention() -> None:
     f = prefill(json.loads(r.stdout))
     assert f["severity"] == "suspicious" and f["causes"][0] == FLASH_ATTN_NO_ROCWMMA
     assert "flash attention on" in f["evidence"]
+
+
+def test_an_apple_banner_names_its_driver_and_moltenvk_is_no_cause(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """The banners of llama.cpp#11256 (an M1 Pro on macOS, MoltenVK) and of an Asahi M2 Pro
+    (Honeykrisp, with the chip's codename in its own parentheses): the driver is the last
+    parenthesis either way; a slow prompt on MoltenVK names no driver, on Honeykrisp it does."""
+    from ggprof.logs.parse import vulkan_banner
+
+    mac = vulkan_banner(
+        "ggml_vulkan: 0 = Apple M1 Pro (MoltenVK) | uma: 1 | fp16: 1 | warp size: 32 | matrix cores: none"
+    )
+    asahi = vulkan_banner(
+        "ggml_vulkan: 0 = Apple M2 Pro (G14S B1) (Honeykrisp) | uma: 1 | fp16: 1 | bf16: 0 | warp size: 32 | "
+        "shared memory: 32768 | int dot: 0 | matrix cores: none"
+    )
+    assert mac is not None and (mac.name, mac.driver) == ("Apple M1 Pro", "MoltenVK")
+    assert asahi is not None and (asahi.name, asahi.driver) == ("Apple M2 Pro (G14S B1)", HONEYKRISP)
+    model = str(refs.spec("llama2-7b-q4_0").path)
+    for driver, named in (("MoltenVK", False), (HONEYKRISP, True)):
+        r = run_cli("check", model, "--pp", "9", "--device", "apple-m2-pro", "--backend", "vulkan",
+                    "--vulkan-driver", driver, "--json")  # fmt: skip
+        f = next(f for f in json.loads(r.stdout)["findings"] if f["code"].startswith("PREFILL"))
+        assert f["severity"] == "suspicious" and f"Vulkan driver: {driver}" in f["evidence"]
+        assert (f["causes"] == [HONEYKRISP_SLOW]) is named and (HONEYKRISP_SLOW in f["causes"]) is named
