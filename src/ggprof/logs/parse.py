@@ -299,6 +299,16 @@ def sycl_f16(text: str) -> bool | None:
     return m[1] == "yes" if m else None
 
 
+# how llama.cpp prints a flash-attention setting: 0/1 (its context line before September 2025,
+# llama-bench's fa column), then the names of llama_flash_attn_type; `auto` says nothing
+_FLASH_ATTN = {"1": True, "enabled": True, "on": True, "true": True, "0": False, "disabled": False, "off": False}
+
+
+def flash_attn(text: object) -> bool | None:
+    """A printed flash-attention setting as on/off (None: `auto`, or anything else)."""
+    return _FLASH_ATTN.get(str(text).strip().lower())
+
+
 def sycl_reorder(text: str) -> bool | None:
     """A SYCL run's `GGML_SYCL_ENABLE_OPT: N` or `GGML_SYCL_DISABLE_OPT: N` line (None for any
     other line): whether it reordered quantized weights for its decode kernels."""
@@ -978,7 +988,7 @@ class _Parser:
                 backend=backend,
                 n_gpu_layers=ngl,
                 n_prompt=n if kind == "prefill" else None,
-                flash_attn={"1": True, "0": False}.get(row.get("fa", "")),
+                flash_attn=flash_attn(row["fa"]) if "fa" in row else None,
             )
         )
         return True

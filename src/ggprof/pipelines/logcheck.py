@@ -16,7 +16,7 @@ from ggprof.bench.context import RunContext
 from ggprof.bench.llamabench import backend_of_row, rows_from_text
 from ggprof.errors import BadInputError
 from ggprof.logs.model import LogModel, model_from_log
-from ggprof.logs.parse import Fact, LogDevice, LogRun, ParsedLog, Speed, parse_lines
+from ggprof.logs.parse import Fact, LogDevice, LogRun, ParsedLog, Speed, flash_attn, parse_lines
 from ggprof.logs.text import Line, LogText
 from ggprof.logs.triage import Cause, backend_of, causes, gpu_device, is_partial, tiny_prefill
 from ggprof.machine.device import BuildFacts, Device
@@ -314,15 +314,10 @@ def build_facts(run: LogRun, backend: str, context: RunContext, speed: Speed | N
         flash_attn=(
             speed.flash_attn
             if speed is not None and speed.flash_attn is not None
-            else _FLASH_ATTN.get(str(run.value("flash_attn")).strip().lower())
+            else flash_attn(run.value("flash_attn"))
         ),
     )
     return build if build else None
-
-
-# what a log's `flash_attn = X` says of the run's flash attention (llama.cpp printed 0/1, then
-# the names of llama_flash_attn_type; `auto` and anything else say nothing)
-_FLASH_ATTN = {"1": True, "enabled": True, "on": True, "true": True, "0": False, "disabled": False, "off": False}
 
 
 def _context(run: LogRun, backend: str, spec: ModelSpec | None) -> RunContext:
