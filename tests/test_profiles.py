@@ -97,6 +97,39 @@ def test_ambiguous_apple_chip_without_core_count_says_so() -> None:
     assert note is not None and "apple-m3-max-30c" in note
 
 
+@pytest.mark.parametrize(
+    ("pid", "device_class"),
+    [
+        ("a100-80gb", "nvidia datacenter"),
+        ("a40", "nvidia discrete"),  # a datacenter card, but the graphics chip of the RTX 3090 and GDDR6
+        ("rtx-3090", "nvidia discrete"),
+        ("jetson-agx-orin", "nvidia integrated"),
+        ("tesla-p100", "nvidia datacenter"),
+        ("tesla-p40", "nvidia discrete"),  # the GTX 1080 Ti's chip
+        ("mi50-32gb", "amd datacenter"),
+        ("rx-7900-xtx", "amd discrete"),
+        ("ryzen-ai-max-395", "amd integrated"),
+        ("apple-m2", "apple integrated"),
+        ("ddr5-5600-dual", None),
+    ],
+)
+def test_device_class(pid: str, device_class: str | None) -> None:
+    """The class the speed fits group a device in: integrated, discrete, or a datacenter compute
+    GPU of the HBM line."""
+    assert get_profile(pid).device_class == device_class
+
+
+def test_every_hbm_compute_architecture_is_datacenter() -> None:
+    """The compute line's chips (GA100, GH100, GB100, CDNA) are all marked, and nothing of a
+    graphics architecture is."""
+    for p in ProfileDB.default().all().values():
+        arch = p.architecture or ""
+        if arch.endswith("-datacenter") or arch.startswith("cdna") or arch == "hopper":
+            assert p.datacenter, p.id
+        if arch.startswith(("rdna", "ada", "turing", "apple", "xe")) or arch in ("ampere", "blackwell"):
+            assert not p.datacenter, p.id
+
+
 def test_unknown_device_lists_closest() -> None:
     with pytest.raises(BadInputError, match=r"unknown device 'rtx4090'; closest: rtx-4090"):
         get_profile("rtx4090")
@@ -123,6 +156,8 @@ BAD_PROFILES = [
     ('id = "x"\nname = "X"\nkind = "gpu"\nbackends = ["cuda"]\nmemory_bandwidth_gbs = 5', "field 'source'"),
     (_GPU + 'match = ["("]', "field 'match'"),
     (_GPU + "bandwith = 1", "field 'bandwith': unknown field"),
+    (_GPU + 'datacenter = "yes"', "field 'datacenter': must be true or false"),
+    (_GPU + "datacenter = true\nintegrated = true", "field 'datacenter': a datacenter GPU has its own memory"),
     ("id = [unclosed", "invalid TOML"),
 ]
 

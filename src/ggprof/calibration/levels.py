@@ -3,7 +3,7 @@
 Each published result's error under its backend's fit, r = ln(measured speed / predicted), is
 split over the levels of what is known of its device and the build terms of its run:
 
-    r = vendor + class[integrated or discrete] + generation + architecture + device
+    r = vendor + class[integrated, discrete or datacenter] + generation + architecture + device
         + sum(term x code) + e
 
 (the generation crosses the class: Xe2 is the integrated Arc 140V and the discrete B580; an

@@ -30,7 +30,7 @@ class Point:
     device: str
     gb: float = 0.0
     architecture: str | None = None
-    device_class: str | None = None  # vendor and integrated/discrete (Profile.device_class)
+    device_class: str | None = None  # vendor and integrated/discrete/datacenter (Profile.device_class)
     codes: dict[str, float] = field(default_factory=dict)  # its build terms (expected.build_codes)
     label: str = ""  # which result (named when it is left out of a fit)
     ceiling_known: bool = True  # prefill: whether its build's matrix-core use is known (levels fit these only)

@@ -215,7 +215,7 @@ class Device:
     memory_available_bytes: int | None = None
     notes: tuple[str, ...] = ()
     architecture: str | None = None  # from its profile: the chip generation the speed fits group by
-    device_class: str | None = None  # from its profile: vendor and integrated/discrete (nvidia discrete)
+    device_class: str | None = None  # from its profile: vendor and integrated/discrete/datacenter (nvidia discrete)
     build: BuildFacts | None = None  # the build a reported result ran on, where the report says
 
     @property

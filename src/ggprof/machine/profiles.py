@@ -110,6 +110,10 @@ class Profile:
     architecture: str | None = None  # the chip generation (ampere, rdna3, apple-m2): kernels differ by it
     # a GPU sharing the host's memory (an iGPU, an SoC); default: kind "soc"
     integrated: bool | None = None
+    # a datacenter compute GPU of the HBM line (Tesla P100 and V100, A100, A30, H100, H200, B200,
+    # AMD Instinct): peaks built for training batches, which llama.cpp's kernels reach a smaller
+    # share of than a graphics card's (the speed fits group them apart: docs/calibration.md)
+    datacenter: bool = False
     sources: dict[str, str] = field(default_factory=dict)
     notes: str | None = None
     path: Path | None = None
@@ -125,9 +129,13 @@ class Profile:
     @property
     def device_class(self) -> str | None:
         """What the speed fits know of a device beyond its architecture: `nvidia discrete`,
-        `amd integrated` (None: no known vendor)."""
+        `amd integrated`, `nvidia datacenter` (None: no known vendor)."""
+        if not self.vendor:
+            return None
+        if self.datacenter:
+            return f"{self.vendor} datacenter"
         integrated = self.kind == "soc" if self.integrated is None else self.integrated
-        return f"{self.vendor} {'integrated' if integrated else 'discrete'}" if self.vendor else None
+        return f"{self.vendor} {'integrated' if integrated else 'discrete'}"
 
     @property
     def peak_flops(self) -> float | None:
@@ -314,11 +322,14 @@ def parse_profile(path: Path) -> Profile:
         aliases=tuple(v.string_list("aliases")),
         architecture=v.optional_string("architecture"),
         integrated=v.optional_bool("integrated"),
+        datacenter=bool(v.optional_bool("datacenter")),
         sources=v.string_table("sources"),
         notes=v.optional_string("notes"),
         path=path,
     )
     v.no_unknown_fields()
+    if profile.datacenter and profile.integrated:
+        raise v.error("datacenter", "a datacenter GPU has its own memory: not with integrated = true")
     return profile
 
 

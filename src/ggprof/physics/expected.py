@@ -185,7 +185,7 @@ LEVELS = ("device", "architecture", "generation", "class", "vendor")
 
 def vendor_of_class(device_class: str | None) -> str | None:
     """The vendor of a device class (`amd integrated` -> `amd`): the level above the class,
-    which pools a vendor's integrated and discrete GPUs (one driver stack, one compiler)."""
+    which pools a vendor's integrated, discrete and datacenter GPUs (one driver stack, one compiler)."""
     return device_class.split()[0] if device_class else None
 
 
@@ -243,7 +243,7 @@ def build_codes(build: BuildFacts | None) -> dict[str, float]:
 @dataclass(frozen=True, kw_only=True)
 class Levels:
     """How far a device's results sit from its backend's fit, by what is known of it (ln of
-    speed / the fit's): its vendor, its class within the vendor (integrated or discrete), its
+    speed / the fit's): its vendor, its class within the vendor (integrated, discrete or datacenter), its
     chip generation (shared by a generation's integrated and discrete parts: Xe2's Arc 140V and
     B580), its architecture within the generation, the device itself within its architecture,
     each shrunk toward zero by `shrink_devices` devices' weight, so a level seen on few devices
@@ -286,7 +286,7 @@ class Levels:
                 "architecture": f"the {key} architecture ({n} device{'s' if n != 1 else ''})",
                 "generation": f"the {key} generation ({n} device{'s' if n != 1 else ''})",
                 "class": f"{key} GPUs ({n} device{'s' if n != 1 else ''})",
-                "vendor": f"{key} GPUs of either kind ({n} device{'s' if n != 1 else ''})",
+                "vendor": f"{key} GPUs of any kind ({n} device{'s' if n != 1 else ''})",
             }[used]
             where = f"{self.backend} on {what}: x{math.exp(total):.2f} the fit's speed"
         build = device.build if device else None
