@@ -3,14 +3,24 @@ and what a run context says about a slow GPU result."""
 
 from __future__ import annotations
 
+import itertools
+import math
 from typing import TYPE_CHECKING
 
-from ggprof import Backend, BuildFacts, Causes, Device, Diagnosis, Figure
+from ggprof import N_UBATCH, Backend, BuildFacts, Causes, Device, Diagnosis, Figure
 from ggprof_backends import _fitted
-from ggprof_backends._diagnosis import NOISY_REPETITIONS_CV, OTHER_LOAD_GPU_HOST_PERCENT
+from ggprof_backends._diagnosis import (
+    NOISY_REPETITIONS_CV,
+    OTHER_LOAD_GPU_HOST_PERCENT,
+    UBATCH_DEVICES,
+    UBATCH_PREFILL_SHARE,
+)
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
     from ggprof import EfficiencyBand, JudgeCase, ModelSpec, ProfileDB, RunContext
+
+# a slow prompt's cause to check where the run's physical batch is not known
+UBATCH_TO_CHECK = "a tiny physical batch (-ub) or batch (-b): the weights are read again every few tokens"
 
 GPU_CAUSES = Causes(
     impossible=(
@@ -76,7 +86,7 @@ class GPUBackend(Backend):
     prefill_causes: tuple[str, ...] = (
         "layers not offloaded (-ngl lower than the layer count): the CPU did part of the prompt",
         "a build without the GPU's fast matrix kernels (tensor/matrix cores unused, an old llama.cpp)",
-        "a tiny physical batch (-ub) or batch (-b): the weights are read again every few tokens",
+        UBATCH_TO_CHECK,
         "a debug build, or power and thermal limits",
     )
 
@@ -110,10 +120,17 @@ class GPUBackend(Backend):
         known = case.prediction.device.build if case.prediction is not None else None
         build = known or BuildFacts()
         found, build_checks = self.build_causes(build)
-        return Diagnosis(
-            causes=(*causes, *found) or self.prefill_causes_to_check(build),
-            checks=(*checks, *build_checks),
-        )
+        to_check = self.prefill_causes_to_check(build)
+        if build.n_ubatch is not None:  # the run's physical batch is known: the cause is found or ruled out
+            to_check = tuple(c for c in to_check if c != UBATCH_TO_CHECK)
+            small, explains = ubatch_cause(build.n_ubatch, case)
+            ruled_out = f", llama.cpp's default {N_UBATCH} or more: not the cause" if small is None else ""
+            build_checks = (*build_checks, f"physical batch {build.n_ubatch} tokens (-ub){ruled_out}")
+            if small is not None:
+                # where it does not explain the whole slowdown, the causes to check follow it
+                rest = () if explains or causes or found else to_check
+                return Diagnosis(causes=(*causes, *found, small, *rest), checks=(*checks, *build_checks))
+        return Diagnosis(causes=(*causes, *found) or to_check, checks=(*checks, *build_checks))
 
     def build_causes(self, build: BuildFacts) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(causes, checks) of a slow prompt in what is known of the build: a backend's own."""
@@ -123,6 +140,45 @@ class GPUBackend(Backend):
         """The causes a slow prompt names when no fact points to one: prefill_causes, less
         those the build's facts rule out (a backend's own)."""
         return self.prefill_causes
+
+
+def ubatch_share(n_ubatch: int) -> tuple[float, float, str] | None:
+    """The share of its prompt speed at N_UBATCH a run keeps at a physical batch of `n_ubatch`
+    tokens (lowest, highest, and which public runs say so: UBATCH_PREFILL_SHARE, between two
+    sizes on a log scale; below the smallest, that size's); None at N_UBATCH or more."""
+    if n_ubatch >= N_UBATCH:
+        return None
+    table = sorted({**UBATCH_PREFILL_SHARE, N_UBATCH: (1.0, 1.0)}.items())
+    if n_ubatch <= table[0][0]:
+        return (*table[0][1], f"at -ub {table[0][0]}" + ("" if n_ubatch == table[0][0] else ", less is slower still"))
+    for (u0, (lo0, hi0)), (u1, (lo1, hi1)) in itertools.pairwise(table):
+        if n_ubatch == u0:
+            return lo0, hi0, f"at -ub {u0}"
+        if u0 < n_ubatch < u1:
+            t = math.log(n_ubatch / u0) / math.log(u1 / u0)
+            return lo0 + (lo1 - lo0) * t, hi0 + (hi1 - hi0) * t, f"between -ub {u0} and {u1}"
+    return None
+
+
+def ubatch_cause(n_ubatch: int, case: JudgeCase) -> tuple[str | None, bool]:
+    """(the run's small physical batch as a cause of its slow prompt, whether it explains it:
+    the prompt is at or above what the band's bottom keeps at that batch); (None, False) at
+    N_UBATCH or more (ruled out)."""
+    share = ubatch_share(n_ubatch)
+    if share is None:
+        return None, False
+    low, high, where = share
+    cause = (
+        f"a physical batch of {n_ubatch} tokens (-ub {n_ubatch}; llama.cpp's default is {N_UBATCH}): "
+        f"public llama-bench runs kept {low:.0%}-{high:.0%} of their -ub {N_UBATCH} prompt speed {where} "
+        f"({UBATCH_DEVICES})"
+    )
+    p, pp = case.prediction, case.measured_pp_tok_s
+    band = p.prefill_band if p is not None else None
+    ceiling = p.prefill_ceiling_tok_s if p is not None else None
+    if pp is None or band is None or ceiling is None:
+        return cause, True
+    return cause, pp >= band.low * ceiling * low * (1 - case.tolerance)
 
 
 def _offload(ctx: RunContext, pace: str) -> tuple[list[str], list[str]]:

@@ -34,6 +34,7 @@ _API = {
     "HostContext": "ggprof.machine.host",
     "JudgeCase": "ggprof.verdict.finding",
     "ModelSpec": "ggprof.model.spec",
+    "N_UBATCH": "ggprof.llamacpp",
     "SpeedFits": "ggprof.physics.expected",
     "Prediction": "ggprof.physics.roofline",
     "ProfileDB": "ggprof.machine.profiles",
@@ -47,6 +48,7 @@ _API = {
     "with_gfx_target": "ggprof.machine.profiles",
 }
 __all__ = [
+    "N_UBATCH",
     "Backend",
     "BenchParams",
     "BenchResult",
@@ -89,6 +91,7 @@ if TYPE_CHECKING:
     from ggprof.calibration import speed_fits
     from ggprof.engines import Engine
     from ggprof.figures import Figure
+    from ggprof.llamacpp import N_UBATCH
     from ggprof.machine.device import BuildFacts, Detection, Device, EfficiencyBand, ExpectedSpeed
     from ggprof.machine.host import HostContext
     from ggprof.machine.profiles import ProfileDB, with_gfx_target

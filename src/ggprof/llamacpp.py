@@ -19,6 +19,16 @@ CACHE_TYPE = "f16"  # -ctk / -ctv: the KV cache's type by default
 ALL_LAYERS = -1  # -ngl -1: every layer offloaded (llama-bench's 999, llama-cpp-python's -1)
 
 
+def physical_batch(n_ubatch: object, n_batch: object) -> int | None:
+    """The tokens a prompt goes through the model at once: -ub, at most -b (llama.cpp caps the
+    physical batch at the logical one, llama-context.cpp); None where -ub is not a count."""
+    if not isinstance(n_ubatch, int) or isinstance(n_ubatch, bool) or n_ubatch <= 0:
+        return None
+    if isinstance(n_batch, int) and not isinstance(n_batch, bool) and n_batch > 0:
+        return min(n_ubatch, n_batch)
+    return n_ubatch
+
+
 def test_name(n_prompt: int, n_gen: int, n_depth: int = 0, n_parallel: int = 1) -> str:
     """llama-bench's name of a test: pp512, tg128, pp512+tg128 (both), `@ d4096` at a depth; and
     ggprof's `x4` for a batch of 4 sequences decoded together."""

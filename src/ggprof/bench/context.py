@@ -30,6 +30,7 @@ class RunContext:
     sycl_f16: bool | None = None  # SYCL: whether the build had GGML_SYCL_F16 (its stderr's `Build with Macros`)
     sycl_reorder: bool | None = None  # SYCL: whether the run reordered quantized weights (GGML_SYCL_ENABLE_OPT)
     flash_attn: bool | None = None  # whether the run used flash attention (None: llama.cpp's `auto`, or not known)
+    n_ubatch: int | None = None  # the physical batch a prompt went through the model in (-ub, at most -b)
     gpu_info: str = ""  # the GPU(s) the engine reports (llama-bench's gpu_info)
     gpu_requested: str | None = None  # the GPU the user asked for (-ngl, --device), whether or not it ran
     gpu_requested_backend: str | None = None  # its llama.cpp backend
@@ -77,6 +78,7 @@ class RunContext:
             sycl_f16=self.sycl_f16,
             sycl_reorder=self.sycl_reorder,
             flash_attn=self.flash_attn,
+            n_ubatch=self.n_ubatch,
         )
         return build if build else None
 

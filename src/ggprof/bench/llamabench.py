@@ -19,7 +19,7 @@ from ggprof.bench.results import FLASH_ATTN_TYPES, BenchResult, BenchRow
 from ggprof.bounded import item_bound
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
-from ggprof.llamacpp import backend_names, test_name
+from ggprof.llamacpp import backend_names, physical_batch, test_name
 from ggprof.units import MAX_TOKENS, clean_name
 
 
@@ -191,6 +191,14 @@ class LlamaBenchRow:
     build_commit: str | None = None
     build_number: int | None = None
     flash_attn: bool | None = None  # its -fa: true/false (older llama-bench), 1/0 (-1: auto, None)
+    n_batch: int | None = None  # its -b
+    n_ubatch: int | None = None  # its -ub
+
+    @property
+    def physical_batch(self) -> int | None:
+        """The tokens a prompt went through the model at once: -ub, at most -b (llama.cpp caps
+        the physical batch at the logical one)."""
+        return physical_batch(self.n_ubatch, self.n_batch)
 
     @property
     def test(self) -> str:
@@ -279,6 +287,8 @@ def _row(where: str, index: int, r: object) -> LlamaBenchRow:
         build_commit=_text(r.get("build_commit"))[:40] or None,
         build_number=_whole(r.get("build_number"), 1 << 31),
         flash_attn=_switch(r.get("flash_attn")),
+        n_batch=_whole(r.get("n_batch"), MAX_TOKENS),
+        n_ubatch=_whole(r.get("n_ubatch"), MAX_TOKENS),
     )
 
 

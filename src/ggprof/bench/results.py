@@ -8,7 +8,17 @@ from pathlib import Path
 
 from ggprof.bench.context import RunContext
 from ggprof.bench.stopping import StopRule, rates
-from ggprof.llamacpp import ALL_LAYERS, CACHE_TYPE, N_BATCH, N_GEN, N_PROMPT, N_UBATCH, REPETITIONS, test_name
+from ggprof.llamacpp import (
+    ALL_LAYERS,
+    CACHE_TYPE,
+    N_BATCH,
+    N_GEN,
+    N_PROMPT,
+    N_UBATCH,
+    REPETITIONS,
+    physical_batch,
+    test_name,
+)
 from ggprof.stats import percentile
 
 # llama.cpp's llama_flash_attn_type (and llama-bench's -fa values): the one map of the names.
@@ -54,6 +64,12 @@ class BenchParams:
     def flash_attn_used(self) -> bool | None:
         """Whether the run asked for flash attention (None for `auto`: llama.cpp decides)."""
         return {"on": True, "off": False}.get(self.flash_attn)
+
+    @property
+    def physical_batch(self) -> int:
+        """The tokens a prompt goes through the model at once: -ub, at most -b (llama.cpp caps
+        the physical batch at the logical one)."""
+        return physical_batch(self.n_ubatch, self.n_batch) or self.n_ubatch
 
     @property
     def max_reps(self) -> int:

@@ -393,6 +393,15 @@ def profile(
     "on ROCm, a slow prompt with it on names a build without rocWMMA's kernels as a cause to check.",
 )
 @click.option(
+    "-ub",
+    "--ubatch-size",
+    "n_ubatch",
+    type=POSITIVE_TOKENS,
+    help="The reported run's physical batch (llama-bench's and llama.cpp's -ub, at most its -b; a log's "
+    "`n_ubatch`): a slow prompt below 512 names it, with how much speed public runs lost at that size; "
+    "512 or more rules it out.",
+)
+@click.option(
     "--sycl-reorder",
     type=ON_OFF,
     callback=on_off,
@@ -432,6 +441,7 @@ def check(
     sycl_f16: str | None,
     sycl_reorder: bool | None,
     flash_attn: bool | None,
+    n_ubatch: int | None,
     llama_bench: str | None,
     log_path: str | None,
     as_json: bool,
@@ -439,7 +449,17 @@ def check(
     """Judge a reported number (a bug report, a README, a forum post, a pasted log) without running anything."""
     build_given = any(
         x is not None
-        for x in (build_number, matrix_cores, int_dot, vulkan_driver, hipblaslt, sycl_f16, sycl_reorder, flash_attn)
+        for x in (
+            build_number,
+            matrix_cores,
+            int_dot,
+            vulkan_driver,
+            hipblaslt,
+            sycl_f16,
+            sycl_reorder,
+            flash_attn,
+            n_ubatch,
+        )
     )
     if log_path is not None:
         if llama_bench is not None or tg is not None or pp is not None:
@@ -493,6 +513,7 @@ def check(
             sycl_f16=None if sycl_f16 is None else sycl_f16 == "yes",
             sycl_reorder=sycl_reorder,
             flash_attn=flash_attn,
+            n_ubatch=n_ubatch,
         )
         reports = [
             Reported(

@@ -504,6 +504,7 @@ def _context(
         sycl_f16=run.sycl_f16 if "sycl" in used else None,
         sycl_reorder=run.sycl_reorder if "sycl" in used else None,
         flash_attn=params.flash_attn_used,
+        n_ubatch=params.physical_batch,
         cpu_model=clean_name(row.get("cpu_info") or facts.cpu_model or "", 120) or None,
         gpu_info=clean_name(row.get("gpu_info", ""), 200),
         n_threads=params.n_threads,

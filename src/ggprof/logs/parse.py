@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ggprof.llamacpp import N_UBATCH, physical_batch
 from ggprof.logs.text import Line
 from ggprof.units import clean_name, parse_bytes
 
@@ -58,6 +59,7 @@ class Speed:
     n_gpu_layers: int | None = None  # llama-bench's ngl column
     n_prompt: int | None = None  # llama-bench's pp size
     flash_attn: bool | None = None  # llama-bench's fa column (1 or 0)
+    n_ubatch: int | None = None  # llama-bench's physical batch: its n_ubatch column, at most n_batch (512 without)
 
 
 @dataclass(frozen=True)
@@ -989,9 +991,18 @@ class _Parser:
                 n_gpu_layers=ngl,
                 n_prompt=n if kind == "prefill" else None,
                 flash_attn=flash_attn(row["fa"]) if "fa" in row else None,
+                n_ubatch=_table_ubatch(row),
             )
         )
         return True
+
+
+def _table_ubatch(row: dict[str, str]) -> int | None:
+    """A llama-bench table row's physical batch: its n_ubatch column, at most its n_batch one;
+    llama-bench prints them only where they are not its defaults (-b 2048, -ub 512)."""
+    ub = count(row["n_ubatch"]) if "n_ubatch" in row else N_UBATCH
+    b = count(row["n_batch"]) if "n_batch" in row else None
+    return physical_batch(ub, b)
 
 
 # One pass over a line finds every keyword of every handler (one pattern of literal words).

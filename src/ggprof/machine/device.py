@@ -95,6 +95,9 @@ class BuildFacts:
     # llama.cpp's `auto` or not known): on ROCm builds of August 2025 without rocWMMA's kernels it
     # slowed prompts
     flash_attn: bool | None = None
+    # the physical batch the run's prompt went through the model in (llama-bench's and llama.cpp's
+    # -ub, at most its -b: a log's `n_ubatch`); llama.cpp's default is 512
+    n_ubatch: int | None = None
 
     def __bool__(self) -> bool:
         facts = (
@@ -107,6 +110,7 @@ class BuildFacts:
             self.sycl_f16,
             self.sycl_reorder,
             self.flash_attn,
+            self.n_ubatch,
         )
         return any(v is not None for v in facts)
 

@@ -190,7 +190,7 @@ def reported_from_row(row: LlamaBenchRow, backend: str | None) -> Reported:
         n_gpu_layers=None if used == "cpu" else row.n_gpu_layers,
         cv=row.stddev_ts / row.avg_ts,
         label=row.test,
-        build=BuildFacts(number=row.build_number, flash_attn=row.flash_attn) or None,
+        build=BuildFacts(number=row.build_number, flash_attn=row.flash_attn, n_ubatch=row.physical_batch) or None,
     )
 
 

@@ -15,6 +15,7 @@ from typing import Literal
 from ggprof.bench.context import RunContext
 from ggprof.bench.llamabench import backend_of_row, rows_from_text
 from ggprof.errors import BadInputError
+from ggprof.llamacpp import physical_batch
 from ggprof.logs.model import LogModel, model_from_log
 from ggprof.logs.parse import Fact, LogDevice, LogRun, ParsedLog, Speed, flash_attn, parse_lines
 from ggprof.logs.text import Line, LogText
@@ -315,6 +316,11 @@ def build_facts(run: LogRun, backend: str, context: RunContext, speed: Speed | N
             speed.flash_attn
             if speed is not None and speed.flash_attn is not None
             else flash_attn(run.value("flash_attn"))
+        ),
+        n_ubatch=(
+            speed.n_ubatch
+            if speed is not None and speed.n_ubatch is not None
+            else physical_batch(run.value("n_ubatch"), run.value("n_batch"))
         ),
     )
     return build if build else None

@@ -207,6 +207,7 @@ def _context(
         backends_used=used,
         rocblas_use_hipblaslt=rocblas_use_hipblaslt(used),
         flash_attn=params.flash_attn_used,
+        n_ubatch=params.physical_batch,
         cpu_model=facts.cpu_model,
         n_threads=params.n_threads,
         **host_cores(facts),
