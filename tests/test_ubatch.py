@@ -110,6 +110,9 @@ def test_llama_bench_json_gives_each_rows_physical_batch(gemma_path: Path, run_c
     assert judged[0]["causes"][0].startswith("a physical batch of 16 tokens (-ub 16;")
     assert UBATCH_TO_CHECK not in judged[0]["causes"] and len(judged[0]["causes"]) >= 3
     assert "physical batch 512 tokens (-ub), llama.cpp's default 512 or more: not the cause" in judged[1]["evidence"]
+    for given in (("--llama-bench", str(src)), ("--log", str(LOGS / "own-llama-bench-gemma3-270m-cpu-ubatch.txt"))):
+        r = run_cli("check", str(gemma_path), *given, "-ub", "32")  # each row's, each speed's own
+        assert r.exit_code == 2 and "no build options or -ub" in r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize(

@@ -465,7 +465,9 @@ def check(
         if llama_bench is not None or tg is not None or pp is not None:
             raise click.UsageError("--log reads its speeds from the log: no --tg, --pp or --llama-bench beside it")
         if build_given:
-            raise click.UsageError("--log reads the build and the Vulkan banner from the log: no build options")
+            raise click.UsageError(
+                "--log reads the build, the Vulkan banner and -ub from the log: no build options or -ub"
+            )
         return _check_log(log_path, model, choice, backend, as_json)
     from ggprof.bench.llamabench import read_rows
     from ggprof.pipelines.check import Checker, Reported, judge_chunks, reported_from_row
@@ -477,7 +479,9 @@ def check(
         raise click.UsageError("give --tg and/or --pp, or --llama-bench RESULTS.json")
     if llama_bench is not None:
         if build_given:
-            raise click.UsageError("--llama-bench reads each row's build from the JSON: no build options")
+            raise click.UsageError(
+                "--llama-bench reads each row's build and -ub from the JSON: no build options or -ub"
+            )
         rows = read_rows(llama_bench)
         spec = load_model_arg(model or _row_model(rows))
         for row in rows:  # a row past the model's context claims KV the model cannot have
