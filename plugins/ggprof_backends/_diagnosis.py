@@ -67,12 +67,12 @@ SYCL_NO_REORDER_UNTIL_BUILD = 4696
 # (2025-09) the build without them gained as much. The last build measured slow is the second figure.
 FLASH_ATTN_NO_ROCWMMA_PREFILL = 0.69
 FLASH_ATTN_NO_ROCWMMA_UNTIL_BUILD = 6182
-# A prompt run in physical batches (-ub) smaller than llama.cpp's default 512, as a share of
-# the same build's prompt speed at 512: the lowest and highest share at each size over public
-# llama-bench runs (benchmarks/data/ubatch-effects.jsonl: an RTX 4090 on CUDA with Q4_0, Q4_K_S
-# and IQ4_XS weights, an RX 6800, a Radeon Instinct MI50 and an Instinct MI100 on ROCm, from
+# A prompt run in physical batches (-ub) smaller than llama.cpp's default 512, as a share of the
+# same build's prompt speed at 512: the lowest and highest share at each size over public llama-
+# bench runs (benchmarks/data/ubatch-effects.jsonl: an RTX 4090 on CUDA with Q4_0, Q4_K_S and
+# IQ4_XS weights, an RX 6800, a Radeon Instinct MI50 and an Instinct MI100 on ROCm, from
 # llama.cpp's pull requests #7676, #7860, #8278, #8416, #27841 and #14949; tests/test_ubatch.py
-# checks these against the file). A smaller batch reads every weight again for fewer tokens and gives the
-# matrix kernels thinner tiles; the fastest chip loses the most.
+# checks these against the file). A smaller batch reads every weight again for fewer tokens and
+# gives the matrix kernels thinner tiles; the fastest chip loses the most.
 UBATCH_PREFILL_SHARE = {16: (0.19, 0.38), 32: (0.33, 0.57), 64: (0.52, 0.68), 128: (0.72, 0.84), 256: (0.91, 0.99)}
 UBATCH_DEVICES = "an RTX 4090, an RX 6800, an MI50 and an MI100"
