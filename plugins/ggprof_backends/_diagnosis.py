@@ -68,9 +68,9 @@ SYCL_NO_REORDER_UNTIL_BUILD = 4696
 FLASH_ATTN_NO_ROCWMMA_PREFILL = 0.69
 FLASH_ATTN_NO_ROCWMMA_UNTIL_BUILD = 6182
 # A prompt run in physical batches (-ub) smaller than llama.cpp's default 512, as a share of the
-# same build's prompt speed at 512: the lowest and highest share at each size over public llama-
-# bench runs (benchmarks/data/ubatch-effects.jsonl: an RTX 4090 on CUDA with Q4_0, Q4_K_S and
-# IQ4_XS weights, an RX 6800, a Radeon Instinct MI50 and an Instinct MI100 on ROCm, from
+# same build's prompt speed at 512: the lowest and highest share at each size over public
+# llama-bench runs (benchmarks/data/ubatch-effects.jsonl: an RTX 4090 on CUDA with Q4_0, Q4_K_S
+# and IQ4_XS weights, an RX 6800, a Radeon Instinct MI50 and an Instinct MI100 on ROCm, from
 # llama.cpp's pull requests #7676, #7860, #8278, #8416, #27841 and #14949; tests/test_ubatch.py
 # checks these against the file). A smaller batch reads every weight again for fewer tokens and
 # gives the matrix kernels thinner tiles; the fastest chip loses the most.
