@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from ggprof_backends._diagnosis import UBATCH_DEVICES, UBATCH_PREFILL_SHARE
 from ggprof_backends._gpu import UBATCH_TO_CHECK, ubatch_share
+from support import in_process
 
 from ggprof.machine.profiles import ProfileDB
 from ggprof.pipelines.calibrate import References
@@ -131,15 +132,19 @@ def test_a_llama_bench_table_gives_each_rows_physical_batch(name: str, batches: 
 
 
 @pytest.mark.parametrize(
-    ("name", "batch"),
+    ("name", "n_batch", "n_ubatch", "batch"),
     [
-        ("llamacpp-9881-cuda-full-offload.txt", 512),  # n_batch 2048, n_ubatch 512
-        ("ik-llama-450-deepseek-cpu-buffers.txt", 1024),  # 1024 and 1024
-        ("llamacpp-9505-sycl-two-devices-offload.txt", 2048),  # 2048 and 2048
-        ("llamacpp-6758-mamba-cuda-buffers.txt", None),  # n_batch alone: not known
+        ("llamacpp-9881-cuda-full-offload.txt", 2048, 512, 512),
+        ("ik-llama-450-deepseek-cpu-buffers.txt", 1024, 1024, 1024),
+        ("llamacpp-9505-sycl-two-devices-offload.txt", 2048, 2048, 2048),
+        ("llamacpp-6758-mamba-cuda-buffers.txt", 2048, None, None),  # n_batch alone: not known
     ],
 )
-def test_a_logs_context_gives_its_physical_batch(name: str, batch: int | None) -> None:
+def test_a_logs_context_gives_its_physical_batch(
+    name: str, n_batch: int, n_ubatch: int | None, batch: int | None
+) -> None:
+    """The context lines' `n_batch` and `n_ubatch` are facts the log shows, and the smaller is the
+    physical batch the causes read."""
     from ggprof.bench.context import RunContext
     from ggprof.logs.parse import parse_lines
     from ggprof.logs.text import read_log
@@ -148,6 +153,8 @@ def test_a_logs_context_gives_its_physical_batch(name: str, batch: int | None) -
     (run, *_) = parse_lines(read_log(str(LOGS / name)).lines).runs
     build = build_facts(run, "cuda", RunContext(backends_used=("cuda",)))
     assert (build.n_ubatch if build is not None else None) == batch
+    facts = json.loads(in_process("check", "--log", str(LOGS / name), "--json").stdout)["runs"][0]["facts"]
+    assert (facts.get("n_batch"), facts.get("n_ubatch")) == (n_batch, n_ubatch)
 
 
 def test_a_profiles_own_run_records_its_physical_batch() -> None:
