@@ -33,7 +33,6 @@ FACT_KEYS = (
     ("n_vocab", "vocabulary"),
     ("n_ctx_train", "trained context"),
     ("n_ctx", "context"),
-    ("n_batch", "batch (-b)"),
     ("n_ubatch", "physical batch (-ub)"),
     ("layers_offloaded", "layers offloaded"),
     ("layers_total", "layers in all"),
