@@ -18,6 +18,7 @@ rows suspicious.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -26,11 +27,12 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from ggprof_backends._diagnosis import AMDVLK_AHEAD_UNTIL_BUILD
+from ggprof_backends._diagnosis import AMDVLK_AHEAD_UNTIL_BUILD, UBATCH_PREFILL_SHARE
 from ggprof_backends.vulkan import AMDVLK
 
 from ggprof import calibration
 from ggprof.calibration.levels import MIN_LEVEL_DEVICES
+from ggprof.llamacpp import N_UBATCH
 from ggprof.paths import cache_dir
 from ggprof.physics.expected import LEVELS, OUTLIER_FACTOR, Levels
 from ggprof.pipelines.calibrate import (
@@ -52,6 +54,7 @@ from ggprof.plugins import extensions
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT / "benchmarks" / "data" / "llama-cpp-results.jsonl"
 BUILD_EFFECTS = ROOT / "benchmarks" / "data" / "build-effects.jsonl"  # one chip, builds side by side
+UBATCH_EFFECTS = ROOT / "benchmarks" / "data" / "ubatch-effects.jsonl"  # one build, physical batches side by side
 SLOWDOWN = {"tg": 2.5, "pp": 4.0}
 
 
@@ -172,6 +175,7 @@ def main() -> int:
                     slow = v.row.tok_s / v.slowdown
                     print(f"  missed {title:11s} {v.row.label}: {slow:.1f} tok/s ({v.slowdown:g}x slower), band {band}")
     print(build_effects(points, refs, ext))
+    print(ubatch_effects())
     print("\npublished RPC results (benchmarks/data/rpc-public.jsonl), judged as splits over their machines:")
     import bench_rpc_public
 
@@ -238,6 +242,28 @@ def build_effects(points: Points, refs: References, ext: Extensions) -> str:
         named = sum(bool(word) and any(word in c for c in v.causes) for v, word in judged)
         cause = f"{named / n:11.0%}" if judged[0][1] else f"{'-':>11s}"
         lines.append(f"{key:76s} {n:5d} {sus / n:10.0%} {cause}")
+    return "\n".join(lines)
+
+
+def ubatch_effects() -> str:
+    """The share of its -ub 512 prompt speed each public table kept at each smaller physical
+    batch, beside the range a slow prompt's cause quotes (_diagnosis.UBATCH_PREFILL_SHARE)."""
+    rows = [json.loads(line) for line in UBATCH_EFFECTS.read_text().splitlines() if line.strip()]
+    at_default = {(r["source"], r["model"]): r["tok_s"] for r in rows if r["n_ubatch"] == N_UBATCH}
+    shares: dict[int, list[float]] = defaultdict(list)
+    for r in rows:
+        if r["n_ubatch"] < N_UBATCH:
+            shares[r["n_ubatch"]].append(r["tok_s"] / at_default[r["source"], r["model"]])
+    devices = sorted({r["device"] for r in rows})
+    lines = [
+        f"\nphysical batches ({UBATCH_EFFECTS.relative_to(ROOT)}: {len(at_default)} tables on {', '.join(devices)}): "
+        f"the share of each table's -ub {N_UBATCH} prompt speed kept",
+        f"{'-ub':>5s} {'tables':>6s} {'kept':>9s} {'quoted':>9s}",
+    ]
+    for size, kept in sorted(shares.items()):
+        quoted = UBATCH_PREFILL_SHARE.get(size)
+        said = f"{quoted[0]:.0%}-{quoted[1]:.0%}" if quoted else "-"
+        lines.append(f"{size:5d} {len(kept):6d} {f'{min(kept):.0%}-{max(kept):.0%}':>9s} {said:>9s}")
     return "\n".join(lines)
 
 
