@@ -132,17 +132,15 @@ def test_a_llama_bench_table_gives_each_rows_physical_batch(name: str, batches: 
 
 
 @pytest.mark.parametrize(
-    ("name", "n_batch", "n_ubatch", "batch"),
+    ("name", "n_ubatch", "batch"),
     [
-        ("llamacpp-9881-cuda-full-offload.txt", 2048, 512, 512),
-        ("ik-llama-450-deepseek-cpu-buffers.txt", 1024, 1024, 1024),
-        ("llamacpp-9505-sycl-two-devices-offload.txt", 2048, 2048, 2048),
-        ("llamacpp-6758-mamba-cuda-buffers.txt", 2048, None, None),  # n_batch alone: not known
+        ("llamacpp-9881-cuda-full-offload.txt", 512, 512),  # n_batch 2048
+        ("ik-llama-450-deepseek-cpu-buffers.txt", 1024, 1024),  # n_batch 1024
+        ("llamacpp-9505-sycl-two-devices-offload.txt", 2048, 2048),  # n_batch 2048
+        ("llamacpp-6758-mamba-cuda-buffers.txt", None, None),  # n_batch 2048 alone: not known
     ],
 )
-def test_a_logs_context_gives_its_physical_batch(
-    name: str, n_batch: int, n_ubatch: int | None, batch: int | None
-) -> None:
+def test_a_logs_context_gives_its_physical_batch(name: str, n_ubatch: int | None, batch: int | None) -> None:
     """The smaller of the context lines' `n_batch` and `n_ubatch` is the physical batch the causes
     read; `n_ubatch` is among the facts the log shows."""
     from ggprof.bench.context import RunContext
