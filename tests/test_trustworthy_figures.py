@@ -75,6 +75,76 @@ def test_a_failing_kernel_is_raised_not_left_waiting() -> None:
         team.close()
 
 
+# -- the read kernel -----------------------------------------------------------------------------
+
+
+def test_the_fastest_read_kernel_is_picked() -> None:
+    """On an Emerald Rapids VM (numpy 2.4) the bitwise-or read 16.4-18.4 GB/s where a compiled
+    OpenMP loop read 24.3-26.5 (benchmarks/data/bandwidth-2026-12-04-before.txt) and the max
+    25.8-27.0 (bandwidth-2026-12-04.txt)."""
+    from ggprof.machine.stream import fastest_kernel
+
+    assert fastest_kernel({"or": 18.2e9, "max": 26.7e9}) == "max"  # the medians of those files
+    assert fastest_kernel({"or": 34.2e9, "max": 29.4e9}) == "or"  # 0.96x and 0.86x of C on 2026-12-01
+    assert fastest_kernel({"or": 20e9, "max": 20e9}) == "or"  # a tie: the first named
+
+
+def test_every_read_after_the_probe_uses_the_kernel_it_picked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bitwise-or is made a third of a second slower per pass than any real pass of the max
+    over 64 MiB: the probe picks the max, and every read after it (the repetitions and the
+    one-worker reads the figure is held to) is the max, which the measurement names."""
+    from ggprof.machine import stream
+    from ggprof.machine.measurements import READ_KERNELS
+
+    calls: list[str] = []
+
+    def slow_or(x: object) -> None:
+        calls.append("or")
+        time.sleep(0.3)
+
+    def recorded_max(x: object) -> None:
+        calls.append("max")
+        stream._max_doubles(x)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(stream, "_READ_FUNCTIONS", {"or": slow_or, "max": recorded_max})
+    m = stream.measure_bandwidth(2, None, 0, quick=True)  # no free RAM reported: 64 MiB arrays
+    assert m.array_bytes == 64 << 20 and m.read_kernel == "max"
+    probe = (1 + stream.PROBE_PASSES) * 2  # a warm-up pass and the timed ones, on 2 workers
+    last_or = max(i for i, k in enumerate(calls) if k == "or")
+    assert calls.count("or") == probe and last_or < 2 * probe
+    after = calls[last_or + 1 :]
+    assert set(after) == {"max"}
+    assert len(after) >= 2 * m.repetitions + stream.ONE_THREAD_READS
+    assert "max over doubles" in m.describe_kernel() and READ_KERNELS["max"] == "max over doubles"
+    calls.clear()
+    reads, _ = stream.measure_reads(2, 64 << 20, 3, "max")  # a refining round reads as the figure did
+    assert len(reads.samples_bytes_per_s) == 3 and set(calls) == {"max"}
+
+
+def test_a_cached_figure_keeps_its_kernel_and_one_read_by_another_rule_is_measured_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclasses import asdict, replace
+
+    from ggprof.machine import cache
+    from ggprof.machine.facts import gather_facts
+    from ggprof.machine.measurements import SgemmMeasurement
+
+    monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
+    facts, sgemm = gather_facts(), SgemmMeasurement(1e11, 256, (1e11,))
+    path = cache.save(facts, replace(measurement(26, 13), read_kernel="max"), sgemm)
+    loaded = cache.load(facts)
+    assert loaded is not None and loaded[0].read_kernel == "max"
+    data = json.loads(path.read_text())
+    for bad in ("sum", None, 3):  # a kernel this version does not have
+        path.write_text(json.dumps({**data, "bandwidth": {**data["bandwidth"], "read_kernel": bad}}))
+        assert cache.load(facts) is None
+    old = asdict(measurement(18, 9))  # version 2: read by the bitwise-or alone, no kernel named
+    del old["read_kernel"]
+    path.write_text(json.dumps({**data, "version": 2, "bandwidth": old}))
+    assert cache.load(facts) is None
+
+
 # -- the CPUs this process may use ---------------------------------------------------------------
 
 

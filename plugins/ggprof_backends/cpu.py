@@ -271,7 +271,8 @@ def _bandwidth(host: HostContext) -> tuple[Figure | None, str | None]:
     if host.bandwidth is not None:
         read = host.bandwidth.read
         detail = (
-            f"read kernel, {host.bandwidth.threads} threads, {host.bandwidth.array_bytes >> 20} MiB arrays, "
+            f"{host.bandwidth.describe_kernel()}, {host.bandwidth.threads} threads, "
+            f"{host.bandwidth.array_bytes >> 20} MiB arrays, "
             f"{host.bandwidth.describe_reads()}"
         )
         if host.bandwidth.unreliable:

@@ -15,12 +15,14 @@ from typing import Any
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
 from ggprof.machine.facts import HostFacts
-from ggprof.machine.measurements import BandwidthMeasurement, KernelResult, SgemmMeasurement
+from ggprof.machine.measurements import READ_KERNELS, BandwidthMeasurement, KernelResult, SgemmMeasurement
 from ggprof.paths import cache_dir
 
 # 2: worker-timed passes on private huge-page arrays, a one-thread read beside each figure, the
 # usable cores in the fingerprint; figures of version 1 (timed by the main thread) are never reused
-CACHE_VERSION = 2
+# 3: read by the fastest of the read kernels (measurements.READ_KERNELS); version 2's figures were
+# read by the bitwise-or alone, 0.7x of memory on some CPUs, and are measured again
+CACHE_VERSION = 3
 MAX_CACHE_BYTES = 1 << 20
 
 
@@ -96,6 +98,12 @@ def _kernel(d: dict[str, Any]) -> KernelResult:
     return KernelResult(str(d["name"]), _samples(d["samples_bytes_per_s"]))
 
 
+def _read_kernel(name: object) -> str:
+    if not isinstance(name, str) or name not in READ_KERNELS:
+        raise ValueError("read_kernel")
+    return name
+
+
 def _bandwidth(d: dict[str, Any]) -> BandwidthMeasurement:
     bw = BandwidthMeasurement(
         read=_kernel(d["read"]),
@@ -108,6 +116,7 @@ def _bandwidth(d: dict[str, Any]) -> BandwidthMeasurement:
         notes=tuple(str(n) for n in d.get("notes", ())),
         sessions=_positive_int(d.get("sessions", 1)),
         read_one_thread=_kernel(d["read_one_thread"]) if d.get("read_one_thread") is not None else None,
+        read_kernel=_read_kernel(d["read_kernel"]),
     )
     if not bw.first_run_reads:  # more refining rounds than its reads can hold
         raise ValueError("sessions")

@@ -190,7 +190,7 @@ def _refined(
     make the figure impossible, is left out."""
     from ggprof.machine.stream import measure_reads
 
-    reads, elapsed_s = measure_reads(bandwidth.threads, bandwidth.array_bytes, REFINE_READS)
+    reads, elapsed_s = measure_reads(bandwidth.threads, bandwidth.array_bytes, REFINE_READS, bandwidth.read_kernel)
     if reads.spread > MAX_BANDWIDTH_SPREAD:
         warnings.append(
             f"refining the cached bandwidth: this round's repetitions disagreed by {reads.spread:.0%}; left out"

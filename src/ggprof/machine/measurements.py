@@ -26,6 +26,13 @@ MAX_SCALING_MARGIN = 1.5
 # this is no DRAM figure: the channels are inferred from the populated modules (an overestimate
 # where two modules share a channel), so the margin only absorbs rounding and the clock.
 MAX_ABOVE_THEORETICAL = 1.10
+# The read kernels (ggprof.machine.stream runs them): each reads every byte of the array once,
+# so each gives a floor under what memory delivers, and which reaches memory's speed depends on
+# the CPU and numpy. A measurement probes them all and reads with the fastest.
+READ_KERNELS = {
+    "or": "bitwise-or over 64-bit words",
+    "max": "max over doubles",
+}
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,11 @@ class BandwidthMeasurement:
     notes: tuple[str, ...] = ()
     sessions: int = 1  # runs whose read repetitions it holds (refined: more than one)
     read_one_thread: KernelResult | None = None  # the read kernel on one worker, same arrays
+    read_kernel: str = "or"  # which of READ_KERNELS read (the fastest of the probe)
+
+    def describe_kernel(self) -> str:
+        """`read by a max over doubles (the faster of 2 kernels tried)`."""
+        return f"read by a {READ_KERNELS[self.read_kernel]} (the faster of {len(READ_KERNELS)} kernels tried)"
 
     def implausible(self, theoretical_bytes_per_s: float | None = None) -> str | None:
         """Why this read figure cannot be what memory delivered, or None: above the theoretical

@@ -17,9 +17,16 @@ program's malloc gets. Python's mmap(-1, n) is a *shared* mapping, backed by shm
 kernel gives huge pages only where shmem_enabled allows (rarely): on 4 KiB pages the read
 kernel lost a fifth of its speed to TLB misses (12.5 vs 15.8 GB/s a core on a 2-core Xeon VM).
 
-Read: a bitwise-or reduction over the array's 64-bit words (no NaN handling, one integer op
-per 8 bytes: memory-bound on any core); it read 0.96x what a compiled OpenMP loop reads on the
-same arrays and threads (benchmarks/bench_bandwidth.py), numpy's float max 0.86x.
+Read: which numpy reduction reaches memory's speed depends on the CPU and numpy, so two are
+kept (measurements.READ_KERNELS), a bitwise-or over the array's 64-bit words and a max over its
+doubles, and a short probe (each kernel on the whole team, best of PROBE_PASSES, interleaved)
+picks the faster for every read of the measurement. Each reads every byte once, so neither can
+report more than memory delivers. Against a compiled OpenMP loop on the same arrays and threads
+(benchmarks/bench_bandwidth.py), on a 2-core Xeon VM: on 2026-12-01 the bitwise-or read 0.96x
+and the max 0.86x; on 2026-12-04, on an Emerald Rapids VM with numpy 2.4, the bitwise-or alone
+0.74x (medians 18.2 against 24.7 GB/s, benchmarks/data/bandwidth-2026-12-04-before.txt) and
+the probe's pick, the max, 1.03x (26.7 against 26.0, bandwidth-2026-12-04.txt); with numpy
+1.26 on that VM, the bitwise-or 16-17 GB/s and the max 25-27.
 
 Triad: STREAM's a = b + q*c moves two read streams and one write stream per element;
 its multiply is free next to the memory traffic. numpy cannot fuse the multiply into
@@ -37,12 +44,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ggprof.machine.measurements import BandwidthMeasurement, KernelResult, SgemmMeasurement
+from ggprof.machine.measurements import READ_KERNELS, BandwidthMeasurement, KernelResult, SgemmMeasurement
 
 MiB = 1 << 20
 GiB = 1 << 30
 _TRIAD_SCALAR = 3.0
 ONE_THREAD_READS = 3  # passes of the read kernel on one worker: the per-CPU figure a team is held to
+PROBE_PASSES = 2  # passes of each read kernel with the whole team, after a warm-up one, to pick the faster
 
 
 def array_bytes_for(llc_bytes: int | None, available_bytes: int, quick: bool) -> tuple[int, list[str]]:
@@ -119,9 +127,40 @@ def _bounds(n: int, threads: int) -> list[tuple[int, int]]:
     return [(cuts[k], cuts[k + 1]) for k in range(threads)]
 
 
-def read_words(x: np.ndarray) -> None:
-    """The read kernel: every byte of `x` (doubles) read once, as 64-bit words."""
+def _or_words(x: np.ndarray) -> None:
     np.bitwise_or.reduce(x.view(np.int64))
+
+
+def _max_doubles(x: np.ndarray) -> None:
+    np.max(x)
+
+
+# READ_KERNELS's names, each to its function: every byte of `x` (doubles) read once
+_READ_FUNCTIONS: dict[str, Callable[[np.ndarray], None]] = {"or": _or_words, "max": _max_doubles}
+assert _READ_FUNCTIONS.keys() == READ_KERNELS.keys()
+
+
+def fastest_kernel(rates_bytes_per_s: dict[str, float]) -> str:
+    """The kernel that read the most (the first named where two tie)."""
+    return max(rates_bytes_per_s, key=lambda k: rates_bytes_per_s[k])
+
+
+def _probe_read_kernels(team: _Team, bounds: list[tuple[int, int]], a: np.ndarray) -> str:
+    """Each read kernel over `a` with the whole team, best of PROBE_PASSES after a warm-up pass,
+    the kernels interleaved so a burst of noise hits them alike: the fastest's name."""
+
+    def kernel(name: str) -> Callable[[int], None]:
+        fn = _READ_FUNCTIONS[name]
+        return lambda k: fn(a[bounds[k][0] : bounds[k][1]])
+
+    kernels = {name: kernel(name) for name in _READ_FUNCTIONS}
+    for k in kernels.values():
+        team.time(k)
+    rates: dict[str, float] = dict.fromkeys(kernels, 0.0)
+    for _ in range(PROBE_PASSES):
+        for name, k in kernels.items():
+            rates[name] = max(rates[name], a.nbytes / team.time(k))
+    return fastest_kernel(rates)
 
 
 def measure_bandwidth(
@@ -136,6 +175,8 @@ def measure_bandwidth(
     team = _Team(threads)
     try:
         team.time(lambda k: _fill(bounds[k], a, b, c))  # first touch in parallel, like the kernels
+        read_kernel = _probe_read_kernels(team, bounds, a)
+        read_words = _READ_FUNCTIONS[read_kernel]
 
         def read(k: int) -> None:
             lo, hi = bounds[k]
@@ -158,7 +199,7 @@ def measure_bandwidth(
             samples["triad"].append(3 * size / team.time(triad))
     finally:
         team.close()
-    one = _one_thread_reads(a) if threads > 1 else KernelResult("read", tuple(samples["read"]))
+    one = _one_thread_reads(a, read_kernel) if threads > 1 else KernelResult("read", tuple(samples["read"]))
     results = {k: KernelResult(k, tuple(v)) for k, v in samples.items()}
     return BandwidthMeasurement(
         read=results["read"],
@@ -170,12 +211,14 @@ def measure_bandwidth(
         elapsed_s=time.perf_counter() - t_begin,
         notes=tuple(notes),
         read_one_thread=one,
+        read_kernel=read_kernel,
     )
 
 
-def _one_thread_reads(a: np.ndarray) -> KernelResult:
+def _one_thread_reads(a: np.ndarray, kernel: str) -> KernelResult:
     """The read kernel on one worker over the whole array: what a CPU reads alone, the figure a
     team of N can never beat N times over (BandwidthMeasurement.implausible)."""
+    read_words = _READ_FUNCTIONS[kernel]
     team = _Team(1)
     try:
         samples = tuple(a.nbytes / team.time(lambda _k: read_words(a)) for _ in range(ONE_THREAD_READS))
@@ -184,13 +227,15 @@ def _one_thread_reads(a: np.ndarray) -> KernelResult:
     return KernelResult("read", samples)
 
 
-def measure_reads(threads: int, array_bytes: int, reps: int) -> tuple[KernelResult, float]:
-    """More repetitions of the read kernel alone, on one array of `array_bytes` (the size the
-    figure being refined used), and the seconds it took: a third of a full measurement's memory."""
+def measure_reads(threads: int, array_bytes: int, reps: int, kernel: str) -> tuple[KernelResult, float]:
+    """More repetitions of the read kernel alone, on one array of `array_bytes` (the size and
+    the kernel the figure being refined used), and the seconds it took: a third of a full
+    measurement's memory."""
     t_begin = time.perf_counter()
     n = array_bytes // 8
     bounds = _bounds(n, threads)
     a = _alloc(n)
+    read_words = _READ_FUNCTIONS[kernel]
     team = _Team(threads)
     try:
 

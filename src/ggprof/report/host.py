@@ -75,6 +75,7 @@ def host_dict(r: HostReport) -> dict[str, Any]:
         "measured_copy_bandwidth_bytes_per_s": bw.copy.best_bytes_per_s if bw else None,
         "measured_triad_bandwidth_bytes_per_s": bw.triad.best_bytes_per_s if bw else None,
         "measured_bandwidth_spread": {k.name: k.spread for k in (bw.read, bw.copy, bw.triad)} if bw else None,
+        "measured_read_kernel": bw.read_kernel if bw else None,
         "measured_read_one_thread_bytes_per_s": bw.read_one_thread.best_bytes_per_s
         if bw and bw.read_one_thread
         else None,
@@ -110,7 +111,7 @@ def _method(r: HostReport) -> str:
     assert bw is not None
     return (
         f"STREAM-style kernels, {bw.threads} threads, each pass timed from the first worker's start to the "
-        f"last one's end, {bw.array_bytes >> 20} MiB arrays, read {bw.describe_reads()}"
+        f"last one's end, {bw.array_bytes >> 20} MiB arrays, {bw.describe_kernel()}, {bw.describe_reads()}"
         + (f"; {'; '.join(bw.notes)}" if bw.notes else "")
     )
 
@@ -152,7 +153,7 @@ def host_text(r: HostReport) -> str:
             _wrapped(
                 "",
                 f"({when}; {bw.threads} threads, each pass timed by its workers, {bw.array_bytes >> 20} MiB "
-                f"arrays, read {bw.describe_reads()}{one})",
+                f"arrays, {bw.describe_kernel()}, {bw.describe_reads()}{one})",
             )
         )
     elif ctx.refused_bandwidth:
