@@ -76,7 +76,7 @@ def test_a_sycl_log_says_its_ggml_sycl_f16() -> None:
 def test_the_sycl_rows_are_sourced_and_say_their_build() -> None:
     rows = [r for r in load_dataset(ROOT / "benchmarks/data/llama-cpp-results.jsonl", ProfileDB([builtin_dir()]))]
     sycl = [r for r in rows if r.backend == "sycl"]
-    assert {r.profile.id for r in sycl} == {"arc-a770", "arc-b580", "arc-140v"}
+    assert {r.profile.id for r in sycl} == {"arc-a770", "arc-b580", "arc-140v", "arc-pro-b70"}
     for r in sycl:
         assert r.source.startswith("https://") and r.raw.get("via"), r.label
         assert r.build.number is not None or r.build.date is not None, r.label
