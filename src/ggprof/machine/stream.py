@@ -145,15 +145,16 @@ def fastest_kernel(rates_bytes_per_s: dict[str, float]) -> str:
     return max(rates_bytes_per_s, key=lambda k: rates_bytes_per_s[k])
 
 
+def _reads(kernel: str, a: np.ndarray, bounds: list[tuple[int, int]]) -> Callable[[int], None]:
+    """Worker k's part of a read pass: the named read kernel over its slice of `a`."""
+    fn = _READ_FUNCTIONS[kernel]
+    return lambda k: fn(a[bounds[k][0] : bounds[k][1]])
+
+
 def _probe_read_kernels(team: _Team, bounds: list[tuple[int, int]], a: np.ndarray) -> str:
     """Each read kernel over `a` with the whole team, best of PROBE_PASSES after a warm-up pass,
     the kernels interleaved so a burst of noise hits them alike: the fastest's name."""
-
-    def kernel(name: str) -> Callable[[int], None]:
-        fn = _READ_FUNCTIONS[name]
-        return lambda k: fn(a[bounds[k][0] : bounds[k][1]])
-
-    kernels = {name: kernel(name) for name in _READ_FUNCTIONS}
+    kernels = {name: _reads(name, a, bounds) for name in _READ_FUNCTIONS}
     for k in kernels.values():
         team.time(k)
     rates: dict[str, float] = dict.fromkeys(kernels, 0.0)
@@ -175,12 +176,8 @@ def measure_bandwidth(
     team = _Team(threads)
     try:
         team.time(lambda k: _fill(bounds[k], a, b, c))  # first touch in parallel, like the kernels
-        read_kernel = _probe_read_kernels(team, bounds, a)
-        read_words = _READ_FUNCTIONS[read_kernel]
-
-        def read(k: int) -> None:
-            lo, hi = bounds[k]
-            read_words(a[lo:hi])
+        read_kernel = _probe_read_kernels(team, bounds, a)  # its passes warm the read up too
+        read = _reads(read_kernel, a, bounds)
 
         def copy(k: int) -> None:
             lo, hi = bounds[k]
@@ -190,7 +187,7 @@ def measure_bandwidth(
             lo, hi = bounds[k]
             np.add(b[lo:hi], c[lo:hi], out=a[lo:hi])
 
-        for kernel in (read, copy, triad):  # warm-up: thread wake-up, TLB, frequency ramp
+        for kernel in (copy, triad):  # warm-up: thread wake-up, TLB, frequency ramp
             team.time(kernel)
         samples: dict[str, list[float]] = {"read": [], "copy": [], "triad": []}
         for _ in range(reps):  # interleaved, so a burst of noise hits every kernel alike
@@ -235,17 +232,13 @@ def measure_reads(threads: int, array_bytes: int, reps: int, kernel: str) -> tup
     n = array_bytes // 8
     bounds = _bounds(n, threads)
     a = _alloc(n)
-    read_words = _READ_FUNCTIONS[kernel]
+    read = _reads(kernel, a, bounds)
     team = _Team(threads)
     try:
 
         def fill(k: int) -> None:
             lo, hi = bounds[k]
             a[lo:hi] = 1.0
-
-        def read(k: int) -> None:
-            lo, hi = bounds[k]
-            read_words(a[lo:hi])
 
         team.time(fill)  # first touch in parallel
         team.time(read)  # warm-up
