@@ -15,6 +15,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
+import ssl
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -55,24 +58,76 @@ class Served:
 
 
 class _Quiet(ThreadingHTTPServer):
+    tls: ssl.SSLContext | None = None  # TLS and plain HTTP on the one port: each connection's first byte says which
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a client that hung up on purpose is no news (and stderr is the test's to read)
 
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.tls is None:
+            return super().finish_request(request, client_address)
+        request.settimeout(10)
+        try:
+            if request.recv(1, socket.MSG_PEEK) == b"\x16":  # a TLS handshake's record type; else plain HTTP
+                with self.tls.wrap_socket(request, server_side=True) as secure:  # closed here: it took the socket over
+                    return super().finish_request(secure, client_address)
+        except OSError:
+            return None
+        return super().finish_request(request, client_address)
+
+
+def tls_context(folder: Path) -> tuple[ssl.SSLContext, Path]:
+    """A server context with a self-signed certificate for 127.0.0.1 (made by openssl), and the
+    certificate's file: a client trusts it through SSL_CERT_FILE."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    if not cert.exists():
+        subprocess.run(
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                str(key),
+                "-out",
+                str(cert),
+                "-days",
+                "2",
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    return ctx, cert
+
 
 class HubServer:
-    def __init__(self, latency_s: float = 0.0) -> None:
+    def __init__(self, latency_s: float = 0.0, tls: ssl.SSLContext | None = None) -> None:
         self.repos: dict[str, Repo] = {}
         self.plain: dict[str, Path] = {}  # /files/NAME
         self.ollama: dict[str, Path] = {}  # "NS/MODEL:TAG" -> the model blob's file
         self.latency_s = latency_s
         self.misbehave: dict[str, str] = {}  # file name -> how
         self.cdn_host: str | None = None  # redirect downloads to this host name (another host than the API's)
+        self.cdn_url: str | None = None  # redirect downloads to this origin (another port or scheme)
+        self.digests: dict[Path, str] = {}  # a blob's digest: its bytes' sha256, or what a test says it is
+        self.state_digests = True  # a blob's answer states its digest (Docker-Content-Digest), as the spec says
         self.stopped = threading.Event()  # set when the server stops: a stalled answer ends then
         self.served = Served()
         server = _Quiet(("127.0.0.1", 0), _handler(self))
         server.daemon_threads = True
+        server.tls = tls
         self.server = server
-        self.url = f"http://127.0.0.1:{server.server_address[1]}"
+        self.port = server.server_address[1]
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=server.serve_forever, daemon=True)
 
     def __enter__(self) -> HubServer:
@@ -85,7 +140,14 @@ class HubServer:
         self.server.server_close()
 
     def digest(self, path: Path) -> str:
-        return "sha256:" + hashlib.sha256(str(path).encode()).hexdigest()  # names the file (its bytes are large)
+        """The blob's digest, as a registry names it: the sha256 of its bytes (computed once)."""
+        if path not in self.digests:
+            h = hashlib.sha256()
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 22):
+                    h.update(chunk)
+            self.digests[path] = "sha256:" + h.hexdigest()
+        return self.digests[path]
 
 
 def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
@@ -116,7 +178,9 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 if how == "redirect-loop":
                     return self.redirect(path)
                 cdn = f"http://{hub.cdn_host}:{hub.server.server_address[1]}" if hub.cdn_host else ""
-                return self.redirect(f"{cdn}/cdn/{m[1]}/{repo.commit}/{m[3]}")
+                cdn = hub.cdn_url or cdn
+                # the Hub's resolve answer states the commit it resolved (huggingface_hub reads it)
+                return self.redirect(f"{cdn}/cdn/{m[1]}/{repo.commit}/{m[3]}", {"X-Repo-Commit": repo.commit})
             if m := re.fullmatch(r"/cdn/([^/]+/[^/]+)/([0-9a-f]+)/(.+)", path):
                 repo = hub.repos.get(m[1])
                 if repo is None or m[3] not in repo.files:
@@ -132,12 +196,12 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 blob = next((p for p in hub.ollama.values() if hub.digest(p) == m[3]), None)
                 if blob is None:
                     return self.error(404, "BlobUnknown")
-                return self.redirect(f"/blobstore/{m[3]}")
+                return self.redirect(f"/blobstore/{m[3]}", self.stated(blob))
             if m := re.fullmatch(r"/blobstore/(sha256:[0-9a-f]{64})", path):
                 blob = next((p for p in hub.ollama.values() if hub.digest(p) == m[1]), None)
                 if blob is None:
                     return self.error(404, "BlobUnknown")
-                return self.file(blob, blob.name, head)
+                return self.file(blob, blob.name, head, self.stated(blob))
             return self.error(404, "NotFound")
 
         # -- answers --------------------------------------------------------------------------
@@ -148,7 +212,7 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
-            hub.served.add(self.path, len(body), dict(self.headers))
+            hub.served.add(self.path, len(body), self.seen())
 
         def error(self, status: int, code: str) -> None:
             body = json.dumps({"error": code}).encode()
@@ -158,14 +222,19 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
-            hub.served.add(self.path, len(body), dict(self.headers))
+            hub.served.add(self.path, len(body), self.seen())
 
-        def redirect(self, location: str) -> None:
+        def stated(self, blob: Path) -> dict[str, str]:
+            return {"Docker-Content-Digest": hub.digest(blob)} if hub.state_digests else {}
+
+        def redirect(self, location: str, extra: dict[str, str] | None = None) -> None:
             self.send_response(302)
             self.send_header("Location", location)
+            for k, v in (extra or {}).items():
+                self.send_header(k, v)
             self.send_header("Content-Length", "0")
             self.end_headers()
-            hub.served.add(self.path, 0, dict(self.headers))
+            hub.served.add(self.path, 0, self.seen())
 
         def model_info(self, repo_id: str, revision: str | None) -> None:
             repo = hub.repos.get(repo_id)
@@ -206,7 +275,7 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 }
             )
 
-        def file(self, disk: Path, name: str, head: bool) -> None:
+        def file(self, disk: Path, name: str, head: bool, extra: dict[str, str] | None = None) -> None:
             size = disk.stat().st_size
             how = hub.misbehave.get(name, "")
             m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
@@ -223,6 +292,8 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             start, end = int(m[1]), min(int(m[2]) if m[2] else size - 1, size - 1)
             claimed = size * 2 if how == "lie-size" else size
             self.send_response(206)
+            for k, v in (extra or {}).items():
+                self.send_header(k, v)
             self.send_header("Content-Range", f"bytes {start}-{end}/{claimed}")
             length = end - start + 1
             self.send_header("Content-Length", str(length * 2 if how == "send-more" else length))
@@ -244,6 +315,12 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 return
             self.stream(disk, start, length * 2 if how == "send-more" else length)
 
+        def seen(self) -> dict[str, str]:
+            """The request's headers, names in lower case, and the scheme it came over (`:scheme`)."""
+            return {":scheme": "https" if isinstance(self.connection, ssl.SSLSocket) else "http"} | {
+                k.lower(): v for k, v in self.headers.items()
+            }
+
         def stream(self, disk: Path, start: int, length: int) -> None:
             sent = 0
             try:
@@ -256,6 +333,6 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             except OSError:
                 pass
             finally:
-                hub.served.add(self.path, sent, dict(self.headers))
+                hub.served.add(self.path, sent, self.seen())
 
     return Handler

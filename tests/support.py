@@ -80,6 +80,72 @@ def as_process(*args: str, env: dict[str, str] | None = None, timeout_s: float =
     return CliResult(r.returncode, r.stdout, r.stderr)
 
 
+@dataclass
+class Bounded(CliResult):
+    elapsed_s: float
+    peak_rss_bytes: int
+
+
+def as_bounded_process(
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 60,
+    max_rss_bytes: int = 1 << 30,
+    stdin: str | Path | None = None,
+) -> Bounded:
+    """`ggprof ARGS` in a subprocess of its own session, held to a whole deadline and a memory
+    ceiling (its resident memory sampled every 20 ms), that must leave no process behind: a
+    hostile-input test's own limits. `stdin`: a file given as its standard input."""
+    import threading
+
+    stdin_file = open(stdin, "rb") if stdin is not None else subprocess.DEVNULL  # noqa: SIM115
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ggprof", *args],
+        stdin=stdin_file,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
+    out: dict[str, bytes] = {}
+    reader = threading.Thread(target=lambda: out.update(zip(("out", "err"), proc.communicate(), strict=True)))
+    reader.start()
+    peak, watched = 0, psutil.Process(proc.pid)
+    try:
+        while reader.is_alive() and time.monotonic() - start < timeout_s and peak <= max_rss_bytes:
+            with contextlib.suppress(psutil.Error):
+                peak = max(peak, watched.memory_info().rss)
+            reader.join(0.02)
+    finally:
+        if stdin is not None:
+            stdin_file.close()  # type: ignore[union-attr]
+        alive = reader.is_alive()
+        if alive:
+            os.killpg(proc.pid, signal.SIGKILL)
+            reader.join(30)
+        elapsed = time.monotonic() - start
+        left = [p for p in psutil.process_iter(["pid"]) if _in_session(p, proc.pid)]
+        for p in left:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+    assert peak <= max_rss_bytes, (
+        f"ggprof {' '.join(args)[:200]}: {peak >> 20} MiB resident, over {max_rss_bytes >> 20}"
+    )
+    assert not alive, f"ggprof {' '.join(args)[:200]}: still running after {timeout_s:.0f} s"
+    assert not left, f"ggprof {' '.join(args)[:200]} left processes running: {[p.pid for p in left]}"
+    return Bounded(
+        proc.returncode, out["out"].decode(errors="replace"), out["err"].decode(errors="replace"), elapsed, peak
+    )
+
+
+def _in_session(p: psutil.Process, sid: int) -> bool:
+    try:
+        return p.pid != sid and os.getsid(p.pid) == sid and p.status() != psutil.STATUS_ZOMBIE
+    except (OSError, psutil.Error):
+        return False
+
+
 def clean_output(text: str) -> bool:
     """No terminal control code in it."""
     return not any(c in text for c in CONTROL)

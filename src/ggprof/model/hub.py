@@ -10,8 +10,10 @@ References:
 
 Hugging Face is reached through `huggingface_hub`, as its users have it set up: `HF_ENDPOINT`,
 `HF_TOKEN` or the login `hf auth login` stored, `HF_HUB_OFFLINE`. A header read once is kept in
-ggprof's cache, keyed by what names its content (a commit, an ETag, a digest): read again from
-the same commit it costs no request. A token is sent only to the host it is for, never printed.
+ggprof's cache, keyed by where it came from (scheme, host and port) and what names its content
+(a commit, a digest), and only once the server has stated that name for the bytes it served:
+read again from the same commit it costs no request. A token is sent only to the origin it is
+for (scheme, host and port), never over a redirect to plain http, never printed.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any, TypeVar
 
 from ggprof.errors import BadInputError, GGUFError, RemoteError
 from ggprof.model.gguf import _MAX_TENSOR_INFO_BYTES, SPLIT_NAME, GGUFHeader, read_header_from
-from ggprof.model.ranges import MAX_HEADER_BYTES, RangeReader, RemoteFile, Traffic, get_json, shown_url
+from ggprof.model.ranges import MAX_HEADER_BYTES, RangeReader, RemoteFile, Traffic, get_json, origin, shown_url
 from ggprof.paths import cache_dir
 from ggprof.units import clean_name
 
@@ -59,8 +61,12 @@ class RemoteFileRef:
     url: str
     shown: str  # as the user would name it: hf:ORG/REPO/FILE, the URL without its query
     headers: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
-    content_key: str | None = None  # a commit or digest that names the bytes (a cache hit needs no request)
+    # its origin and the commit or digest that name the bytes (a cache hit needs no request)
+    content_key: str | None = None
     size: int | None = None  # as a listing states it
+    # what the server must state of the bytes it serves (a header of DIGEST_HEADERS and its value)
+    # before they are kept under `content_key`
+    expect: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -123,9 +129,15 @@ def _hf_file(repo: str, filename: str, revision: str | None, commit: str | None,
         url=url,
         shown=f"hf:{repo}/{filename}" + (f"@{revision}" if revision else ""),
         headers=_hf_headers(),
-        content_key=f"hf:{_endpoint()}:{repo}:{commit}:{filename}" if commit else None,
+        content_key=f"hf:{_origin_text(_endpoint())}:{repo}:{commit}:{filename}" if commit else None,
         size=size,
+        expect=(("x-repo-commit", commit),) if commit else (),  # the Hub states the commit it resolved
     )
+
+
+def _origin_text(url: str) -> str:
+    scheme, host, port = origin(url)
+    return f"{scheme}://{host}:{port}"
 
 
 def model_ref(text: str) -> RemoteModel:
@@ -148,9 +160,8 @@ def model_ref(text: str) -> RemoteModel:
     names = _shard_names(u.path.rsplit("/", 1)[-1])
     base = text[: text.index(u.path) + len(u.path) - len(u.path.rsplit("/", 1)[-1])]
     query = f"?{u.query}" if u.query else ""
-    # a resolve link on the Hub's own host carries the user's token, as hf:// does
-    hub_host = urllib.parse.urlsplit(_endpoint()).netloc
-    headers = _hf_headers() if u.netloc == hub_host else {}
+    # a resolve link on the Hub's own origin (scheme, host and port) carries the user's token, as hf:// does
+    headers = _hf_headers() if origin(text) == origin(_endpoint()) else {}
     files = tuple(
         RemoteFileRef(url=f"{base}{n}{query}", shown=_shown_path(f"{base}{n}"), headers=headers) for n in names
     )
@@ -203,8 +214,9 @@ def _ollama_model(text: str) -> RemoteModel:
     ref = RemoteFileRef(
         url=f"{base}/blobs/{digest}",
         shown=shown,
-        content_key=f"ollama:{digest}",
+        content_key=f"ollama:{_origin_text(base)}:{digest}",  # a digest is kept per registry: each answers for its own
         size=size if isinstance(size, int) and size > 0 else None,
+        expect=(("docker-content-digest", digest),),
     )
     return RemoteModel(shown, (ref,))
 
@@ -325,18 +337,42 @@ def read_remote_header(ref: RemoteFileRef, shard: int, max_header_bytes: int, tr
         return read_header_from(_Prefix(data, size, ref.shown), size, path, shard)
     if ref.url.startswith(_endpoint()) and _offline():
         raise RemoteError(f"{ref.shown}: HF_HUB_OFFLINE is set and its header is not in ggprof's cache")
-    f = RemoteFile(RangeReader(ref.url, ref.headers, traffic), max_header_bytes)
+    reader = RangeReader(ref.url, ref.headers, traffic)
+    f = RemoteFile(reader, max_header_bytes)
     if ref.size is not None and ref.size != f.size:
         raise RemoteError(f"{ref.shown}: the server says {f.size:,} bytes, its listing {ref.size:,}")
+    verified = _verified(ref, reader.stated, f)
     header = read_header_from(f, f.size, path, shard)
     ends = [header.data_offset + t.offset + t.n_bytes for t in header.tensors]
     if ends and f.size > max(ends) + header.alignment + (1 << 20):
         raise RemoteError(
             f"{ref.shown}: the server says the file has {f.size:,} bytes, but its tensors end at {max(ends):,}"
         )
-    # kept: the header and what the reader looked ahead past it (a tensor record's bound)
-    _keep(ref, bytes(f.data[: header.data_offset + _LOOK_AHEAD_BYTES]), f.size, f.etag)
+    if verified:  # kept: the header and what the reader looked ahead past it (a tensor record's bound)
+        _keep(ref, bytes(f.data[: header.data_offset + _LOOK_AHEAD_BYTES]), f.size, f.etag)
     return header
+
+
+def _verified(ref: RemoteFileRef, stated: set[tuple[str, str]], f: RemoteFile) -> bool:
+    """Whether the bytes served are the ones `ref`'s commit or digest names, so that they may be
+    kept under it: the server states that name (a registry's Docker-Content-Digest, the Hub's
+    X-Repo-Commit), or the whole file was read and its sha256 is the digest. A server stating
+    another name is refused; one stating none is read, not kept (a digest names the whole file,
+    and only its header is read)."""
+    verified = False
+    for name, want in ref.expect:
+        said = {value.lower() for key, value in stated if key == name}
+        if said - {want.lower()}:
+            got = clean_name(sorted(said - {want.lower()})[0], 80)
+            raise RemoteError(
+                f"{ref.shown}: the server serves {got} ({name}) where {clean_name(want, 80)} was asked for"
+            )
+        verified = verified or bool(said)
+        if name == "docker-content-digest" and len(f.data) >= f.size:
+            if "sha256:" + hashlib.sha256(bytes(f.data[: f.size])).hexdigest() != want.lower():
+                raise RemoteError(f"{ref.shown}: the bytes served are not those of {clean_name(want, 80)}")
+            verified = True
+    return verified
 
 
 class _Prefix:
@@ -364,17 +400,22 @@ def _cache_paths(key: str) -> tuple[Path, Path]:
 
 
 def _cached(ref: RemoteFileRef) -> tuple[bytes, int, str | None] | None:
-    """A header kept under the commit or digest that names the file's bytes (no request)."""
+    """A header kept under the origin and the commit or digest that name the file's bytes (no
+    request), whole as it was kept (its sha256 checked)."""
     if ref.content_key is None:
         return None
     head, meta = _cache_paths(ref.content_key)
     try:
+        if meta.stat().st_size > 4096 or head.stat().st_size > MAX_HEADER_BYTES:
+            return None
         info = json.loads(meta.read_text())
         data = head.read_bytes()
     except (OSError, ValueError):
         return None
     if not isinstance(info, dict) or info.get("key") != ref.content_key or not isinstance(info.get("size"), int):
         return None
+    if info.get("sha256") != hashlib.sha256(data).hexdigest():
+        return None  # changed since it was kept: read again
     return data, int(info["size"]), info.get("etag")
 
 
@@ -382,12 +423,10 @@ def _keep(ref: RemoteFileRef, data: bytes, size: int, etag: str | None) -> None:
     if ref.content_key is None or len(data) > MAX_HEADER_BYTES:
         return
     head, meta = _cache_paths(ref.content_key)
+    kept = {"key": ref.content_key, "size": size, "etag": etag, "sha256": hashlib.sha256(data).hexdigest()}
     try:
         head.parent.mkdir(parents=True, exist_ok=True)
-        for path, blob in (
-            (head, data),
-            (meta, json.dumps({"key": ref.content_key, "size": size, "etag": etag}).encode()),
-        ):
+        for path, blob in ((head, data), (meta, json.dumps(kept).encode())):
             tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_bytes(blob)
             os.replace(tmp, path)

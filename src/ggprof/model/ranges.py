@@ -4,9 +4,10 @@ The first request asks for the first MiB and learns the file's size from `Conten
 each later one asks for twice the last (a 262k-token vocabulary is megabytes of header), until
 the parser has the tensor table. Every request is bounded as a whole (ggprof.netio: a deadline
 over connecting, headers and body, and a byte cap of what was asked plus framing); redirects
-are followed only to http(s) and at most MAX_REDIRECTS times, credentials never to another
-host; what a server sends is checked against what was asked (the range, the size). Nothing is
-read past `max_header_bytes` in all.
+are followed only to http(s), never from https down to http, and at most MAX_REDIRECTS times;
+credentials go only to the exact origin (scheme, host and port) they were given for; what a
+server sends is checked against what was asked (the range, the size). Nothing is read past
+`max_header_bytes` in all.
 """
 
 from __future__ import annotations
@@ -64,18 +65,39 @@ def shown_url(url: str) -> str:
 
 
 REDIRECTS = (301, 302, 303, 307, 308)
+DEFAULT_PORTS = {"http": 80, "https": 443}
+# What a server states names the content it serves: a registry's blob (the distribution spec's
+# Docker-Content-Digest), the Hub's resolve answer (the commit it resolved, an LFS file's sha256)
+DIGEST_HEADERS = ("docker-content-digest", "x-repo-commit", "x-linked-etag")
+CREDENTIALS = ("authorization", "cookie", "proxy-authorization")  # never past the origin they were given for
+
+
+def origin(url: str) -> tuple[str, str, int]:
+    """A URL's origin as browsers and huggingface_hub compare it: scheme, host and port (the
+    scheme's default where none is written)."""
+    u = urllib.parse.urlsplit(url)
+    scheme = u.scheme.lower()
+    try:
+        port = u.port
+    except ValueError:
+        port = None
+    return scheme, (u.hostname or "").lower(), port or DEFAULT_PORTS.get(scheme, 0)
 
 
 def next_hop(
-    url: str, location: str, origin: str | None, headers: dict[str, str], where: str
+    url: str, location: str, first: tuple[str, str, int], headers: dict[str, str], where: str
 ) -> tuple[str, dict[str, str]]:
-    """Where a redirect leads, and the headers that may go there: http(s) only, credentials
-    only to the host they were given for (the one home of this policy)."""
+    """Where a redirect leads, and the headers that may go there (the one home of this policy):
+    http(s) only, never from https down to plain http, and credentials only to the exact
+    origin (`first`: scheme, host and port) they were given for."""
     nxt = urllib.parse.urljoin(url, location)
-    if urllib.parse.urlsplit(nxt).scheme not in ("http", "https"):
+    scheme = urllib.parse.urlsplit(nxt).scheme.lower()
+    if scheme not in ("http", "https"):
         raise RemoteError(f"{where}: redirected to a non-http(s) URL ({clean_name(location, 60)})")
-    if urllib.parse.urlsplit(nxt).hostname != origin:
-        headers = {k: v for k, v in headers.items() if k.lower() not in ("authorization", "cookie")}
+    if urllib.parse.urlsplit(url).scheme.lower() == "https" and scheme == "http":
+        raise RemoteError(f"{where}: redirected from https to plain http ({shown_url(nxt)}); not followed")
+    if origin(nxt) != first:
+        headers = {k: v for k, v in headers.items() if k.lower() not in CREDENTIALS}
     return nxt, headers
 
 
@@ -113,6 +135,7 @@ class RangeReader:
             raise RemoteError(f"{shown_url(url)}: not an http(s) URL")
         self.url, self.headers = url, dict(headers or {})
         self.traffic = traffic or Traffic()
+        self.stated: set[tuple[str, str]] = set()  # what the answers said names the content (DIGEST_HEADERS)
         self._landed: tuple[str, dict[str, str]] | None = None  # where the redirects led, for the next range
 
     def get(self, start: int, end: int) -> Answer:
@@ -129,14 +152,14 @@ class RangeReader:
                 pass
             self._landed = None
         url, headers = self.url, dict(self.headers)
-        origin = urllib.parse.urlsplit(url).hostname
+        first = origin(url)
         for _ in range(MAX_REDIRECTS + 1):
             _, location, answer = self._request(urllib.parse.urlsplit(url), headers, start, end)
             if location is None:
                 assert answer is not None
                 self._landed = (url, headers)
                 return answer
-            url, headers = next_hop(url, location, origin, headers, shown_url(self.url))
+            url, headers = next_hop(url, location, first, headers, shown_url(self.url))
         raise RemoteError(f"{shown_url(self.url)}: more than {MAX_REDIRECTS} redirects")
 
     def _request(
@@ -152,6 +175,10 @@ class RangeReader:
             )
             resp = conn.getresponse()
             status = resp.status
+            for name in DIGEST_HEADERS:  # a redirect's too: the Hub states them on its resolve answer
+                value = resp.getheader(name)
+                if value and len(self.stated) < 16:
+                    self.stated.add((name, clean_name(value.strip().strip('"'), 100)))
             if status in REDIRECTS:
                 location = resp.getheader("Location")
                 if not location:
@@ -236,7 +263,7 @@ def get_json(url: str, headers: dict[str, str] | None = None) -> Any:
     bounded by the same whole deadline and a 1 MiB cap."""
     from ggprof.bounded import TooManyItems, loads_bounded
 
-    origin = urllib.parse.urlsplit(url).hostname
+    first = origin(url)
     sent = dict(headers or {})
     where = shown_url(url)
     for _ in range(MAX_REDIRECTS + 1):
@@ -249,7 +276,7 @@ def get_json(url: str, headers: dict[str, str] | None = None) -> Any:
             conn.request("GET", target(u), headers=sent)
             resp = conn.getresponse()
             if resp.status in REDIRECTS and resp.getheader("Location"):
-                url, sent = next_hop(url, resp.getheader("Location") or "", origin, sent, where)
+                url, sent = next_hop(url, resp.getheader("Location") or "", first, sent, where)
                 continue
             raw = resp.read(MAX_JSON_BYTES + 1)
         if resp.status == 404:
