@@ -124,3 +124,23 @@ def test_every_finding_code_is_documented_with_its_severity() -> None:
             documented.setdefault(code, set()).add(severity)
     assert len(emitted) >= 18
     assert documented == emitted
+
+
+def test_help_lists_the_exit_statuses_of_the_docs_table() -> None:
+    """`ggprof --help` and docs/commands.md's "Exit statuses" give the same statuses in the same
+    order, each help line the start of the table's meaning, and both cover every ExitStatus; the
+    table is the one the code generates."""
+    from support import in_process
+
+    from ggprof.errors import ExitStatus, exit_status_table
+
+    r = in_process("--help")
+    assert r.exit_code == 0
+    listed = r.stdout.split("Exit status:\n", 1)[1].split("\n\n", 1)[0]
+    helped = [(int(m[1]), m[2]) for m in re.finditer(r"^\s+(\d+)\s+(.+)$", listed, re.M)]
+    doc = (Path(__file__).parents[1] / "docs" / "commands.md").read_text()
+    section = doc.split("## Exit statuses", 1)[1].split("\n## ", 1)[0]
+    tabled = [(int(m[1]), m[2]) for m in re.finditer(r"^\| (\d+) \| (.+) \|$", section, re.M)]
+    assert [s for s, _ in helped] == [s for s, _ in tabled] == sorted(int(s) for s in ExitStatus)
+    assert all(meaning.startswith(brief) for (_, brief), (_, meaning) in zip(helped, tabled, strict=True))
+    assert exit_status_table() in section

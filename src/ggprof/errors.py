@@ -19,6 +19,48 @@ class ExitStatus(IntEnum):
     TERMINATED = 143  # SIGTERM: 128 + 15
 
 
+# What each status means: the one table `ggprof --help` (its brief, the start of its meaning) and
+# docs/commands.md's "Exit statuses" (its meaning) are generated from; tests/test_docs.py holds them equal.
+EXIT_STATUSES: tuple[tuple[ExitStatus, str, str], ...] = (
+    (ExitStatus.OK, "ok; for a verdict: plausible (or unknown)", "ok; for a verdict: plausible (or unknown)"),
+    (ExitStatus.INTERNAL_ERROR, "internal error: a bug in ggprof", "internal error: a bug in ggprof"),
+    (
+        ExitStatus.BAD_INPUT,
+        "bad input or usage",
+        "bad input or usage (a bad file, flag value, profile; a model llama.cpp refuses; a URL or path "
+        "that names nothing; a log that is binary or cannot be read; a remote model that cannot be read: "
+        "gated, private or missing, or a server that breaks the protocol or its deadline)",
+    ),
+    (ExitStatus.SUSPICIOUS, "suspicious", "suspicious: measured far below what the hardware allows"),
+    (ExitStatus.IMPOSSIBLE, "impossible", "impossible: measured above what the hardware allows"),
+    (
+        ExitStatus.RUN_FAILED,
+        "the run being measured failed",
+        "the run being measured failed: llama.cpp's child or llama-bench crashed, was killed, timed out or "
+        "printed what is not its output (a program that is not llama-bench); a server broke off, answered "
+        "an error, ran past its deadline or sent an answer that contradicts itself",
+    ),
+    (
+        ExitStatus.HUNG_UP,
+        "hung up (SIGHUP)",
+        "hung up (SIGHUP): the terminal closed, an SSH session dropped; everything the run started is ended",
+    ),
+    (ExitStatus.INTERRUPTED, "interrupted (Ctrl-C)", "interrupted (Ctrl-C); the llama.cpp child is ended with ggprof"),
+    (ExitStatus.TERMINATED, "terminated (SIGTERM)", "terminated (SIGTERM); the llama.cpp child is ended with ggprof"),
+)
+
+
+def exit_status_help() -> str:
+    """The exit statuses as `ggprof --help` lists them (one a line, kept as written by Click)."""
+    return "\b\nExit status:\n" + "\n".join(f"  {int(s):>3}  {brief}" for s, brief, _ in EXIT_STATUSES)
+
+
+def exit_status_table() -> str:
+    """The exit statuses as docs/commands.md's table gives them."""
+    rows = "\n".join(f"| {int(s)} | {meaning} |" for s, _, meaning in EXIT_STATUSES)
+    return f"| status | meaning |\n|---|---|\n{rows}\n"
+
+
 class GGProfError(Exception):
     """Base of every error ggprof reports as one `Error: ...` line."""
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ggprof import __version__
+from ggprof.errors import exit_status_help
 from ggprof.llamacpp import (
     CACHE_TYPE,
     GGML_MAX_N_THREADS,
@@ -159,11 +160,10 @@ class ClosedPipe(Exception):
 @click.version_option(__version__, prog_name="ggprof")
 def cli() -> None:
     """How fast should a GGUF model run on this machine, how fast does it run,
-    and is that number believable?
+    and is that number believable?"""
 
-    Exit status: 0 ok/plausible, 1 internal error, 2 bad input or usage,
-    3 suspicious, 4 impossible, 130 interrupted (Ctrl-C), 143 terminated.
-    """
+
+cli.help = f"{cli.help}\n\n{exit_status_help()}"  # from the one table of exit statuses (ggprof.errors)
 
 
 CACHE_TYPES = click.Choice(KV_CACHE_TYPES, case_sensitive=False)
