@@ -82,3 +82,25 @@ def test_usage_errors_are_one_line(run_cli) -> None:  # type: ignore[no-untyped-
     assert r.stderr == "Error: Missing argument 'MODEL.gguf'.\n"
     r = run_cli("inspect", "--bogus", "x")
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "No such option" in r.stderr
+
+
+def test_inspect_of_a_local_file_loads_no_engine_verdict_or_network_module(gemma_path: Path) -> None:
+    """`ggprof inspect FILE` loads what reading a header needs (the plugins' architecture rules
+    included), not the engines, the verdict rules, the log reader, the pipelines or the network:
+    its start-up is most of its time (benchmarks/bench_inspect.py times it)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, runpy\n"
+        "sys.argv = ['ggprof', 'inspect', sys.argv[1]]\n"
+        "try:\n    runpy.run_module('ggprof', run_name='__main__')\n"
+        "finally:\n    print('\\n'.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(gemma_path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "gemma3" in r.stdout, r.stderr[-2000:]
+    loaded = set(r.stderr.split())
+    assert "ggprof.model.spec" in loaded and "ggprof.plugins" in loaded  # it did read the model, with the plugins
+    unwanted = {"ggprof.engines", "ggprof.verdict.judge", "ggprof.logs", "ggprof.pipelines", "ggprof.model.hub"}
+    unwanted |= {"ggprof.bench.supervise", "psutil", "http.client", "ssl", "huggingface_hub"}
+    assert loaded & unwanted == set()

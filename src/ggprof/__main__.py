@@ -15,7 +15,7 @@ def run() -> None:
 
         print(f"ggprof, version {__version__}")  # click's version_option says the same
         return
-    from ggprof.bench.supervise import adopt_orphans
+    from ggprof.bench.orphans import adopt_orphans
     from ggprof.cli import run as run_cli
 
     adopt_orphans()  # a process the measured program leaves behind becomes ours, to be ended

@@ -280,14 +280,20 @@ def extensions() -> Extensions:
     from ggprof.pipelines.extensions import Extensions
 
     dirs = [Path(p) for paths in call_hook("profile_dirs")[0] for p in paths]
-    hook = plugin_manager().hook
     return Extensions(
         backends=backends(),
         engines=engines(),
         profiles=ProfileDB.default(dirs),
-        swa_default=lambda arch: hook.swa_pattern(architecture=arch),
+        swa_default=swa_default(),
         extra_findings=extra_findings,
     )
+
+
+def swa_default() -> Callable[[str], SwaPattern | None]:
+    """The plugins' architecture rules alone: what reading a model needs (`inspect` loads no
+    engine, backend or profile for it)."""
+    hook = plugin_manager().hook
+    return lambda arch: hook.swa_pattern(architecture=arch)
 
 
 def extra_findings(case: JudgeCase) -> list[Finding]:

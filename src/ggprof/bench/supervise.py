@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import os
 import queue
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +18,7 @@ from typing import IO, TypeVar
 
 import psutil
 
+from ggprof.bench.orphans import adopting
 from ggprof.units import clean, clean_name
 
 T = TypeVar("T")
@@ -31,27 +30,6 @@ def spawn(argv: list[str], *, stdin: int, stderr: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
         argv, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, text=True, errors="replace", start_new_session=True
     )
-
-
-_adopting = False  # set by adopt_orphans: this process is its descendants' subreaper
-
-
-def adopt_orphans() -> None:
-    """Make this process the subreaper of its descendants (Linux: prctl PR_SET_CHILD_SUBREAPER):
-    a process that a program it started leaves behind, even in a session of its own, becomes
-    this process's child instead of init's, so it can be found and ended. Only the ggprof
-    command itself asks for it (not a program that imports ggprof)."""
-    global _adopting
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        _adopting = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        _adopting = False
-
-
-PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
 def kill_group(proc: subprocess.Popen[str]) -> None:
@@ -198,7 +176,7 @@ class Supervised:
                 with contextlib.suppress(psutil.Error, OSError):
                     if p.pid != self.proc.pid and os.getsid(p.pid) == self.proc.pid:
                         left.append(p)
-            if _adopting:
+            if adopting():
                 for p in psutil.Process().children():
                     with contextlib.suppress(psutil.Error):
                         if p.pid != self.proc.pid and p.create_time() >= self.started_at - 1:

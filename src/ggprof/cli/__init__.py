@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import click
 
-from ggprof.cli.base import ClosedPipe, cli, extensions, invocation
+from ggprof.cli.base import ClosedPipe, cli, extensions, invocation, swa_default
 from ggprof.errors import ExitStatus, GGProfError
 from ggprof.machine.tools import tool_timeout_cap_s
 from ggprof.units import clean_name
@@ -45,6 +45,7 @@ def error_line(message: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; every failure becomes one `Error: ...` line and a documented status."""
     extensions.cache_clear()  # resolved afresh for each invocation (tests run many in one process)
+    swa_default.cache_clear()
     invocation[:] = list(argv) if argv is not None else sys.argv[1:]
     previous = {s: signal.signal(s, _on_sigterm) for s in ENDING_SIGNALS}
     try:

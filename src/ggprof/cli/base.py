@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ggprof.figures import Figure
     from ggprof.machine.facts import HostFacts
     from ggprof.machine.target import DeviceChoice
-    from ggprof.model.spec import ModelSpec
+    from ggprof.model.spec import ModelSpec, SwaDefault
     from ggprof.pipelines.extensions import Extensions
 
 
@@ -45,6 +45,15 @@ if TYPE_CHECKING:
 def extensions() -> Extensions:
     """What the plugins add, resolved once per command and passed down to the core."""
     from ggprof.plugins import extensions as resolve
+
+    return resolve()
+
+
+@cache
+def swa_default() -> SwaDefault:
+    """The plugins' architecture rules, all a model's header needs: a command that only reads a
+    model (`inspect`) loads no engine, backend or profile."""
+    from ggprof.plugins import swa_default as resolve
 
     return resolve()
 
@@ -479,7 +488,7 @@ def resolve_model(model: str | None) -> tuple[ModelSpec, Path]:
         path = ensure_model()
         return load_model_arg(str(path)), path
     from ggprof.errors import BadInputError
-    from ggprof.model.hub import is_remote
+    from ggprof.model.stores import is_remote
 
     if is_remote(model):
         raise BadInputError(
@@ -548,9 +557,8 @@ def load_model_arg(text: str) -> ModelSpec:
     """Inspect a model: a file, `ollama:NAME[:TAG]`, LM Studio's `publisher/model`, or a remote one
     (`hf://ORG/REPO/FILE.gguf`, an http(s) URL, `ollama://NAMESPACE/MODEL:TAG`: its header by range
     requests), with the plugins' architecture rules."""
-    from ggprof.model.hub import is_remote
     from ggprof.model.spec import load_model, model_from_headers
-    from ggprof.model.stores import resolve_reference
+    from ggprof.model.stores import is_remote, resolve_reference
 
     if is_remote(text):
         from ggprof.model.hub import model_ref, read_remote_model
@@ -564,5 +572,5 @@ def load_model_arg(text: str) -> ModelSpec:
                 f"{'s' if traffic.requests != 1 else ''}, {traffic.bytes / 1e6:.2f} MB",
                 err=True,
             )
-        return model_from_headers(headers, swa_default=extensions().swa_default)
-    return load_model(resolve_reference(text), swa_default=extensions().swa_default)
+        return model_from_headers(headers, swa_default=swa_default())
+    return load_model(resolve_reference(text), swa_default=swa_default())

@@ -190,7 +190,7 @@ def fit(
         else:
             device = with_memory(device, int(memory_gb * 1e9) if memory_gb else None, "--memory")
         target = replace(target, device=device, cpu=cpu)
-    from ggprof.model.hub import is_remote
+    from ggprof.model.stores import is_remote
 
     locations = [] if paths else default_locations()
     found = scan([Path(p) for p in paths if not is_remote(p)], locations)

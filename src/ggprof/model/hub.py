@@ -33,12 +33,11 @@ from typing import Any, TypeVar
 from ggprof.errors import BadInputError, GGUFError, RemoteError
 from ggprof.model.gguf import _MAX_TENSOR_INFO_BYTES, SPLIT_NAME, GGUFHeader, read_header_from
 from ggprof.model.ranges import MAX_HEADER_BYTES, RangeReader, RemoteFile, Traffic, get_json, origin, shown_url
+from ggprof.model.stores import OLLAMA_MODEL_LAYER
+from ggprof.model.stores import OLLAMA_REGISTRY as DEFAULT_REGISTRY
 from ggprof.paths import cache_dir
 from ggprof.units import clean_name
 
-SCHEMES = ("hf://", "http://", "https://", "ollama://")
-DEFAULT_REGISTRY = "registry.ollama.ai"
-OLLAMA_MODEL_LAYER = "application/vnd.ollama.image.model"
 LIST_DEADLINE_S = 60.0  # the repository's listing, as a whole
 MAX_SHARDS = 256
 MAX_REPO_FILES = 20_000
@@ -48,10 +47,6 @@ _REVISION = re.compile(r"^[\w.\-/]{1,120}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 T = TypeVar("T")
 _LOOK_AHEAD_BYTES = _MAX_TENSOR_INFO_BYTES
-
-
-def is_remote(text: str) -> bool:
-    return text.startswith(SCHEMES)
 
 
 @dataclass(frozen=True)

@@ -43,10 +43,17 @@ if TYPE_CHECKING:
 
 OLLAMA_MODEL_LAYER = "application/vnd.ollama.image.model"
 OLLAMA_REGISTRY = "registry.ollama.ai"
+REMOTE_SCHEMES = ("hf://", "http://", "https://", "ollama://")  # models elsewhere (ggprof.model.hub)
 MAX_ENTRIES = 200_000  # files and folders one scan looks at
 MAX_DEPTH = 12
 MAX_MANIFEST_BYTES = 1 << 20
 _SHARD = re.compile(SPLIT_NAME.pattern, re.IGNORECASE)  # the stores' names may differ in case
+
+
+def is_remote(text: str) -> bool:
+    """A reference to a model elsewhere, read by ggprof.model.hub (kept here, where references
+    are told apart, so that a local file's command never imports the network's modules)."""
+    return text.startswith(REMOTE_SCHEMES)
 
 
 @dataclass(frozen=True, kw_only=True)
