@@ -44,7 +44,7 @@ def test_tiny_claim_with_huge_stddev_is_suspicious(tmp_path: Path, gemma_path: P
         (["--tg", "-3"], "Invalid value for '--tg'"),
         (["--tg", "10", "--depth", "9" * 300], "Invalid value for '--depth'"),
         (["--tg", "10", "--prompt", "0"], "Invalid value for '--prompt'"),
-        (["--tg", "10", "-ngl", str(2**40)], "Invalid value for '--n-gpu-layers'"),
+        (["--tg", "10", "-ngl", str(2**40)], "Invalid value for '-ngl'"),
         (["--tg", "10", "--bandwidth", "nan"], "cannot read bandwidth"),
         (["--tg", "10", "--flops", "inf"], "--flops 'inf' TFLOP/s is outside"),
     ],

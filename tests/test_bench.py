@@ -136,7 +136,7 @@ def test_timeout(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-
         (["-n", "x"], "-n takes whole numbers"),
         (["-p", "0", "-n", "0"], "nothing to run"),
         (["-d", "9000"], "over the model's context length 8,192"),
-        (["-ctk", "q9_9"], "Invalid value for '--cache-type-k'"),
+        (["-ctk", "q9_9"], "Invalid value for '-ctk'"),
         (["-t", "0"], "-t values must be 1 or more"),
     ],
 )

@@ -226,14 +226,14 @@ def test_predict_json_with_profile_device(tmp_path: Path, run_cli) -> None:  # t
         (["--depth", "5000", "--ctx", "4096"], "Error: --depth 5000 is larger than --ctx 4096"),
         (["--prompt", "4000", "--gen", "200", "--ctx", "4096"], "does not fit in --ctx 4096"),
         (["--prompt", "-5"], "Error: Invalid value for '--prompt'"),
-        (["--cache-type-k", "q3_x"], "Error: Invalid value for '--cache-type-k'"),
+        (["--cache-type-k", "q3_x"], "Error: Invalid value for '-ctk'"),
         (["--bandwidth", "0"], "Error: bandwidth must be positive"),
         (["--bandwidth", "90 furlongs"], "Error: unknown bandwidth unit"),
         (["--bandwidth", "1e9"], "check the units"),
         (["--bandwidth", "fast"], "Error: cannot read bandwidth"),
         (["--bandwidth", "90", "--flops", "-3"], "--flops '-3'"),
         (["--device", "rtx-4099"], "Error: unknown device 'rtx-4099'; closest: rtx-4090"),
-        (["--n-gpu-layers", "-2", "--device", "rtx-4090"], "Error: Invalid value for '--n-gpu-layers'"),
+        (["--n-gpu-layers", "-2", "--device", "rtx-4090"], "Error: Invalid value for '-ngl'"),
     ],
 )
 def test_bad_flags_one_line_exit_2(args: list[str], error: str, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]

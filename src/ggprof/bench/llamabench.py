@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ggprof.bench.results import FLASH_ATTN_TYPES, BenchResult, BenchRow
+from ggprof.bench.results import BenchResult, BenchRow
 from ggprof.bounded import item_bound
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
 from ggprof.llamacpp import backend_names, physical_batch, test_name
+from ggprof.runfacts import FLASH_ATTN_TYPES
 from ggprof.units import MAX_TOKENS, clean_name
 
 

@@ -19,11 +19,8 @@ from ggprof.llamacpp import (
     physical_batch,
     test_name,
 )
+from ggprof.runfacts import BY_NAME as RUN_FACTS
 from ggprof.stats import percentile
-
-# llama.cpp's llama_flash_attn_type (and llama-bench's -fa values): the one map of the names.
-FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}
-
 
 # An adaptive run on the CPU alone warms a prompt test up with this many tokens, not the whole
 # prompt (llama-bench's full-size warm-up): every weight is read and the threads woken alike,
@@ -70,6 +67,12 @@ class BenchParams:
         """The tokens a prompt goes through the model at once: -ub, at most -b (llama.cpp caps
         the physical batch at the logical one)."""
         return physical_batch(self.n_ubatch, self.n_batch) or self.n_ubatch
+
+    def facts(self) -> dict[str, object]:
+        """The run's facts (ggprof.runfacts) as this run sets them; repacking as llama.cpp's
+        switch (None for ggprof's `auto`: the engine decides)."""
+        facts = {name: getattr(self, name) for name in RUN_FACTS if hasattr(self, name)}
+        return facts | {"repack": {"on": True, "off": False}.get(self.repack)}
 
     @property
     def max_reps(self) -> int:

@@ -18,17 +18,15 @@ import click
 from ggprof import __version__
 from ggprof.errors import exit_status_help
 from ggprof.llamacpp import (
-    CACHE_TYPE,
     GGML_MAX_N_THREADS,
-    N_BATCH,
     N_CTX,
     N_GEN,
     N_PROMPT,
-    N_UBATCH,
     REPETITIONS,
     STOP_TARGET,
 )
-from ggprof.model.ggml import KV_CACHE_TYPES
+from ggprof.runfacts import BY_NAME as RUN_FACTS
+from ggprof.runfacts import KV_CACHE_TYPES
 from ggprof.units import MAX_TOKENS, clean_name, warn
 
 if TYPE_CHECKING:
@@ -208,7 +206,42 @@ def parse_build_number(ctx: click.Context, param: click.Parameter, value: str | 
     return int(text)
 
 
-ON_OFF = click.Choice(("on", "off"))  # a switch a report gives: --flash-attn, --sycl-reorder
+ON_OFF = click.Choice(("on", "off"))  # a switch a report gives: --sycl-reorder
+
+
+def fact_option(name: str, *, param: str | None = None, default: Any = ..., **kw: Any) -> Callable[[Any], Any]:
+    """A run fact's option (ggprof.runfacts): every llama.cpp spelling of its flag, its values
+    as llama.cpp writes them (`-fa 1`, `-fa on`, `-fa auto`; a KV type in any case; a count in
+    its range), llama.cpp's default unless another is given (None: not given). A `callback`
+    given is applied to the value read."""
+    fact = RUN_FACTS[name]
+    value = fact.default if default is ... else default
+    then = kw.pop("callback", None)
+
+    def read(ctx: click.Context, param: click.Parameter, given: Any) -> Any:
+        got = given if given is None or given == fact.default else fact.read(given)
+        if given is not None and got is None:
+            wanted = (
+                f"one of {', '.join(fact.values)}" if fact.values else f"a whole number from {fact.low} to {fact.high}"
+            )
+            raise click.BadParameter(f"{clean_name(repr(given), 40)} is not {wanted}")
+        return then(ctx, param, got) if then else got
+
+    return click.option(
+        *fact.flags,
+        param or fact.name,
+        type=int if fact.kind == "count" else str,
+        metavar=f"[{'|'.join(fact.values)}]" if fact.values else "N",
+        default=value,
+        show_default=value is not None,
+        callback=read,
+        **{"help": f"{fact.what[0].upper()}{fact.what[1:]}.", **kw},
+    )
+
+
+def switch_given(ctx: click.Context, param: click.Parameter, value: str | None) -> bool | None:
+    """A switch a report gives, as whether it was on (None: not given, or `auto`)."""
+    return {"on": True, "off": False}.get(value or "")
 
 
 def on_off(ctx: click.Context, param: click.Parameter, value: str | None) -> bool | None:
@@ -391,22 +424,12 @@ def bench_options(f: Any) -> Any:
             callback=finite_in(0, MAX_TIMEOUT_S),
             help="Give up on the run after this many seconds.",
         ),
-        click.option("-ub", "--ubatch-size", "n_ubatch", type=POSITIVE_TOKENS, default=N_UBATCH, show_default=True),
-        click.option("-b", "--batch-size", "n_batch", type=POSITIVE_TOKENS, default=N_BATCH, show_default=True),
-        click.option("--cache-type-v", "-ctv", type=CACHE_TYPES, default=CACHE_TYPE, show_default=True),
-        click.option("--cache-type-k", "-ctk", type=CACHE_TYPES, default=CACHE_TYPE, show_default=True),
-        click.option(
-            "--flash-attn", "-fa", type=click.Choice(["on", "off", "auto"]), default="auto", show_default=True
-        ),
-        click.option(
-            "-ngl",
-            "--n-gpu-layers",
-            "n_gpu_layers",
-            type=LAYERS,
-            default=-1,
-            show_default=True,
-            help="Layers to offload (-1: all).",
-        ),
+        fact_option("n_ubatch"),
+        fact_option("n_batch"),
+        fact_option("type_v"),
+        fact_option("type_k"),
+        fact_option("flash_attn"),
+        fact_option("n_gpu_layers", help="Layers to offload (-1: all)."),
         click.option(
             "-t",
             "--threads",
@@ -474,7 +497,6 @@ def make_bench_params(
         kw["reps"] = REPETITIONS
         kw["stop"] = StopRule(target=STOP_TARGET) if adaptive else None
     kw["n_threads"] = thread_counts(kw.pop("threads"), facts)[0]
-    kw["type_k"], kw["type_v"] = kw.pop("cache_type_k").lower(), kw.pop("cache_type_v").lower()
     return BenchParams(model=path, n_prompt=p, n_gen=n, n_depth=d, **kw)
 
 

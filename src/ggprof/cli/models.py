@@ -7,9 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ggprof.cli.base import (
-    CACHE_TYPES,
     GB,
-    LAYERS,
     POSITIVE_TOKENS,
     TOK_S,
     TOKENS,
@@ -20,6 +18,7 @@ from ggprof.cli.base import (
     draw,
     emit_json,
     extensions,
+    fact_option,
     finite_in,
     load_model_arg,
     remote_header_bytes,
@@ -27,7 +26,7 @@ from ggprof.cli.base import (
     rpc_options,
     show,
 )
-from ggprof.llamacpp import CACHE_TYPE, N_CTX, N_GEN, N_PROMPT
+from ggprof.llamacpp import N_CTX, N_GEN, N_PROMPT
 from ggprof.units import warn
 
 if TYPE_CHECKING:
@@ -87,9 +86,9 @@ def plugins(as_json: bool) -> None:
 @click.option(
     "--batch", type=click.IntRange(1, 1 << 20), default=1, show_default=True, help="Sequences decoded together."
 )
-@click.option("--cache-type-k", type=CACHE_TYPES, default=CACHE_TYPE, show_default=True)
-@click.option("--cache-type-v", type=CACHE_TYPES, default=CACHE_TYPE, show_default=True)
-@click.option("--n-gpu-layers", "-ngl", type=LAYERS, help="Layers offloaded (-1 or more than the model has: all).")
+@fact_option("type_k", param="cache_type_k")
+@fact_option("type_v", param="cache_type_v")
+@fact_option("n_gpu_layers", default=None, help="Layers offloaded (-1 or more than the model has: all).")
 @rpc_options
 @click.option("--plot", type=click.Path(dir_okay=False), help="Draw the roofline (.png or .svg).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")

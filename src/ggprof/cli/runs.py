@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ggprof.cli.base import (
-    LAYERS,
     ON_OFF,
     POSITIVE_TOKENS,
     TOK_S,
@@ -20,6 +19,7 @@ from ggprof.cli.base import (
     device_options,
     draw,
     extensions,
+    fact_option,
     int_list,
     load_model_arg,
     make_bench_params,
@@ -32,6 +32,7 @@ from ggprof.cli.base import (
     resolve_model,
     rpc_options,
     show,
+    switch_given,
     thread_counts,
 )
 from ggprof.cli.history import db_options, record, save_run
@@ -344,7 +345,7 @@ def profile(
     callback=lambda ctx, param, value: value.strip().lower() if value else value,
     help="The backend that ran it: cpu, cuda, metal, vulkan, rocm, sycl (llama-bench's spelling too: CUDA, ROCm).",
 )
-@click.option("--n-gpu-layers", "-ngl", type=LAYERS, help="Layers offloaded in the report.")
+@fact_option("n_gpu_layers", default=None, help="Layers offloaded in the report.")
 @click.option(
     "--build",
     "build_number",
@@ -385,18 +386,16 @@ def profile(
     help="What the report's SYCL log says of GGML_SYCL_F16 (with --backend sycl): the prefill ceiling "
     "(the XMX units with it, the vector units without).",
 )
-@click.option(
-    "--flash-attn",
-    type=ON_OFF,
-    callback=on_off,
+@fact_option(
+    "flash_attn",
+    default=None,
+    callback=switch_given,
     help="Whether the reported run used flash attention (llama-bench's -fa 1, a log's `flash_attn = 1`): "
     "on ROCm, a slow prompt with it on names a build without rocWMMA's kernels as a cause to check.",
 )
-@click.option(
-    "-ub",
-    "--ubatch-size",
+@fact_option(
     "n_ubatch",
-    type=POSITIVE_TOKENS,
+    default=None,
     help="The reported run's physical batch (llama-bench's and llama.cpp's -ub, at most its -b; a log's "
     "`n_ubatch`): a slow prompt below 512 names it, with how much speed public runs lost at that size; "
     "512 or more rules it out.",

@@ -42,10 +42,11 @@ from ggprof.bounded import loads_bounded
 from ggprof.engines import Engine, ProgressFn
 from ggprof.errors import BadInputError, RunError
 from ggprof.files import is_regular, user_path
-from ggprof.llamacpp import BACKEND_NAMES, CACHE_TYPE, N_BATCH, N_UBATCH, backend_names, test_name
+from ggprof.llamacpp import BACKEND_NAMES, backend_names, test_name
 from ggprof.logs.parse import LogDevice, sycl_f16, sycl_reorder, vulkan_banner
 from ggprof.logs.text import MAX_LINE_CHARS as MAX_LOG_LINE_CHARS
 from ggprof.machine.load import sample_load
+from ggprof.runfacts import bench_arguments
 from ggprof.units import MAX_TOKENS, clean_name
 
 if TYPE_CHECKING:
@@ -284,25 +285,14 @@ def _arguments(p: BenchParams, amx: bool) -> list[str]:
     `--repack auto` turns repacking off on a CPU with AMX, as the python engine does: llama.cpp's
     AMX path segfaults on some of them (ggml-org/llama.cpp#20824)."""
     args = ["-m", str(p.model), "-p", _ints(p.n_prompt), "-n", _ints(p.n_gen), "-r", str(p.reps)]
-    args += ["-t", str(p.n_threads), "-ngl", str(p.n_gpu_layers if p.n_gpu_layers >= 0 else 999)]
     if p.n_depth != (0,):
         args += ["-d", _ints(p.n_depth)]
-    if p.n_batch != N_BATCH:
-        args += ["-b", str(p.n_batch)]
-    if p.n_ubatch != N_UBATCH:
-        args += ["-ub", str(p.n_ubatch)]
-    if p.type_k != CACHE_TYPE:
-        args += ["-ctk", p.type_k]
-    if p.type_v != CACHE_TYPE:
-        args += ["-ctv", p.type_v]
-    if p.flash_attn != "auto":
-        args += ["-fa", "1" if p.flash_attn == "on" else "0"]
-    if p.repack != "auto" or amx:
-        args += ["--repack", "1" if p.repack == "on" else "0"]
+    facts = p.facts()
+    if facts["repack"] is None and amx:
+        facts["repack"] = False
+    args += bench_arguments(facts)
     if p.rpc:
         args += ["--rpc", ",".join(p.rpc)]
-    if p.tensor_split:
-        args += ["-ts", "/".join(f"{v:g}" for v in p.tensor_split)]
     return [*args, "-o", "jsonl", "--progress", "-v"]
 
 

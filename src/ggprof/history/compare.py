@@ -16,6 +16,8 @@ from typing import Any
 
 from ggprof.errors import BadInputError
 from ggprof.llamacpp import test_name
+from ggprof.runfacts import FACTS as RUN_FACTS
+from ggprof.runfacts import from_json
 from ggprof.stats import t_critical
 
 # Fields of a row that change what was measured; a difference there is named beside the table.
@@ -26,14 +28,7 @@ SETTINGS = (
     ("engine", "engine"),
     ("build_commit", "llama.cpp build"),
     ("llama_cpp_python_version", "llama-cpp-python"),
-    ("n_threads", "threads"),
-    ("n_gpu_layers", "-ngl"),
-    ("n_batch", "-b"),
-    ("n_ubatch", "-ub"),
-    ("type_k", "KV type K"),
-    ("type_v", "KV type V"),
-    ("flash_attn", "flash attention"),
-)
+)  # and every run fact (ggprof.runfacts), named and spelled as llama.cpp spells it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,4 +141,9 @@ def _settings(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
         va, vb = a.get(field), b.get(field)
         if va is not None and vb is not None and va != vb:
             out.append(f"{name}: {va} vs {vb}")
+    fa, fb = from_json(a), from_json(b)
+    for fact in RUN_FACTS:
+        va, vb = fa.get(fact.name), fb.get(fact.name)
+        if va is not None and vb is not None and va != vb:
+            out.append(f"{fact.what}: {fact.spell(va)} vs {fact.spell(vb)}")
     return out

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+from ggprof.runfacts import KV_CACHE_TYPES
+
 
 @dataclass(frozen=True)
 class GGMLType:
@@ -64,9 +66,6 @@ _TYPES = [
 ]
 GGML_TYPES: dict[int, GGMLType] = {t.id: t for t in _TYPES}
 GGML_TYPES_BY_NAME: dict[str, GGMLType] = {t.name.lower(): t for t in _TYPES}
-
-# KV cache types llama.cpp accepts for --cache-type-k/-v (common/arg.cpp kv_cache_types).
-KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
 
 def kv_cache_type(name: str) -> GGMLType:

@@ -13,6 +13,7 @@ from typing import Any
 from ggprof import __version__
 from ggprof.history.compare import label_of
 from ggprof.history.store import Run
+from ggprof.runfacts import command_line, from_json
 from ggprof.units import clean, fmt_bytes, fmt_rate, sig3
 
 # A path: a separator, then parts (Windows drive letters too); not the `//` of a URL.
@@ -95,9 +96,11 @@ def triage_markdown(run: Run) -> str:
         ),
         _line(
             "flags",
-            f"-t {first.get('n_threads')} -ngl {first.get('n_gpu_layers')} -b {first.get('n_batch')} "
-            f"-ub {first.get('n_ubatch')} -fa {first.get('flash_attn')} -ctk {first.get('type_k')} "
-            f"-ctv {first.get('type_v')}" + (" --repack 0" if ctx.get("repack") is False else ""),
+            command_line(
+                from_json(ctx)  # the run's, where its first row does not say
+                | {k: v for k, v in from_json(first).items() if v is not None}
+                | {"repack": False if ctx.get("repack") is False else None}
+            ),
         ),
         _line("compiled with", " ".join(ctx.get("simd_compiled") or []) or "?"),
         _line(

@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ggprof.bench.results import FLASH_ATTN_TYPES
 from ggprof.bench.stopping import (
     PROBE_NOT_NEEDED,
     PROBE_REPS,
@@ -40,6 +39,7 @@ from ggprof.bench.stopping import (
 )
 from ggprof.llamacpp import GGML_MAX_N_THREADS
 from ggprof.model.ggml import kv_cache_type
+from ggprof.runfacts import FLASH_ATTN_TYPES
 
 EXIT_LOAD_FAILED = 3
 EXIT_RUN_FAILED = 4

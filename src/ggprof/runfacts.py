@@ -1,0 +1,270 @@
+"""A run's facts, one row each: the settings of a llama.cpp run that change what it measures,
+with every spelling llama.cpp's programs give them.
+
+A row says what the fact is (its name, unit and llama.cpp's default), how a command line
+spells it (common/arg.cpp for llama-server and llama-cli; tools/llama-bench/llama-bench.cpp,
+whose flags take comma lists), how llama-bench's JSON and CSV key it and its markdown table
+heads it (`get_field_display_name`), what the load log prints (`llama_context: n_ubatch =
+512`), and llama.cpp's words for its values (`-fa auto`). Options, llama-bench's argument
+list, what is read back from its output, the settings `compare` names and the command line a
+report prints come from these rows; adding a fact is a row here plus the physics that uses it.
+
+Values are kept as ggprof keeps them: counts as ints, types as ggml's names, a switch as
+llama.cpp's word (`on`, `off`, `auto`), a list of shares as a tuple of floats.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ggprof.llamacpp import CACHE_TYPE, GGML_MAX_N_THREADS, N_BATCH, N_UBATCH
+
+MAX_COUNT = 2**31 - 1  # llama.cpp's int32 counts
+MAX_SPLIT_DEVICES = 16  # llama_max_devices() on the builds of 2025-2026
+
+# llama.cpp's llama_flash_attn_type: its words and the numbers llama-bench's JSON writes
+FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunFact:
+    """One setting of a llama.cpp run, as llama.cpp's programs spell it."""
+
+    name: str  # ggprof's name everywhere: llama-bench's JSON key where it has one
+    what: str  # in words, as reports name it
+    unit: str  # of its value: "tokens", "threads", "layers", "" (none)
+    kind: str  # "count", "switch" (on/off/auto), "bool" (0/1), "type" (a ggml type), "shares"
+    default: Any  # llama.cpp's default (llama-bench's cmd_params_defaults; None: the machine's)
+    flags: tuple[str, ...]  # a command line's spellings, short first (llama-server, llama-cli)
+    bench_flags: tuple[str, ...] = ()  # llama-bench's, where they differ from `flags`
+    column: str | None = None  # llama-bench's markdown head (None: its JSON key, as llama-bench does)
+    log_key: str | None = None  # the key of the load log's `llama_context: KEY = VALUE` line
+    low: int = 0  # a count's least value
+    high: int = MAX_COUNT  # ... and its most
+    values: tuple[str, ...] = field(default=())  # the words a switch or type takes
+    bench_words: Mapping[Any, str] = field(default_factory=dict)  # values llama-bench spells its own way
+    always: bool = False  # given to llama-bench even at its default (defaults changed across builds)
+
+    @property
+    def flag(self) -> str:
+        """The spelling a report prints: llama.cpp's short flag."""
+        return self.flags[0]
+
+    @property
+    def bench_flag(self) -> str:
+        return (self.bench_flags or self.flags)[0]
+
+    @property
+    def head(self) -> str:
+        """llama-bench's markdown column head."""
+        return self.column or self.name
+
+    def spell(self, value: Any) -> str:
+        """`value` as a llama.cpp command line writes it today (`auto`, `q8_0`, `3,1`)."""
+        if self.kind == "shares":
+            return ",".join(f"{v:g}" for v in value)
+        if self.kind == "bool":
+            return "1" if value else "0"
+        return str(value)
+
+    def spelled(self, value: Any) -> str:
+        """The flag and its value: `-fa auto`, `-ub 512`."""
+        return f"{self.flag} {self.spell(value)}"
+
+    def bench_argument(self, value: Any) -> str:
+        """`value` as llama-bench's flag takes it (its lists are separated by `/` for shares)."""
+        if value in self.bench_words:
+            return self.bench_words[value]
+        if self.kind == "shares":
+            return "/".join(f"{v:g}" for v in value)
+        if self.kind == "switch":
+            return {"on": "1", "off": "0"}.get(value, str(value))  # 0/1 every build reads; `auto` by name
+        return self.spell(value)
+
+    def read(self, raw: object) -> Any:
+        """A value from llama.cpp's output (llama-bench JSON or CSV, a table cell, a log line),
+        as ggprof keeps it; None for what is missing or cannot be this fact's value."""
+        if raw is None:
+            return None
+        if self.kind == "count":
+            value = _whole(raw)
+            return value if value is not None and self.low <= value <= self.high else None
+        if self.kind == "switch":
+            return _switch(raw)
+        if self.kind == "bool":
+            flag = _switch(raw)
+            return None if flag in (None, "auto") else flag == "on"
+        if self.kind == "type":
+            text = str(raw).strip().lower()
+            return text if text in self.values else None
+        if self.kind == "shares":
+            return _shares(raw)
+        raise ValueError(f"unknown kind of run fact: {self.kind}")
+
+
+def _whole(raw: object) -> int | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, float):
+        return int(raw) if raw.is_integer() else None
+    text = str(raw).strip()
+    return int(text) if text.lstrip("-").isdigit() and len(text) <= 11 else None
+
+
+def _switch(raw: object) -> str | None:
+    """llama.cpp's on/off/auto from what its programs print: a word, 1/0/-1 (llama-bench's JSON
+    since the auto setting), true/false (older llama-bench), `enabled`/`disabled` (the load log)."""
+    if isinstance(raw, bool):
+        return "on" if raw else "off"
+    if isinstance(raw, int):
+        return {1: "on", 0: "off", -1: "auto"}.get(raw)
+    text = str(raw).strip().lower()
+    words = {"1": "on", "true": "on", "enabled": "on", "0": "off", "false": "off", "disabled": "off", "-1": "auto"}
+    return text if text in FLASH_ATTN_TYPES else words.get(text)
+
+
+def _shares(raw: object) -> tuple[float, ...] | None:
+    parts: Iterable[object] = raw if isinstance(raw, (list, tuple)) else str(raw).replace("/", ",").split(",")
+    try:
+        values = tuple(float(str(v).strip()) for v in parts if str(v).strip())
+    except ValueError:
+        return None
+    if not values or len(values) > MAX_SPLIT_DEVICES or not all(math.isfinite(v) and 0 <= v < 1e6 for v in values):
+        return None
+    while len(values) > 1 and values[-1] == 0:  # llama-bench pads its list with zeros
+        values = values[:-1]
+    return values if sum(values) > 0 else None
+
+
+# KV cache types llama.cpp accepts for --cache-type-k/-v (common/arg.cpp kv_cache_types)
+KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+
+FACTS: tuple[RunFact, ...] = (
+    RunFact(
+        name="n_threads",
+        what="threads",
+        unit="threads",
+        kind="count",
+        default=None,  # the machine's math cores (common_cpu_get_num_math)
+        flags=("-t", "--threads"),
+        column="threads",
+        log_key="n_threads",
+        low=1,
+        high=GGML_MAX_N_THREADS,
+    ),
+    RunFact(
+        name="n_gpu_layers",
+        what="layers offloaded",
+        unit="layers",
+        kind="count",
+        default=-1,  # every layer (llama-bench's -1; 99 on older builds)
+        flags=("-ngl", "--n-gpu-layers", "--gpu-layers"),
+        column="ngl",
+        low=-1,
+        bench_words={-1: "999"},  # every layer, on every build
+        always=True,
+    ),
+    RunFact(
+        name="n_batch",
+        what="logical batch",
+        unit="tokens",
+        kind="count",
+        default=N_BATCH,
+        flags=("-b", "--batch-size"),
+        log_key="n_batch",
+        low=1,
+    ),
+    RunFact(
+        name="n_ubatch",
+        what="physical batch",
+        unit="tokens",
+        kind="count",
+        default=N_UBATCH,
+        flags=("-ub", "--ubatch-size"),
+        log_key="n_ubatch",
+        low=1,
+    ),
+    RunFact(
+        name="flash_attn",
+        what="flash attention",
+        unit="",
+        kind="switch",
+        default="auto",
+        flags=("-fa", "--flash-attn"),
+        column="fa",
+        log_key="flash_attn",
+        values=tuple(FLASH_ATTN_TYPES),
+    ),
+    RunFact(
+        name="type_k",
+        what="K cache type",
+        unit="",
+        kind="type",
+        default=CACHE_TYPE,
+        flags=("-ctk", "--cache-type-k"),
+        values=KV_CACHE_TYPES,
+    ),
+    RunFact(
+        name="type_v",
+        what="V cache type",
+        unit="",
+        kind="type",
+        default=CACHE_TYPE,
+        flags=("-ctv", "--cache-type-v"),
+        values=KV_CACHE_TYPES,
+    ),
+    RunFact(
+        name="repack",
+        what="weight repacking",
+        unit="",
+        kind="bool",
+        default=True,  # llama_model_default_params().use_extra_bufts
+        flags=("--repack",),
+        column="rpk",
+    ),
+    RunFact(
+        name="tensor_split",
+        what="tensor split",
+        unit="",
+        kind="shares",
+        default=(),
+        flags=("-ts", "--tensor-split"),
+        column="ts",
+    ),
+)
+BY_NAME: Mapping[str, RunFact] = {f.name: f for f in FACTS}
+BY_HEAD: Mapping[str, RunFact] = {f.head: f for f in FACTS}
+
+
+def command_line(values: Mapping[str, Any], names: Iterable[str] | None = None) -> str:
+    """The facts given, as a llama.cpp command line spells them (`-t 8 -ngl 99 -fa auto`), in
+    the table's order; facts without a value are left out."""
+    wanted = set(names) if names is not None else None
+    return " ".join(
+        f.spelled(values[f.name])
+        for f in FACTS
+        if (wanted is None or f.name in wanted) and values.get(f.name) not in (None, ())
+    )
+
+
+def from_json(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The facts a llama-bench JSON (or CSV) row states, as ggprof keeps them; one it states in
+    a form that cannot be its value is left out (None)."""
+    return {f.name: f.read(row.get(f.name)) for f in FACTS if f.name in row}
+
+
+def bench_arguments(values: Mapping[str, Any]) -> list[str]:
+    """llama-bench's flags for the facts that differ from its defaults, in the table's order
+    (a default left out: older builds lack some flags)."""
+    out: list[str] = []
+    for f in FACTS:
+        value = values.get(f.name)
+        if value is None or (value == f.default and not f.always) or (f.kind == "shares" and not value):
+            continue
+        out += [f.bench_flag, f.bench_argument(value)]
+    return out
