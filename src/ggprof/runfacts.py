@@ -47,6 +47,7 @@ class RunFact:
     values: tuple[str, ...] = field(default=())  # the words a switch or type takes
     bench_words: Mapping[Any, str] = field(default_factory=dict)  # values llama-bench spells its own way
     always: bool = False  # given to llama-bench even at its default (defaults changed across builds)
+    placement: bool = False  # says where weights or cache live: a prediction's input (PredictInputs' field)
 
     @property
     def flag(self) -> str:
@@ -168,6 +169,7 @@ FACTS: tuple[RunFact, ...] = (
         low=-1,
         bench_words={-1: "999"},  # every layer, on every build
         always=True,
+        placement=True,
     ),
     RunFact(
         name="n_batch",
@@ -238,6 +240,7 @@ FACTS: tuple[RunFact, ...] = (
     ),
 )
 BY_NAME: Mapping[str, RunFact] = {f.name: f for f in FACTS}
+PLACEMENT = tuple(f.name for f in FACTS if f.placement)  # what `predict` and `check` take and predict on
 BY_HEAD: Mapping[str, RunFact] = {f.head: f for f in FACTS}
 
 
@@ -256,6 +259,12 @@ def from_json(row: Mapping[str, Any]) -> dict[str, Any]:
     """The facts a llama-bench JSON (or CSV) row states, as ggprof keeps them; one it states in
     a form that cannot be its value is left out (None)."""
     return {f.name: f.read(row.get(f.name)) for f in FACTS if f.name in row}
+
+
+def placement_of(values: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The placement facts among `values` (those given), beyond -ngl (which every command has
+    its own way), as a prediction takes them: (name, value) pairs in the table's order."""
+    return tuple((n, values[n]) for n in PLACEMENT if n != "n_gpu_layers" and values.get(n) is not None)
 
 
 def bench_arguments(values: Mapping[str, Any]) -> list[str]:

@@ -20,7 +20,7 @@ from ggprof.bounded import item_bound
 from ggprof.errors import BadInputError
 from ggprof.files import read_text
 from ggprof.llamacpp import backend_names, physical_batch, test_name
-from ggprof.runfacts import FLASH_ATTN_TYPES
+from ggprof.runfacts import FLASH_ATTN_TYPES, from_json, placement_of
 from ggprof.units import MAX_TOKENS, clean_name
 
 
@@ -194,6 +194,7 @@ class LlamaBenchRow:
     flash_attn: bool | None = None  # its -fa: true/false (older llama-bench), 1/0 (-1: auto, None)
     n_batch: int | None = None  # its -b
     n_ubatch: int | None = None  # its -ub
+    placement: tuple[tuple[str, Any], ...] = ()  # where the rest of its weights lived (ggprof.runfacts.PLACEMENT)
 
     @property
     def physical_batch(self) -> int | None:
@@ -290,6 +291,7 @@ def _row(where: str, index: int, r: object) -> LlamaBenchRow:
         flash_attn=_switch(r.get("flash_attn")),
         n_batch=_whole(r.get("n_batch"), MAX_TOKENS),
         n_ubatch=_whole(r.get("n_ubatch"), MAX_TOKENS),
+        placement=placement_of(from_json(r)),
     )
 
 

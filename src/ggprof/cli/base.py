@@ -239,6 +239,25 @@ def fact_option(name: str, *, param: str | None = None, default: Any = ..., **kw
     )
 
 
+def placement_options(f: Any) -> Any:
+    """The placement facts (ggprof.runfacts.PLACEMENT) beyond -ngl, each llama.cpp's option,
+    passed together as `placement`: (name, value) pairs of those given."""
+    import functools
+
+    from ggprof.runfacts import PLACEMENT, placement_of
+
+    names = [n for n in PLACEMENT if n != "n_gpu_layers"]  # -ngl: each command declares its own
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["placement"] = placement_of({n: kwargs.pop(n) for n in names})
+        return f(*args, **kwargs)
+
+    for name in reversed(names):
+        wrapper = fact_option(name, default=None)(wrapper)
+    return wrapper
+
+
 def switch_given(ctx: click.Context, param: click.Parameter, value: str | None) -> bool | None:
     """A switch a report gives, as whether it was on (None: not given, or `auto`)."""
     return {"on": True, "off": False}.get(value or "")

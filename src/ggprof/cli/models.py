@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,6 +21,7 @@ from ggprof.cli.base import (
     fact_option,
     finite_in,
     load_model_arg,
+    placement_options,
     remote_header_bytes,
     remote_options,
     rpc_options,
@@ -89,6 +90,7 @@ def plugins(as_json: bool) -> None:
 @fact_option("type_k", param="cache_type_k")
 @fact_option("type_v", param="cache_type_v")
 @fact_option("n_gpu_layers", default=None, help="Layers offloaded (-1 or more than the model has: all).")
+@placement_options
 @rpc_options
 @click.option("--plot", type=click.Path(dir_okay=False), help="Draw the roofline (.png or .svg).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -104,6 +106,7 @@ def predict(
     cache_type_k: str,
     cache_type_v: str,
     n_gpu_layers: int | None,
+    placement: tuple[tuple[str, Any], ...],
     plot: str | None,
     as_json: bool,
 ) -> None:
@@ -123,6 +126,7 @@ def predict(
         cache_type_k=cache_type_k.lower(),
         cache_type_v=cache_type_v.lower(),
         n_gpu_layers=n_gpu_layers,
+        **dict(placement),
     )
     plot_path = check_plot(plot)
     result, target = predict_on(spec, inputs, choice, extensions(), rpc)

@@ -27,6 +27,7 @@ from ggprof.cli.base import (
     on_off,
     parse_build_number,
     parse_vulkan_driver,
+    placement_options,
     remote_options,
     resolve_engine,
     resolve_model,
@@ -346,6 +347,7 @@ def profile(
     help="The backend that ran it: cpu, cuda, metal, vulkan, rocm, sycl (llama-bench's spelling too: CUDA, ROCm).",
 )
 @fact_option("n_gpu_layers", default=None, help="Layers offloaded in the report.")
+@placement_options
 @click.option(
     "--build",
     "build_number",
@@ -432,6 +434,7 @@ def check(
     choice: DeviceChoice,
     backend: str | None,
     n_gpu_layers: int | None,
+    placement: tuple[tuple[str, Any], ...],
     build_number: int | None,
     matrix_cores: str | None,
     int_dot: str | None,
@@ -526,6 +529,7 @@ def check(
                 n_prompt=n_prompt,
                 backend=backend,
                 n_gpu_layers=n_gpu_layers,
+                placement=placement,
                 build=build if build else None,
             )
         ]

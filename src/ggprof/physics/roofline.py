@@ -66,6 +66,12 @@ def is_partial_offload(n_gpu_layers: int | None, n_layers: int) -> bool:
     return n_gpu_layers is not None and 0 <= n_gpu_layers <= n_layers
 
 
+def splits_to_cpu(inputs: PredictInputs, n_layers: int) -> bool:
+    """Whether the placement leaves weights in the CPU's memory (a partial -ngl), so that the
+    CPU's bandwidth is part of a token's time."""
+    return is_partial_offload(inputs.n_gpu_layers, n_layers)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Placement:
     """Which bytes live on the accelerator and which on the CPU (partial offload)."""

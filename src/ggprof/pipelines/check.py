@@ -20,7 +20,7 @@ from ggprof.machine.device import BuildFacts, Device, with_build
 from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
-from ggprof.physics.roofline import PredictInputs, Prediction, is_partial_offload
+from ggprof.physics.roofline import PredictInputs, Prediction, splits_to_cpu
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.predict import kept_roof, roof_note
@@ -42,6 +42,7 @@ class Reported:
     n_prompt: int = N_PROMPT
     backend: str | None = None
     n_gpu_layers: int | None = None
+    placement: tuple[tuple[str, Any], ...] = ()  # where the rest of the weights lived (ggprof.runfacts.PLACEMENT)
     cv: float | None = None
     label: str = "reported"
     context: RunContext | None = None  # what the report says about the run (a pasted log's facts)
@@ -70,7 +71,8 @@ class Checker:
         self.tensor_split: tuple[float, ...] = ()
         # Many rows share a backend, depth, prompt and offload: predict each combination once.
         self._predictions: dict[
-            tuple[str | None, int, int, int | None, BuildFacts | None], tuple[Target | None, Prediction | None]
+            tuple[str | None, int, int, int | None, tuple[tuple[str, Any], ...], BuildFacts | None],
+            tuple[Target | None, Prediction | None],
         ] = {}
         self._index: dict[int, int] = {}  # id of each prediction made -> its place in predictions()
         self._roofs: dict[int, StoredRoof | None] = {}  # depth -> the compute roof kept for it here
@@ -89,23 +91,24 @@ class Checker:
         return replace(target, cpu=self.cpu) if self.cpu is not None and target.device.is_discrete_gpu else target
 
     @staticmethod
-    def key(r: Reported) -> tuple[str | None, int, int, int | None, BuildFacts | None]:
+    def key(r: Reported) -> tuple[str | None, int, int, int | None, tuple[tuple[str, Any], ...], BuildFacts | None]:
         """What a prediction depends on: rows with the same key share one."""
-        return (r.backend, r.depth, r.n_prompt, r.n_gpu_layers, r.build or None)
+        return (r.backend, r.depth, r.n_prompt, r.n_gpu_layers, r.placement, r.build or None)
 
     def predicted(self, r: Reported) -> tuple[Target | None, Prediction | None]:
         key = self.key(r)
         if key not in self._predictions:
-            target = self.target(r.backend, is_partial_offload(r.n_gpu_layers, self.spec.n_layers))
-            if target is not None and r.build:
-                target = replace(target, device=with_build(target.device, r.build))
             inputs = PredictInputs(
                 depth=r.depth,
                 prompt=r.n_prompt,
                 gen=1,
                 ctx=max(r.depth + r.n_prompt + 1, 1),
                 n_gpu_layers=r.n_gpu_layers,
+                **dict(r.placement),
             )
+            target = self.target(r.backend, splits_to_cpu(inputs, self.spec.n_layers))
+            if target is not None and r.build:
+                target = replace(target, device=with_build(target.device, r.build))
             if r.backend == "rpc":
                 s = self.split
                 split = (
@@ -188,6 +191,7 @@ def reported_from_row(row: LlamaBenchRow, backend: str | None) -> Reported:
         n_prompt=row.n_prompt or N_PROMPT,
         backend=used,
         n_gpu_layers=None if used == "cpu" else row.n_gpu_layers,
+        placement=() if used == "cpu" else row.placement,
         cv=row.stddev_ts / row.avg_ts,
         label=row.test,
         build=BuildFacts(number=row.build_number, flash_attn=row.flash_attn, n_ubatch=row.physical_batch) or None,

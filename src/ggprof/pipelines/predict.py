@@ -12,7 +12,7 @@ from ggprof.machine.device import EfficiencyBand
 from ggprof.machine.host import describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
-from ggprof.physics.roofline import PredictInputs, Prediction, is_partial_offload, predict
+from ggprof.physics.roofline import PredictInputs, Prediction, predict, splits_to_cpu
 from ggprof.pipelines.extensions import Extensions
 from ggprof.verdict.finding import JudgeCase
 
@@ -27,12 +27,13 @@ def predict_on(
     `rpc`, over the split: the chosen device is the main host's, the rest are remote."""
     if rpc is not None and rpc.active:
         return _predict_split(spec, inputs, choice, ext, rpc)
-    partial = is_partial_offload(inputs.n_gpu_layers, spec.n_layers)
+    partial = splits_to_cpu(inputs, spec.n_layers)
     host = describe_host(ext.backends.values(), ext.profiles, measure=False) if choice.needs_host or partial else None
     target = resolve_target(choice, profiles=ext.profiles, host=host)
     if partial and target.device.is_discrete_gpu and (target.cpu is None or target.cpu.bandwidth is None):
         raise NoBandwidthError(
-            "--n-gpu-layers splits the model, but this host's CPU bandwidth is unknown: run `ggprof host` first"
+            "the placement puts weights in the CPU's memory, but this host's CPU bandwidth is unknown: "
+            "run `ggprof host` first"
         )
     return with_host_roof(spec, predict_with(spec, target, inputs, ext), target, ext), target
 
