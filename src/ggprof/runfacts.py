@@ -172,6 +172,15 @@ FACTS: tuple[RunFact, ...] = (
         placement=True,
     ),
     RunFact(
+        name="n_cpu_moe",
+        what="layers whose experts stay in RAM",
+        unit="layers",
+        kind="count",
+        default=0,
+        flags=("-ncmoe", "--n-cpu-moe"),
+        placement=True,
+    ),
+    RunFact(
         name="n_batch",
         what="logical batch",
         unit="tokens",

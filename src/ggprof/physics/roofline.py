@@ -9,6 +9,7 @@ peak / bandwidth. The formulas, their sources and worked figures: docs/physics.m
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,7 @@ class PredictInputs:
     cache_type_k: str = CACHE_TYPE
     cache_type_v: str = CACHE_TYPE
     n_gpu_layers: int | None = None  # None: all on the device (llama.cpp's default); 0: CPU only
+    n_cpu_moe: int = 0  # -ncmoe: the routed experts of the first N layers stay in the CPU's memory
     n_batch: int = DEFAULT_N_BATCH  # logical batch: the LM head runs once per batch of a prompt
     n_ubatch: int = DEFAULT_N_UBATCH  # physical batch: weights are read once per ubatch
     flash_attn: str = "auto"  # on: no attention-score matrix in the compute buffer
@@ -69,7 +71,7 @@ def is_partial_offload(n_gpu_layers: int | None, n_layers: int) -> bool:
 def splits_to_cpu(inputs: PredictInputs, n_layers: int) -> bool:
     """Whether the placement leaves weights in the CPU's memory (a partial -ngl), so that the
     CPU's bandwidth is part of a token's time."""
-    return is_partial_offload(inputs.n_gpu_layers, n_layers)
+    return is_partial_offload(inputs.n_gpu_layers, n_layers) or inputs.n_cpu_moe > 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +84,7 @@ class Placement:
     cpu_weight_bytes: int
     gpu_decode_bytes: int
     cpu_decode_bytes: int
+    experts_in_ram_decode_bytes: int = 0  # of cpu_decode_bytes: the experts -ncmoe kept in RAM
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -196,13 +199,20 @@ def layers_on_gpu(n_layers: int, n_gpu_layers: int | None) -> tuple[tuple[int, .
     return tuple(range(start, n_layers)), ngl >= 1
 
 
-def placement(spec: ModelSpec, n_gpu_layers: int | None, has_gpu: bool) -> Placement:
+# The routed experts' tensors, as llama.cpp's --n-cpu-moe N keeps those of blocks 0..N-1 in the
+# CPU's memory (common/common.h LLM_FFN_EXPS_REGEX, searched in each tensor's name)
+EXPERT_TENSORS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")
+
+
+def placement(spec: ModelSpec, n_gpu_layers: int | None, has_gpu: bool, n_cpu_moe: int = 0) -> Placement:
     gpu_layers, output_on_gpu = layers_on_gpu(spec.n_layers, n_gpu_layers if has_gpu else 0)
     on_gpu = set(gpu_layers)
-    gw = cw = gd = cd = 0
+    gw = cw = gd = cd = experts = 0
     for t in spec.tensors:
         gpu = (t.layer in on_gpu) if t.layer is not None else (output_on_gpu and t.name in OUTPUT_LAYER_TENSORS)
         decode = int(t.n_bytes * spec.decode_share(t))
+        if gpu and t.layer is not None and t.layer < n_cpu_moe and EXPERT_TENSORS.search(t.name):
+            gpu, experts = False, experts + decode
         lookup = spec.is_lookup(t)
         if lookup and has_gpu:  # llama.cpp keeps the input embedding on the CPU; one row is noise
             cw, gd = cw + t.n_bytes, gd + decode
@@ -222,6 +232,7 @@ def placement(spec: ModelSpec, n_gpu_layers: int | None, has_gpu: bool) -> Place
         cpu_weight_bytes=cw,
         gpu_decode_bytes=gd,
         cpu_decode_bytes=cd,
+        experts_in_ram_decode_bytes=experts,
     )
 
 
@@ -326,7 +337,7 @@ def predict(
         raise BadInputError(f"{spec.path.name}: the model has no weight tensors: a token reads nothing to predict from")
     device = with_prompt_kernels(device, spec)
     has_gpu = device.is_discrete_gpu
-    place = placement(spec, inputs.n_gpu_layers, has_gpu)
+    place = placement(spec, inputs.n_gpu_layers, has_gpu, inputs.n_cpu_moe)
     ck, cv = inputs.cache_type_k, inputs.cache_type_v
     kv_gpu, kv_cpu = _kv_split(spec, inputs, place, inputs.depth)
     seconds, rules = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu)
@@ -390,7 +401,12 @@ def _decode_seconds(
                 "run `ggprof host` first"
             )
         seconds += cpu_bytes / cpu_bw
-        if place.cpu_decode_bytes > 1 << 20 or kv_cpu:
+        if place.experts_in_ram_decode_bytes:
+            rules.append(
+                f"experts in RAM (-ncmoe): {place.experts_in_ram_decode_bytes / 1e9:.3g} GB of routed experts a "
+                f"token read at the CPU's bandwidth, the rest on {device.id}; decode time is the sum of both parts"
+            )
+        elif place.cpu_decode_bytes > 1 << 20 or kv_cpu:
             rules.append(
                 f"offload: {len(place.gpu_layers)} layers on {device.id}, the rest read at the CPU's "
                 "bandwidth; decode time is the sum of both parts"

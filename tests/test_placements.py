@@ -1,0 +1,126 @@
+"""Where the weights live: experts kept in RAM (`-ncmoe N`, llama.cpp's --n-cpu-moe), each
+figure computed by hand from the model's shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ggufs import Shape, write_model
+from support import in_process
+
+from ggprof.figures import Figure
+from ggprof.machine.device import Device, EfficiencyBand
+from ggprof.model.spec import load_model
+from ggprof.physics.roofline import PredictInputs, predict
+
+BAND = EfficiencyBand(low=0.5, high=0.9, source="test")
+# A small MoE: 4 layers, 8 experts of which 2 are used a token, Q8_0 (34 bytes per 32 weights)
+MOE = Shape(n_layers=4, n_embd=256, n_heads=8, n_ff=512, vocab=1000, n_experts=8, n_experts_used=2)
+EXPERT_BYTES_A_LAYER = 3 * 256 * 512 * 8 * 34 // 32  # gate, up and down: n_embd x n_ff x n_experts each
+READ_A_TOKEN_A_LAYER = EXPERT_BYTES_A_LAYER * 2 // 8  # the 2 experts a token uses of 8
+GPU_BW, CPU_BW = 1000e9, 50e9
+
+
+def _devices() -> tuple[Device, Device]:
+    gpu = Device(
+        id="gpu",
+        name="gpu",
+        backend="cuda",
+        memory_bytes=24 * 10**9,
+        memory_source="user",
+        bandwidth=Figure(GPU_BW, "user"),
+    )
+    cpu = Device(
+        id="cpu",
+        name="cpu",
+        backend="cpu",
+        memory_bytes=64 * 10**9,
+        memory_source="os",
+        bandwidth=Figure(CPU_BW, "measured"),
+        memory_available_bytes=60 * 10**9,
+    )
+    return gpu, cpu
+
+
+def test_experts_of_the_first_layers_are_read_from_ram(tmp_path: Path) -> None:
+    spec = load_model(write_model(tmp_path / "moe.gguf", MOE)[0])
+    gpu, cpu = _devices()
+    all_on_gpu = predict(spec, gpu, PredictInputs(n_gpu_layers=-1), BAND, cpu=cpu)
+    assert all_on_gpu.placement.experts_in_ram_decode_bytes == 0
+    for n in (1, 2, 4):
+        p = predict(spec, gpu, PredictInputs(n_gpu_layers=-1, n_cpu_moe=n), BAND, cpu=cpu)
+        in_ram = n * READ_A_TOKEN_A_LAYER
+        assert p.placement.experts_in_ram_decode_bytes == in_ram
+        assert p.placement.cpu_decode_bytes == in_ram  # the rest, input embedding's row aside, stays on the GPU
+        on_gpu = spec.decode_bytes_per_token - in_ram
+        assert p.decode_seconds_per_token == pytest.approx(on_gpu / GPU_BW + in_ram / CPU_BW)
+        assert p.placement.cpu_weight_bytes >= n * EXPERT_BYTES_A_LAYER  # all its experts' bytes live in RAM
+        assert any(rule.startswith("experts in RAM (-ncmoe)") for rule in p.rules)
+    beyond = predict(spec, gpu, PredictInputs(n_gpu_layers=-1, n_cpu_moe=99), BAND, cpu=cpu)  # every layer's
+    assert beyond.placement.experts_in_ram_decode_bytes == 4 * READ_A_TOKEN_A_LAYER
+
+
+def test_a_dense_model_has_no_experts_to_keep_in_ram(tmp_path: Path) -> None:
+    spec = load_model(write_model(tmp_path / "dense.gguf", Shape(n_layers=4, n_embd=256, n_ff=512))[0])
+    gpu, cpu = _devices()
+    p = predict(spec, gpu, PredictInputs(n_gpu_layers=-1, n_cpu_moe=4), BAND, cpu=cpu)
+    assert p.placement.experts_in_ram_decode_bytes == 0 and p.placement.cpu_decode_bytes == 0
+
+
+def test_a_llama_bench_row_with_n_cpu_moe_is_judged_on_its_placement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama-bench's JSON states `n_cpu_moe`: the row is judged against the ceiling with those
+    experts read from RAM, at the bandwidth given for this host's CPU (a seeded cache)."""
+    model = write_model(tmp_path / "moe.gguf", MOE)[0]
+    spec = load_model(model)
+    on_gpu = spec.decode_bytes_per_token - 4 * READ_A_TOKEN_A_LAYER
+    ceiling = 1 / (
+        on_gpu / 1008e9 + 4 * READ_A_TOKEN_A_LAYER / _seed_cpu(tmp_path, CPU_BW, monkeypatch)
+    )  # RTX 4090: 1008 GB/s
+    row = {"n_prompt": 0, "n_gen": 128, "n_depth": 0, "backends": "CUDA", "n_gpu_layers": 99, "n_cpu_moe": 4}
+    rows = [row | {"avg_ts": ceiling * 1.3, "stddev_ts": 1.0}]  # above the ceiling with the experts in RAM
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    r = in_process("check", str(model), "--llama-bench", str(tmp_path / "rows.json"), "--device", "rtx-4090", "--json")
+    assert r.exit_code == 4, r.stdout + r.stderr
+    predicted = json.loads(r.stdout)["predictions"][0]
+    assert predicted["decode_ceiling_tok_s"] == pytest.approx(ceiling, rel=1e-6)
+    # the same speed with every expert on the GPU is far under that placement's ceiling
+    (tmp_path / "rows.json").write_text(json.dumps([{**rows[0], "n_cpu_moe": 0}]))
+    r = in_process("check", str(model), "--llama-bench", str(tmp_path / "rows.json"), "--device", "rtx-4090", "--json")
+    assert json.loads(r.stdout)["predictions"][0]["decode_ceiling_tok_s"] == pytest.approx(
+        1 / (spec.decode_bytes_per_token / 1008e9), rel=1e-6
+    )
+
+
+def test_check_takes_llama_cpps_spelling_of_experts_in_ram(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = write_model(tmp_path / "moe.gguf", MOE)[0]
+    _seed_cpu(tmp_path, CPU_BW, monkeypatch)
+    spec = load_model(model)
+    on_gpu = spec.decode_bytes_per_token - 2 * READ_A_TOKEN_A_LAYER
+    for flag in ("-ncmoe", "--n-cpu-moe"):
+        r = in_process("check", str(model), "--tg", "10", "--device", "rtx-4090", "-ngl", "99", flag, "2", "--json")
+        assert r.exit_code == 3, r.stderr  # far under its placement's band: slow, not refused
+        p = json.loads(r.stdout)["predictions"][0]
+        assert p["decode_ceiling_tok_s"] == pytest.approx(1 / (on_gpu / 1008e9 + 2 * READ_A_TOKEN_A_LAYER / CPU_BW))
+        assert p["offload"]["cpu_weight_bytes"] >= 2 * EXPERT_BYTES_A_LAYER
+        assert any(rule.startswith("experts in RAM (-ncmoe)") for rule in p["rules"])
+    bad = in_process("check", str(model), "--tg", "10", "--device", "rtx-4090", "-ncmoe", "-1")
+    assert bad.exit_code == 2 and bad.stderr.startswith("Error: Invalid value for '-ncmoe'")
+
+
+def _seed_cpu(tmp_path: Path, bytes_per_s: float, monkeypatch: pytest.MonkeyPatch) -> float:
+    """This host's CPU measured at `bytes_per_s` (a cache the commands read as a measurement)."""
+    from ggprof.machine import cache
+    from ggprof.machine.facts import gather_facts
+    from ggprof.machine.measurements import BandwidthMeasurement, KernelResult, SgemmMeasurement
+
+    monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
+    reads = KernelResult("read", (bytes_per_s,) * 5)
+    seeded = BandwidthMeasurement(
+        read=reads, copy=reads, triad=reads, threads=1, array_bytes=64 << 20, repetitions=5, elapsed_s=1.0
+    )
+    cache.save(gather_facts(), seeded, SgemmMeasurement(1e11, 256, (1e11,)))
+    return bytes_per_s
