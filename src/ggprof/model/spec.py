@@ -22,6 +22,7 @@ from ggprof.errors import GGUFError
 from ggprof.llamacpp import CACHE_TYPE
 from ggprof.model.ggml import FILE_TYPES, GGMLType, ValueType, kv_cache_type
 from ggprof.model.gguf import ArrayValue, GGUFHeader, TensorInfo, read_model_files
+from ggprof.model.hybrid import layer_roles
 
 UINTS = (ValueType.UINT8, ValueType.UINT16, ValueType.UINT32, ValueType.UINT64)
 INTS = (*UINTS, ValueType.INT8, ValueType.INT16, ValueType.INT32, ValueType.INT64)
@@ -95,6 +96,12 @@ class ModelSpec:
     swa_pattern_source: str | None
     kv_layout: str  # "gqa" (per-head K/V) or "mla" (compressed latent)
     tensors: tuple[TensorSpec, ...] = field(repr=False)
+    # hybrid and recurrent models (ggprof.model.hybrid): layers with a fixed-size state instead of
+    # (or beside) a KV cache; draft heads (nextn) a plain decode does not run
+    recurrent_layers: tuple[bool, ...] = ()
+    state_bytes_per_layer: int | None = 0  # one recurrent layer's state per sequence (None: not known)
+    layer_roles_source: str = ""
+    n_nextn_layers: int = 0  # the last blocks of the file: the model's own draft (MTP) heads
 
     # -- sizes -------------------------------------------------------------------------------
     @property
@@ -152,6 +159,8 @@ class ModelSpec:
 
     def decode_share(self, t: TensorSpec) -> Fraction:
         """The fraction of a tensor one decode step reads."""
+        if t.layer is not None and t.layer >= self.n_layers:
+            return Fraction(0)  # a draft (nextn) head: run only when it drafts
         if self.is_lookup(t):
             return Fraction(1, t.n_elements // t.shape[0])
         if "_exps." in t.name and self.n_experts:
@@ -194,7 +203,40 @@ class ModelSpec:
             )
         if self.kv_layout == "mla":
             rules.append("mla: the KV cache holds a compressed latent per layer")
+        if any(self.recurrent_layers):
+            state = self.state_bytes_per_sequence
+            rules.append(
+                f"recurrent: {sum(self.recurrent_layers)} of {self.n_layers} layers keep a fixed-size state "
+                + (
+                    f"({state:,} bytes a sequence, read and written each token)"
+                    if state is not None
+                    else "(size not known)"
+                )
+                + f" and no KV cache; {self.n_attention_layers} keep one ({self.layer_roles_source})"
+            )
+        if self.n_nextn_layers:
+            rules.append(
+                f"nextn: the last {self.n_nextn_layers} block(s) are draft (MTP) heads, not read by a plain decode"
+            )
         return rules
+
+    # -- recurrent state ---------------------------------------------------------------------
+    @property
+    def n_attention_layers(self) -> int:
+        """Layers that keep a KV cache."""
+        return sum(1 for h in self.n_kv_heads_per_layer if h > 0)
+
+    @property
+    def state_bytes_per_sequence(self) -> int | None:
+        """The recurrent state of one sequence, every recurrent layer (0: none; None: not known)."""
+        if self.state_bytes_per_layer is None:
+            return None
+        return sum(self.recurrent_layers) * self.state_bytes_per_layer
+
+    def state_layer_bytes(self) -> list[int]:
+        """Each layer's recurrent state per sequence (0 where it has none or it is not known)."""
+        per = self.state_bytes_per_layer or 0
+        return [per if r else 0 for r in self.recurrent_layers] or [0] * self.n_layers
 
     # -- KV cache ----------------------------------------------------------------------------
     @cached_property
@@ -251,13 +293,25 @@ def model_from_headers(headers: list[GGUFHeader], swa_default: SwaDefault | None
     if arch is None:
         raise GGUFError(h.path, "no general.architecture key")
     tensors = tuple(_tensor_spec(t) for hh in headers for t in hh.tensors)
-    n_layers = meta.uint(f"{arch}.block_count") or 0
-    if n_layers > max(len(tensors), 1):  # every layer has tensors: this bounds per-layer lists by the file
-        raise GGUFError(h.path, f"{arch}.block_count {n_layers} is more than the {len(tensors)} tensors could hold")
+    n_all = meta.uint(f"{arch}.block_count") or 0
+    if n_all > max(len(tensors), 1):  # every layer has tensors: this bounds per-layer lists by the file
+        raise GGUFError(h.path, f"{arch}.block_count {n_all} is more than the {len(tensors)} tensors could hold")
+    nextn = meta.uint(f"{arch}.nextn_predict_layers") or 0
+    nextn = nextn if nextn < n_all else 0
+    n_layers = n_all - nextn  # the layers a plain decode runs (llama.cpp's hparams.n_layer())
     n_embd = meta.uint(f"{arch}.embedding_length") or 0
-    n_heads = meta.per_layer(f"{arch}.attention.head_count", n_layers)
+    n_heads = meta.per_layer(f"{arch}.attention.head_count", n_all)[:n_layers]
     head_max = max(n_heads, default=0)
-    kv_heads = meta.per_layer(f"{arch}.attention.head_count_kv", n_layers) or n_heads or [0] * n_layers
+    kv_heads = meta.per_layer(f"{arch}.attention.head_count_kv", n_all)[:n_layers] or n_heads or [0] * n_layers
+    roles = layer_roles(
+        arch,
+        n_layers,
+        kv_heads,
+        meta.uint,
+        lambda key, n: meta.per_layer(key, n_all)[:n],
+        lambda key, n: b[:n] if (b := meta.bools(key, n_all)) is not None else None,
+    )
+    kv_heads = [h if attends else 0 for h, attends in zip(kv_heads, roles.attention, strict=True)]
     head_dim_k = meta.uint(f"{arch}.attention.key_length") or (n_embd // head_max if head_max else 0)
     head_dim_v = meta.uint(f"{arch}.attention.value_length") or (n_embd // head_max if head_max else 0)
     kv_layout = "gqa"
@@ -268,7 +322,8 @@ def model_from_headers(headers: list[GGUFHeader], swa_default: SwaDefault | None
         head_dim_v = 0
         kv_heads = [1 if n else 0 for n in kv_heads]
     window = meta.uint(f"{arch}.attention.sliding_window") or None
-    swa_layers, swa_source = _swa_layers(meta, arch, n_layers, window, swa_default)
+    swa_layers, swa_source = _swa_layers(meta, arch, n_all, window, swa_default)
+    swa_layers = swa_layers[:n_layers]
     names = {t.name for t in tensors}
     n_experts = meta.uint(f"{arch}.expert_count") or 0
     ft = meta.uint("general.file_type")
@@ -296,6 +351,10 @@ def model_from_headers(headers: list[GGUFHeader], swa_default: SwaDefault | None
         swa_pattern_source=swa_source if any(swa_layers) else None,
         kv_layout=kv_layout,
         tensors=tensors,
+        recurrent_layers=roles.recurrent if any(roles.recurrent) else (),
+        state_bytes_per_layer=roles.state_bytes_per_layer,
+        layer_roles_source=roles.source,
+        n_nextn_layers=nextn,
     )
 
 
@@ -359,6 +418,21 @@ class _Meta:
         if v is not None and v < 0:
             raise GGUFError(self.header.path, f"key {key!r} is negative ({v})")
         return None if v is None else int(v)
+
+    def bools(self, key: str, n_layers: int) -> tuple[bool, ...] | None:
+        """A per-layer bool array (None where the key is absent)."""
+        mv = self.header.metadata.get(key)
+        if mv is None:
+            return None
+        arr: Any = mv.value
+        if (
+            mv.type != ValueType.ARRAY
+            or arr.item_type != ValueType.BOOL
+            or arr.items is None
+            or len(arr.items) != n_layers
+        ):
+            raise GGUFError(self.header.path, f"key {key!r} must be a bool array with one entry per layer")
+        return tuple(bool(b) for b in arr.items)
 
     def per_layer(self, key: str, n_layers: int) -> list[int]:
         """A per-layer count stored as one integer or as an array of one per layer."""

@@ -339,7 +339,7 @@ def predict(
     has_gpu = device.is_discrete_gpu
     place = placement(spec, inputs.n_gpu_layers, has_gpu, inputs.n_cpu_moe)
     ck, cv = inputs.cache_type_k, inputs.cache_type_v
-    kv_gpu, kv_cpu = _kv_split(spec, inputs, place, inputs.depth)
+    kv_gpu, kv_cpu = _kv_split(spec, inputs, place, inputs.depth, state_passes=2)
     seconds, rules = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu)
     table = tuple(_depth_row(spec, device, cpu, place, inputs, d) for d in depth_points(spec))
     peak = device.peak_flops.value if device.peak_flops else None
@@ -376,10 +376,15 @@ def depth_points(spec: ModelSpec) -> list[int]:
     return sorted({d for d in DEPTH_TABLE if d < top} | {top})
 
 
-def _kv_split(spec: ModelSpec, inputs: PredictInputs, place: Placement, tokens: int) -> tuple[int, int]:
-    """KV bytes at `tokens` of context held by the offloaded layers, and by the rest."""
+def _kv_split(
+    spec: ModelSpec, inputs: PredictInputs, place: Placement, tokens: int, state_passes: int = 1
+) -> tuple[int, int]:
+    """KV bytes at `tokens` of context held by the offloaded layers, and by the rest; with a
+    recurrent layer's state (ggprof.model.hybrid) `state_passes` times: once held, twice moved
+    by a decode step (read, then written back)."""
     on_gpu = set(place.gpu_layers)
-    per_layer = spec.kv_layer_bytes_at(tokens, inputs.cache_type_k, inputs.cache_type_v)
+    kv = spec.kv_layer_bytes_at(tokens, inputs.cache_type_k, inputs.cache_type_v)
+    per_layer = [b + state_passes * r for b, r in zip(kv, spec.state_layer_bytes(), strict=True)]
     gpu = sum(b for il, b in enumerate(per_layer) if il in on_gpu)
     return gpu, sum(per_layer) - gpu
 
@@ -417,7 +422,7 @@ def _decode_seconds(
 def _depth_row(
     spec: ModelSpec, device: Device, cpu: Device | None, place: Placement, inputs: PredictInputs, depth: int
 ) -> DepthRow:
-    kv_gpu, kv_cpu = _kv_split(spec, inputs, place, depth)
+    kv_gpu, kv_cpu = _kv_split(spec, inputs, place, depth, state_passes=2)
     seconds, _ = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu)
     return DepthRow(
         depth=depth, kv_bytes=kv_gpu + kv_cpu, decode_ceiling_tok_s=1 / seconds, tpot_floor_ms=seconds * 1e3
@@ -490,5 +495,6 @@ def max_context(
 def batch_max(spec: ModelSpec, inputs: PredictInputs, weight_bytes: int, available: int) -> int:
     """B_max = (memory - weights - reserve) / (KV per token x L): sequences of inputs.ctx tokens that fit."""
     per_sequence = spec.kv_bytes_at(inputs.ctx, inputs.cache_type_k, inputs.cache_type_v)
+    per_sequence += spec.state_bytes_per_sequence or 0
     free = available - weight_bytes - _compute_buffer(spec, inputs, inputs.ctx)
     return max(free // per_sequence, 0) if per_sequence else 0

@@ -44,6 +44,11 @@ def inspect_dict(spec: ModelSpec) -> dict[str, Any]:
         "decode_bytes_per_token": spec.decode_bytes_per_token,
         "kv_bytes_per_token": spec.kv_bytes_per_token(),
         "kv_cache_type": CACHE_TYPE,
+        "attention_layers": spec.n_attention_layers,
+        "recurrent_layers": sum(spec.recurrent_layers),
+        "state_bytes_per_sequence": spec.state_bytes_per_sequence,
+        "layer_roles_source": spec.layer_roles_source or None,
+        "nextn_layers": spec.n_nextn_layers,
         "active_params": spec.active_params,
         "decode_rules": spec.decode_rules(),
     }
@@ -79,6 +84,17 @@ def inspect_text(spec: ModelSpec) -> str:
     )
     lines.extend(_types(spec))
     lines.append(_row("per layer", _layers(spec)))
+    if any(spec.recurrent_layers):
+        state = spec.state_bytes_per_sequence
+        sized = f"a {fmt_bytes(state, binary=False)} state a sequence" if state is not None else "a state not sized"
+        lines.append(
+            _row(
+                "recurrent",
+                f"{sum(spec.recurrent_layers)} of {spec.n_layers} layers ({sized}); KV on {spec.n_attention_layers}",
+            )
+        )
+    if spec.n_nextn_layers:
+        lines.append(_row("draft heads", f"{spec.n_nextn_layers} nextn (MTP) block(s), run only when they draft"))
     lines.append(_row("decode reads", f"{fmt_bytes(spec.decode_bytes_per_token)} of weights per token"))
     lines.append(
         _row(
