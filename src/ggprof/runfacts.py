@@ -36,10 +36,11 @@ class RunFact:
     name: str  # ggprof's name everywhere: llama-bench's JSON key where it has one
     what: str  # in words, as reports name it
     unit: str  # of its value: "tokens", "threads", "layers", "" (none)
-    kind: str  # "count", "switch" (on/off/auto), "bool" (0/1), "type" (a ggml type), "shares"
+    kind: str  # "count", "switch" (on/off/auto), "bool" (0/1), "type" (one of `values`), "shares", "path"
     default: Any  # llama.cpp's default (llama-bench's cmd_params_defaults; None: the machine's)
     flags: tuple[str, ...]  # a command line's spellings, short first (llama-server, llama-cli)
     bench_flags: tuple[str, ...] = ()  # llama-bench's, where they differ from `flags`
+    bench: bool = True  # llama-bench takes it (its flags, JSON key and column)
     column: str | None = None  # llama-bench's markdown head (None: its JSON key, as llama-bench does)
     log_key: str | None = None  # the key of the load log's `llama_context: KEY = VALUE` line
     low: int = 0  # a count's least value
@@ -48,6 +49,9 @@ class RunFact:
     bench_words: Mapping[Any, str] = field(default_factory=dict)  # values llama-bench spells its own way
     always: bool = False  # given to llama-bench even at its default (defaults changed across builds)
     placement: bool = False  # says where weights or cache live: a prediction's input (PredictInputs' field)
+    drafting: bool = False  # says how a run drafted tokens (speculative decoding)
+    old_flags: tuple[str, ...] = ()  # spellings of older builds, still accepted
+    aliases: Mapping[str, str] = field(default_factory=dict)  # older words for a value
 
     @property
     def flag(self) -> str:
@@ -100,7 +104,11 @@ class RunFact:
             return None if flag in (None, "auto") else flag == "on"
         if self.kind == "type":
             text = str(raw).strip().lower()
+            text = self.aliases.get(text, text)
             return text if text in self.values else None
+        if self.kind == "path":
+            text = str(raw).strip()
+            return text if 0 < len(text) <= 4096 and text.isprintable() else None
         if self.kind == "shares":
             return _shares(raw)
         raise ValueError(f"unknown kind of run fact: {self.kind}")
@@ -144,6 +152,21 @@ def _shares(raw: object) -> tuple[float, ...] | None:
 
 # KV cache types llama.cpp accepts for --cache-type-k/-v (common/arg.cpp kv_cache_types)
 KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+
+# llama.cpp's --spec-type values (common/speculative.cpp); older builds and posts write `mtp`
+SPEC_TYPES = (
+    "none",
+    "draft-simple",
+    "draft-eagle3",
+    "draft-mtp",
+    "draft-dflash",
+    "draft-dspark",
+    "ngram-simple",
+    "ngram-map-k",
+    "ngram-map-k4v",
+    "ngram-mod",
+    "ngram-cache",
+)
 
 FACTS: tuple[RunFact, ...] = (
     RunFact(
@@ -239,6 +262,40 @@ FACTS: tuple[RunFact, ...] = (
         column="rpk",
     ),
     RunFact(
+        name="spec_type",
+        what="speculative decoding",
+        unit="",
+        kind="type",
+        default="none",
+        flags=("--spec-type",),
+        values=SPEC_TYPES,
+        aliases={"mtp": "draft-mtp", "nextn": "draft-mtp", "draft": "draft-simple", "eagle3": "draft-eagle3"},
+        drafting=True,
+        bench=False,
+    ),
+    RunFact(
+        name="spec_draft_n_max",
+        what="tokens drafted a step at most",
+        unit="tokens",
+        kind="count",
+        default=3,  # common/common.h: speculative.draft.n_max
+        flags=("--spec-draft-n-max",),
+        old_flags=("--draft-max", "--draft", "--draft-n"),
+        high=1024,
+        drafting=True,
+        bench=False,
+    ),
+    RunFact(
+        name="model_draft",
+        what="draft model",
+        unit="",
+        kind="path",
+        default=None,
+        flags=("-md", "--model-draft", "--spec-draft-model"),
+        drafting=True,
+        bench=False,
+    ),
+    RunFact(
         name="tensor_split",
         what="tensor split",
         unit="",
@@ -249,6 +306,7 @@ FACTS: tuple[RunFact, ...] = (
     ),
 )
 BY_NAME: Mapping[str, RunFact] = {f.name: f for f in FACTS}
+DRAFTING = tuple(f.name for f in FACTS if f.drafting)  # how a run drafted: `check` takes them
 PLACEMENT = tuple(f.name for f in FACTS if f.placement)  # what `predict` and `check` take and predict on
 BY_HEAD: Mapping[str, RunFact] = {f.head: f for f in FACTS}
 
@@ -282,7 +340,7 @@ def bench_arguments(values: Mapping[str, Any]) -> list[str]:
     out: list[str] = []
     for f in FACTS:
         value = values.get(f.name)
-        if value is None or (value == f.default and not f.always) or (f.kind == "shares" and not value):
+        if not f.bench or value is None or (value == f.default and not f.always) or (f.kind == "shares" and not value):
             continue
         out += [f.bench_flag, f.bench_argument(value)]
     return out

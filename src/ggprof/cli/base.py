@@ -229,6 +229,7 @@ def fact_option(name: str, *, param: str | None = None, default: Any = ..., **kw
 
     return click.option(
         *fact.flags,
+        *fact.old_flags,
         param or fact.name,
         type=int if fact.kind == "count" else str,
         metavar=f"[{'|'.join(fact.values)}]" if fact.values else "N",
@@ -254,6 +255,34 @@ def placement_options(f: Any) -> Any:
         return f(*args, **kwargs)
 
     for name in reversed(names):
+        wrapper = fact_option(name, default=None)(wrapper)
+    return wrapper
+
+
+def drafting_options(f: Any) -> Any:
+    """How a reported run drafted (ggprof.runfacts.DRAFTING: --spec-type, --spec-draft-n-max,
+    -md), each llama.cpp's option, and the acceptance it measured, passed together as
+    `drafting`: the facts given, and `acceptance`."""
+    import functools
+
+    from ggprof.runfacts import DRAFTING
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        given = {n: kwargs.pop(n) for n in DRAFTING}
+        given["acceptance"] = kwargs.pop("draft_acceptance")
+        kwargs["drafting"] = {k: v for k, v in given.items() if v is not None}
+        return f(*args, **kwargs)
+
+    wrapper = click.option(
+        "--draft-acceptance",
+        type=float,
+        callback=finite_in(-1e-9, 1.0),
+        metavar="A",
+        help="The share of drafted tokens the target kept (a server's draft_n_accepted / draft_n, a log's "
+        "`draft acceptance`): the speculative speed expected.",
+    )(wrapper)
+    for name in reversed(DRAFTING):
         wrapper = fact_option(name, default=None)(wrapper)
     return wrapper
 

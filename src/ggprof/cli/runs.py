@@ -17,6 +17,7 @@ from ggprof.cli.base import (
     check_plot,
     cli,
     device_options,
+    drafting_options,
     draw,
     extensions,
     fact_option,
@@ -348,6 +349,7 @@ def profile(
 )
 @fact_option("n_gpu_layers", default=None, help="Layers offloaded in the report.")
 @placement_options
+@drafting_options
 @click.option(
     "--build",
     "build_number",
@@ -435,6 +437,7 @@ def check(
     backend: str | None,
     n_gpu_layers: int | None,
     placement: tuple[tuple[str, Any], ...],
+    drafting: dict[str, Any],
     build_number: int | None,
     matrix_cores: str | None,
     int_dot: str | None,
@@ -463,6 +466,11 @@ def check(
             n_ubatch,
         )
     )
+    if drafting and (log_path is not None or llama_bench is not None):
+        raise click.UsageError(
+            "--spec-type, --spec-draft-n-max, -md and --draft-acceptance describe a reported speed (--tg): "
+            "llama-bench does not draft, and a log says how it drafted"
+        )
     if log_path is not None:
         if llama_bench is not None or tg is not None or pp is not None:
             raise click.UsageError("--log reads its speeds from the log: no --tg, --pp or --llama-bench beside it")
@@ -530,6 +538,7 @@ def check(
                 backend=backend,
                 n_gpu_layers=n_gpu_layers,
                 placement=placement,
+                drafting=_drafting(spec, drafting),
                 build=build if build else None,
             )
         ]
@@ -560,6 +569,19 @@ def check(
         out.write("\n".join(lines) + "\n")  # buffered: one flush at the end, not one per row
     out.flush()
     return int(EXIT[max(severities, key=lambda s: RANK[s]) if severities else "unknown"])
+
+
+def _drafting(spec: Any, given: dict[str, Any]) -> Any:
+    """How the reported run drafted (ggprof.physics.speculative.Drafting), or None."""
+    if not given:
+        return None
+    from ggprof.physics.speculative import drafting_for
+
+    draft = load_model_arg(given["model_draft"]) if "model_draft" in given else None
+    acceptance = given.get("acceptance")
+    return drafting_for(
+        spec, given.get("spec_type"), given.get("spec_draft_n_max"), draft, acceptance, "--draft-acceptance"
+    )
 
 
 def _matrix_cores(value: str | None) -> str | None:

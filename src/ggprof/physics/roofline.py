@@ -18,6 +18,7 @@ from ggprof.llamacpp import CACHE_TYPE, N_BATCH, N_CTX, N_GEN, N_PROMPT, N_UBATC
 from ggprof.machine.device import Device, EfficiencyBand, ExpectedSpeed, int_dot_ceiling
 from ggprof.model.spec import OUTPUT_LAYER_TENSORS, ModelSpec, offloaded_layers
 from ggprof.physics.expected import dominant_family
+from ggprof.physics.speculative import VerifyStep, expected_speculative
 
 if TYPE_CHECKING:
     from ggprof.physics.rpc import Split
@@ -136,6 +137,7 @@ class Prediction:
     split: Split | None = None  # a model split over machines with llama.cpp's RPC backend
     roof: ExpectedSpeed | None = None  # a compute roof measured on this host for the model (CPU)
     roof_note: str | None = None  # where that roof came from, or why there is none
+    step: VerifyStep | None = None  # speculative decoding: the verify step (ggprof.physics.speculative)
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -143,7 +145,14 @@ class Prediction:
 
     @property
     def decode_ceiling_tok_s(self) -> float:
+        """One plain decode step per token: the bandwidth ceiling."""
         return 1.0 / self.decode_seconds_per_token
+
+    @property
+    def decode_limit_tok_s(self) -> float:
+        """What no run may pass: the bandwidth ceiling, or with speculative decoding n + 1 tokens
+        per target pass."""
+        return self.step.ceiling_tok_s if self.step is not None else self.decode_ceiling_tok_s
 
     @property
     def tpot_floor_ms(self) -> float:
@@ -152,7 +161,10 @@ class Prediction:
     @property
     def expected(self) -> ExpectedSpeed | None:
         """The expected decode band before a run: the band, capped by a compute roof measured
-        on this host for the model where one is kept (`roof`)."""
+        on this host for the model where one is kept (`roof`); a speculative run's from its
+        verify step."""
+        if self.step is not None:
+            return expected_speculative(self.step, self.band)
         return expected_decode(self.decode_ceiling_tok_s, self.band, self.roof)
 
     @property

@@ -21,6 +21,7 @@ from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.roofline import PredictInputs, Prediction, splits_to_cpu
+from ggprof.physics.speculative import Drafting, verify_step
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.predict import kept_roof, roof_note
@@ -43,11 +44,17 @@ class Reported:
     backend: str | None = None
     n_gpu_layers: int | None = None
     placement: tuple[tuple[str, Any], ...] = ()  # where the rest of the weights lived (ggprof.runfacts.PLACEMENT)
+    drafting: Drafting | None = None  # speculative decoding: how it drafted (its decode is judged per verify step)
     cv: float | None = None
     label: str = "reported"
     context: RunContext | None = None  # what the report says about the run (a pasted log's facts)
     model_uncertainty: float = 0.0  # the model estimated from a log: how far its bytes may be off
     build: BuildFacts | None = None  # the llama.cpp build it ran on, where the report says (its era moves the band)
+
+
+PredictionKey = tuple[
+    str | None, int, int, int | None, tuple[tuple[str, Any], ...], "Drafting | None", "BuildFacts | None"
+]
 
 
 class Checker:
@@ -71,7 +78,7 @@ class Checker:
         self.tensor_split: tuple[float, ...] = ()
         # Many rows share a backend, depth, prompt and offload: predict each combination once.
         self._predictions: dict[
-            tuple[str | None, int, int, int | None, tuple[tuple[str, Any], ...], BuildFacts | None],
+            PredictionKey,
             tuple[Target | None, Prediction | None],
         ] = {}
         self._index: dict[int, int] = {}  # id of each prediction made -> its place in predictions()
@@ -91,9 +98,9 @@ class Checker:
         return replace(target, cpu=self.cpu) if self.cpu is not None and target.device.is_discrete_gpu else target
 
     @staticmethod
-    def key(r: Reported) -> tuple[str | None, int, int, int | None, tuple[tuple[str, Any], ...], BuildFacts | None]:
+    def key(r: Reported) -> PredictionKey:
         """What a prediction depends on: rows with the same key share one."""
-        return (r.backend, r.depth, r.n_prompt, r.n_gpu_layers, r.placement, r.build or None)
+        return (r.backend, r.depth, r.n_prompt, r.n_gpu_layers, r.placement, r.drafting, r.build or None)
 
     def predicted(self, r: Reported) -> tuple[Target | None, Prediction | None]:
         key = self.key(r)
@@ -126,7 +133,13 @@ class Checker:
                 )
                 self._predictions[key] = (target, split)
             else:
-                self._predictions[key] = target, prediction_for(self.spec, target, inputs, self.ext)
+                made = prediction_for(self.spec, target, inputs, self.ext)
+                if made is not None and r.drafting is not None:
+                    step = verify_step(
+                        r.drafting, made.kv_bytes_at_depth, made.bandwidth_bytes_per_s, made.decode_seconds_per_token
+                    )
+                    made = replace(made, step=step)
+                self._predictions[key] = target, made
             made = self._predictions[key][1]
             if made is not None and id(made) not in self._index:
                 self._index[id(made)] = len(self._index)

@@ -7,6 +7,7 @@ from ggprof.llamacpp import BACKEND_TITLES, rebuild_command
 from ggprof.machine.device import ExpectedSpeed
 from ggprof.machine.measurements import MAX_BANDWIDTH_SPREAD
 from ggprof.physics.roofline import Prediction, expected_decode, is_partial_offload
+from ggprof.physics.speculative import expected_speculative
 from ggprof.units import fmt_bytes, fmt_rate, sig3
 from ggprof.verdict.backend import Backend
 from ggprof.verdict.finding import BASE_TOLERANCE, MAX_TOLERANCE, NOISY_CV, Finding, JudgeCase
@@ -21,6 +22,8 @@ def expected_for(b: Backend, case: JudgeCase) -> ExpectedSpeed | None:
     p = case.prediction
     if p is None:
         return None
+    if p.step is not None:
+        return expected_speculative(p.step, p.band)
     return expected_decode(p.decode_ceiling_tok_s, p.band, b.compute_roof(case))
 
 
@@ -141,7 +144,12 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
         f"bandwidth {fmt_rate(p.bandwidth_bytes_per_s)} [{_bandwidth_source(p)}]",
         *((case.roof_note,) if case.roof_note else ()),
     )
-    if tg > ceiling * (1 + case.tolerance):
+    if p.step is not None:
+        evidence = (*evidence, *_drafting_evidence(p))
+        if tg > p.decode_limit_tok_s * (1 + case.tolerance):
+            return [_above_drafting(b, case, p, tg, evidence)]
+        ceiling = p.decode_limit_tok_s
+    elif tg > ceiling * (1 + case.tolerance):
         return [_above_ceiling(b, case, p, tg, evidence)]
     expected = expected_for(b, case)
     share = f"{tg / ceiling:.0%} of the {tps(ceiling)} ceiling"
@@ -156,7 +164,7 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
                 expected=_band_text(expected),
                 observed=tps(tg),
                 evidence=(*evidence, *shared_checks, *diagnosis.checks),
-                causes=(*shared, *(diagnosis.causes or b.causes.slow)),
+                causes=(*_drafting_causes(p), *shared, *(diagnosis.causes or b.causes.slow)),
                 next_step=b.causes.slow_next_step,
                 plugin=b.name,
             )
@@ -179,6 +187,50 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
             plugin=b.name,
         )
     ]
+
+
+def _drafting_evidence(p: Prediction) -> tuple[str, ...]:
+    step = p.step
+    assert step is not None
+    d = step.drafting
+    return (
+        f"speculative decoding: {d.spec_type}, up to {d.n_max} drafted a step ({d.draft_source}); a verify step "
+        f"takes {step.step_seconds * 1e3:.3g} ms ({step.pass_seconds * 1e3:.3g} ms target pass over {d.n_max + 1} "
+        f"positions + {step.draft_seconds * 1e3:.3g} ms drafting); plain decode {tps(p.decode_ceiling_tok_s)} at most",
+        f"at most {d.n_max + 1} tokens per target pass: {tps(p.decode_limit_tok_s)}",
+    )
+
+
+def _drafting_causes(p: Prediction) -> tuple[str, ...]:
+    """A speculative run slower than its band: drafts rejected (below break-even, slower than plain)."""
+    step = p.step
+    if step is None:
+        return ()
+    d = step.drafting
+    even = step.break_even_acceptance
+    where = f" (below {even:.0%} acceptance drafting is slower than plain decode)" if even is not None else ""
+    known = f"; measured {d.acceptance:.0%}" if d.acceptance is not None else ""
+    return (f"low draft acceptance: the target rejected most drafted tokens{where}{known}",)
+
+
+def _above_drafting(b: Backend, case: JudgeCase, p: Prediction, tg: float, evidence: tuple[str, ...]) -> Finding:
+    step = p.step
+    assert step is not None
+    n = step.drafting.n_max
+    return Finding(
+        severity="impossible",
+        code="DECODE_ABOVE_DRAFT_CEILING",
+        title=f"decode at {tps(tg)} is more than {n + 1} tokens per target pass allow ({tps(p.decode_limit_tok_s)})",
+        expected=f"at most {tps(p.decode_limit_tok_s)}: every one of {n} drafts accepted, drafts free",
+        observed=tps(tg),
+        evidence=(*evidence, f"tolerance {case.tolerance:.0%} above the ceiling"),
+        causes=(
+            f"more drafted tokens a step than --spec-draft-n-max {n} (a larger n-max, or another drafter)",
+            *b.causes.impossible,
+        ),
+        next_step="check the run's --spec-type and --spec-draft-n-max, and which device and model really ran",
+        plugin=b.name,
+    )
 
 
 def _tolerance_text(case: JudgeCase) -> str:

@@ -1,0 +1,131 @@
+"""Speculative decoding (ggprof.physics.speculative): a verify step is the unit of decode. Its
+hard ceiling is n + 1 tokens per target pass; its expected speed follows the acceptance where
+it is known, a range where it is not; low acceptance is named when drafting is the slow part."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from ggufs import F16, LLAMA_8B_GQA_F16, Shape, write_model
+from support import in_process
+
+from ggprof.model.spec import load_model
+from ggprof.physics.speculative import tokens_per_step
+
+RTX_3090_BYTES_PER_S = 936e9  # its profile's bandwidth
+
+
+def test_tokens_per_step_by_hand() -> None:
+    assert tokens_per_step(0.0, 4) == 1.0  # every draft rejected: the target's own token
+    assert tokens_per_step(1.0, 4) == 5.0  # every draft kept, and one more
+    assert tokens_per_step(0.5, 3) == pytest.approx(1 + 0.5 + 0.25 + 0.125)  # (1 - 0.5^4) / (1 - 0.5)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """An 8B F16 target (Llama shape, 32k vocabulary: 14.4 GB a token) and a 1B-class F16 draft
+    sharing its vocabulary."""
+    folder = tmp_path_factory.mktemp("spec")
+    target = write_model(folder / "8b-f16.gguf", LLAMA_8B_GQA_F16)[0]
+    draft = write_model(
+        folder / "1b-f16.gguf", replace(LLAMA_8B_GQA_F16, n_layers=16, n_embd=2048, n_heads=32, n_ff=8192)
+    )[0]
+    return target, draft
+
+
+def _check(target: Path, tg: float, *flags: str) -> tuple[int, dict[str, object], str]:
+    r = in_process("check", str(target), "--tg", str(tg), "--device", "rtx-3090", *flags, "--json")
+    assert r.stdout, r.stderr
+    return r.exit_code, json.loads(r.stdout), r.stderr
+
+
+def test_a_drafted_decode_above_the_plain_ceiling_is_judged_per_verify_step(models: tuple[Path, Path]) -> None:
+    """An 8B F16 model on an RTX 3090 at 95 tok/s: above the plain ceiling (936 GB/s / 14.4 GB
+    a token = 65 tok/s), so impossible as a plain decode, and within what a draft of 4 allows."""
+    target, draft = models
+    plain = RTX_3090_BYTES_PER_S / load_model(target).decode_bytes_per_token
+    assert 64 < plain < 66
+    code, d, _ = _check(target, 95)
+    assert code == 4 and d["findings"][0]["code"] == "DECODE_ABOVE_CEILING"  # type: ignore[index]
+    code, d, err = _check(target, 95, "-md", str(draft), "--spec-draft-n-max", "4")
+    assert code == 0, err
+    assert d["findings"][0]["code"] == "DECODE_PLAUSIBLE"  # type: ignore[index]
+    assert "speculative decoding (draft-simple, up to 4 drafted a step, draft model 1b-f16.gguf)" in json.dumps(d)
+
+
+@pytest.mark.parametrize(
+    ("flags", "n"),
+    [
+        (("--spec-type", "draft-simple", "--spec-draft-n-max", "4"), 4),
+        (("--spec-type", "ngram-mod", "--spec-draft-n-max", "8"), 8),
+        (("--spec-type", "ngram-simple", "--draft-max", "2"), 2),  # an older build's spelling
+        (("--spec-type", "draft-simple"), 3),  # llama.cpp's default n-max
+    ],
+)
+def test_above_n_plus_one_tokens_a_pass_is_impossible_every_time(
+    models: tuple[Path, Path], flags: tuple[str, ...], n: int
+) -> None:
+    target, draft = models
+    plain = RTX_3090_BYTES_PER_S / load_model(target).decode_bytes_per_token
+    with_draft = ("-md", str(draft)) if "draft-simple" in flags else ()
+    code, d, _ = _check(target, 1.25 * (n + 1) * plain, *flags, *with_draft)
+    assert code == 4
+    found = d["findings"][0]  # type: ignore[index]
+    assert found["code"] == "DECODE_ABOVE_DRAFT_CEILING"
+    assert found["title"].endswith(f"than {n + 1} tokens per target pass allow ({(n + 1) * plain:.3g} tok/s)")
+
+
+def test_a_known_acceptance_pins_the_expected_speed_and_a_low_one_is_named(models: tuple[Path, Path]) -> None:
+    target, draft = models
+    spec, small = load_model(target), load_model(draft)
+    # a = 0.8, n = 4: 3.36 tokens a step; the step: the target's pass (weights, KV at depth 0)
+    # and 4 draft passes of the 1B model
+    step_s = (spec.decode_bytes_per_token + 4 * small.decode_bytes_per_token) / RTX_3090_BYTES_PER_S
+    rate = tokens_per_step(0.8, 4) / step_s
+    flags = ("-md", str(draft), "--spec-draft-n-max", "4", "--draft-acceptance", "0.8")
+    code, d, _ = _check(target, rate * 0.8, *flags)
+    assert d["expected_tok_s_high"] <= rate and d["expected_tok_s_low"] >= 0.3 * rate  # type: ignore[operator]
+    assert "acceptance 80% (--draft-acceptance): 3.36 tokens a step" in d["expected_basis"]  # type: ignore[operator]
+    # at 5% acceptance drafting costs more than it saves: a run at a third of that speed is slow,
+    # and low acceptance is its first cause
+    slow = ("-md", str(draft), "--spec-draft-n-max", "4", "--draft-acceptance", "0.05")
+    code, d, _ = _check(target, 10, *slow)
+    assert code == 3
+    first = d["findings"][0]  # type: ignore[index]
+    assert first["code"] == "DECODE_BELOW_BAND"
+    assert first["causes"][0].startswith("low draft acceptance: the target rejected most drafted tokens (below ")
+
+
+def test_mtp_drafts_with_the_models_own_heads(tmp_path: Path) -> None:
+    with_heads = write_model(
+        tmp_path / "mtp.gguf",
+        Shape(
+            n_layers=5,
+            n_embd=512,
+            n_heads=8,
+            n_ff=1024,
+            vocab=4000,
+            qtype=F16,
+            file_type=1,
+            extra={"llama.nextn_predict_layers": 1},
+        ),
+    )[0]
+    spec = load_model(with_heads)
+    plain = RTX_3090_BYTES_PER_S / spec.decode_bytes_per_token
+    code, d, err = _check(with_heads, 2.5 * plain, "--spec-type", "draft-mtp", "--spec-draft-n-max", "3")
+    assert code != 4, err
+    assert "4 MTP block(s)" not in json.dumps(d) and "1 MTP block(s) and the LM head" in json.dumps(d)
+    none = write_model(tmp_path / "plain.gguf", Shape(n_layers=4, n_embd=512, n_heads=8, n_ff=1024, vocab=4000))[0]
+    r = in_process("check", str(none), "--tg", "10", "--device", "rtx-3090", "--spec-type", "mtp")
+    assert r.exit_code == 2 and r.stderr.startswith("Error: ") and "has none (no nextn_predict_layers" in r.stderr
+
+
+def test_drafting_beside_llama_bench_output_is_refused(models: tuple[Path, Path], tmp_path: Path) -> None:
+    target, _ = models
+    rows = tmp_path / "rows.json"
+    rows.write_text(json.dumps([{"n_prompt": 0, "n_gen": 128, "n_depth": 0, "avg_ts": 40.0, "stddev_ts": 1.0}]))
+    r = in_process("check", str(target), "--llama-bench", str(rows), "--spec-type", "ngram-mod")
+    assert r.exit_code == 2 and "llama-bench does not draft" in r.stderr and r.stderr.count("\n") == 1
