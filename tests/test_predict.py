@@ -15,11 +15,11 @@ from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.machine.profiles import ProfileDB
 from ggprof.machine.target import device_from_profile
 from ggprof.model.spec import ModelSpec, load_model
+from ggprof.physics.placement import layers_on_gpu
 from ggprof.physics.roofline import (
     PredictInputs,
     batch_max,
     compute_buffer_bytes,
-    layers_on_gpu,
     predict,
     prefill_flops,
 )

@@ -9,15 +9,15 @@ peak / bandwidth. The formulas, their sources and worked figures: docs/physics.m
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ggprof.errors import BadInputError, NoBandwidthError
 from ggprof.llamacpp import CACHE_TYPE, N_BATCH, N_CTX, N_GEN, N_PROMPT, N_UBATCH
 from ggprof.machine.device import Device, EfficiencyBand, ExpectedSpeed, int_dot_ceiling
-from ggprof.model.spec import OUTPUT_LAYER_TENSORS, ModelSpec, offloaded_layers
+from ggprof.model.spec import ModelSpec
 from ggprof.physics.expected import dominant_family
+from ggprof.physics.placement import Placement, placement
 from ggprof.physics.speculative import VerifyStep, expected_speculative
 
 if TYPE_CHECKING:
@@ -73,19 +73,6 @@ def splits_to_cpu(inputs: PredictInputs, n_layers: int) -> bool:
     """Whether the placement leaves weights in the CPU's memory (a partial -ngl), so that the
     CPU's bandwidth is part of a token's time."""
     return is_partial_offload(inputs.n_gpu_layers, n_layers) or inputs.n_cpu_moe > 0
-
-
-@dataclass(frozen=True, kw_only=True)
-class Placement:
-    """Which bytes live on the accelerator and which on the CPU (partial offload)."""
-
-    gpu_layers: tuple[int, ...]
-    output_on_gpu: bool
-    gpu_weight_bytes: int
-    cpu_weight_bytes: int
-    gpu_decode_bytes: int
-    cpu_decode_bytes: int
-    experts_in_ram_decode_bytes: int = 0  # of cpu_decode_bytes: the experts -ncmoe kept in RAM
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -205,49 +192,6 @@ class Prediction:
 
 
 # -- the pieces ------------------------------------------------------------------------------
-def layers_on_gpu(n_layers: int, n_gpu_layers: int | None) -> tuple[tuple[int, ...], bool]:
-    """The layers on the one GPU, and whether the output layer is too (offloaded_layers)."""
-    start, ngl = offloaded_layers(n_layers, n_gpu_layers)
-    return tuple(range(start, n_layers)), ngl >= 1
-
-
-# The routed experts' tensors, as llama.cpp's --n-cpu-moe N keeps those of blocks 0..N-1 in the
-# CPU's memory (common/common.h LLM_FFN_EXPS_REGEX, searched in each tensor's name)
-EXPERT_TENSORS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")
-
-
-def placement(spec: ModelSpec, n_gpu_layers: int | None, has_gpu: bool, n_cpu_moe: int = 0) -> Placement:
-    gpu_layers, output_on_gpu = layers_on_gpu(spec.n_layers, n_gpu_layers if has_gpu else 0)
-    on_gpu = set(gpu_layers)
-    gw = cw = gd = cd = experts = 0
-    for t in spec.tensors:
-        gpu = (t.layer in on_gpu) if t.layer is not None else (output_on_gpu and t.name in OUTPUT_LAYER_TENSORS)
-        decode = int(t.n_bytes * spec.decode_share(t))
-        if gpu and t.layer is not None and t.layer < n_cpu_moe and EXPERT_TENSORS.search(t.name):
-            gpu, experts = False, experts + decode
-        lookup = spec.is_lookup(t)
-        if lookup and has_gpu:  # llama.cpp keeps the input embedding on the CPU; one row is noise
-            cw, gd = cw + t.n_bytes, gd + decode
-            continue
-        if spec.is_tied_head(t) and output_on_gpu:
-            # llama.cpp duplicates a tied embedding as the output tensor on the output's device
-            gw, gd, cw = gw + t.n_bytes, gd + decode, cw + t.n_bytes
-            continue
-        if gpu:
-            gw, gd = gw + t.n_bytes, gd + decode
-        else:
-            cw, cd = cw + t.n_bytes, cd + decode
-    return Placement(
-        gpu_layers=gpu_layers,
-        output_on_gpu=output_on_gpu,
-        gpu_weight_bytes=gw,
-        cpu_weight_bytes=cw,
-        gpu_decode_bytes=gd,
-        cpu_decode_bytes=cd,
-        experts_in_ram_decode_bytes=experts,
-    )
-
-
 def attention_flops(spec: ModelSpec, prompt: int, depth: int = 0) -> float:
     """QK^T and softmax(QK^T)V for a causal prompt after `depth` cached tokens, all layers."""
     full = _keys_attended(prompt, depth, None)

@@ -11,10 +11,10 @@ from ggprof.errors import BadInputError
 from ggprof.figures import Figure
 from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.model.spec import ModelSpec
+from ggprof.physics.placement import Placement
 from ggprof.physics.roofline import (
     DepthRow,
     MemoryFit,
-    Placement,
     PredictInputs,
     Prediction,
     compute_buffer_bytes,
