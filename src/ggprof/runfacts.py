@@ -344,3 +344,24 @@ def bench_arguments(values: Mapping[str, Any]) -> list[str]:
             continue
         out += [f.bench_flag, f.bench_argument(value)]
     return out
+
+
+def facts_from_argv(argv: list[str], names: Iterable[str]) -> tuple[tuple[str, Any], ...]:
+    """The facts `names` a llama.cpp command line sets (`--spec-type ngram-mod`, `-md=PATH`, any
+    of each fact's spellings, older ones too), as ggprof keeps them, in the table's order; a
+    value that cannot be the fact's is left out."""
+    wanted = set(names)
+    found: dict[str, Any] = {}
+    for f in FACTS:
+        if f.name not in wanted:
+            continue
+        spellings = (*f.flags, *f.old_flags)
+        for i, arg in enumerate(argv):
+            flag, eq, inline = arg.partition("=")
+            if flag not in spellings:
+                continue
+            raw = inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+            value = f.read(raw)
+            if value is not None:
+                found[f.name] = value  # the last one given wins, as llama.cpp's parser does
+    return tuple((n, found[n]) for n in (f.name for f in FACTS) if n in found)

@@ -63,6 +63,12 @@ class RunContext:
     cpu_freq_before_mhz: float | None = None
     cpu_freq_after_mhz: float | None = None  # read right after the run: a throttled clock shows here
     repack: bool | None = None  # llama.cpp's extra (repacking) buffer types in use
+    # speculative decoding: how the run drafted (ggprof.runfacts.DRAFTING, from a server's command
+    # line), and the drafted and accepted tokens its timings counted over the decode
+    drafting: tuple[tuple[str, Any], ...] = ()
+    draft_n: int | None = None
+    draft_n_accepted: int | None = None
+    draft_steps: int | None = None  # the verify steps those tokens came in
     notes: tuple[str, ...] = field(default=())
 
     @property

@@ -71,7 +71,9 @@ def row_dict(result: BenchResult, row: BenchRow) -> dict[str, Any]:
 
 
 def context_dict(result: BenchResult) -> dict[str, Any]:
-    return {**asdict(result.context), "elapsed_s": result.elapsed_s, "notes": list(result.notes)}
+    context = asdict(result.context)
+    context["drafting"] = dict(result.context.drafting)  # {"spec_type": "ngram-mod", ...}
+    return {**context, "elapsed_s": result.elapsed_s, "notes": list(result.notes)}
 
 
 Results = Sequence[BenchResult]  # one run, or one per thread count of a sweep

@@ -18,7 +18,7 @@ from ggprof.machine.device import Device, EfficiencyBand, ExpectedSpeed, int_dot
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.expected import dominant_family
 from ggprof.physics.placement import Placement, placement
-from ggprof.physics.speculative import VerifyStep, expected_speculative
+from ggprof.physics.speculative import Drafting, VerifyStep, expected_speculative, verify_step
 
 if TYPE_CHECKING:
     from ggprof.physics.rpc import Split
@@ -151,7 +151,7 @@ class Prediction:
         on this host for the model where one is kept (`roof`); a speculative run's from its
         verify step."""
         if self.step is not None:
-            return expected_speculative(self.step, self.band)
+            return expected_speculative(self.step, self.band, self.roof)
         return expected_decode(self.decode_ceiling_tok_s, self.band, self.roof)
 
     @property
@@ -324,6 +324,14 @@ def predict(
         batch_max=batch_max(spec, inputs, weights, avail) if avail else None,
         rules=(*spec.decode_rules(), *rules),
         active_params=spec.active_params,
+    )
+
+
+def drafted(p: Prediction, drafting: Drafting) -> Prediction:
+    """The prediction of a speculative run: its decode judged per verify step on the same
+    placement (the plain step's time, the KV read again for each drafted position)."""
+    return replace(
+        p, step=verify_step(drafting, p.kv_bytes_at_depth, p.bandwidth_bytes_per_s, p.decode_seconds_per_token)
     )
 
 

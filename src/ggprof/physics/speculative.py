@@ -34,6 +34,15 @@ from ggprof.model.spec import ModelSpec
 DRAFT_MODEL_TYPES = frozenset({"draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark"})
 MTP_TYPES = frozenset({"draft-mtp"})
 NGRAM_TYPES = frozenset({"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"})
+# the most tokens a step drafts where the run does not say (common/common.h: a draft model's
+# n_max 3, ngram-mod's n_max 64, the n-gram maps' size_m 48); an unknown drafter: the largest
+DEFAULT_N_MAX = {"ngram-mod": 64, "ngram-simple": 48, "ngram-map-k": 48, "ngram-map-k4v": 48}
+
+
+def default_n_max(spec_type: str) -> int:
+    if spec_type in DRAFT_MODEL_TYPES or spec_type in MTP_TYPES:
+        return 3
+    return DEFAULT_N_MAX.get(spec_type, max(DEFAULT_N_MAX.values()))
 
 
 def tokens_per_step(acceptance: float, n_max: int) -> float:
@@ -58,39 +67,55 @@ class Drafting:
     acceptance: float | None = None  # per drafted token, measured (None: not known)
     acceptance_source: str = ""  # where the acceptance came from
     draft_bytes_per_token: int = 0  # bytes one drafted token reads (draft model or MTP heads; 0 for n-grams)
+    draft_compute_share: float = 0.0  # one drafted token's arithmetic, as a share of a target position's
     draft_source: str = ""  # what drafted: the draft model's name, the MTP heads, an n-gram lookup
+    # measured over the run (a server's timings): drafted and generated tokens per verify step;
+    # an n-gram drafter proposes what its lookup finds, often fewer than n-max
+    drafted_per_step: float | None = None
+    tokens_per_step: float | None = None
+
+    def yields(self, acceptance: float) -> tuple[float, float]:
+        """(drafted, generated) tokens a step: as measured, else n-max drafts accepted at `acceptance`."""
+        if self.tokens_per_step is not None and self.drafted_per_step is not None:
+            return self.drafted_per_step, self.tokens_per_step
+        return float(self.n_max), tokens_per_step(acceptance, self.n_max)
 
 
 @dataclass(frozen=True, kw_only=True)
 class VerifyStep:
-    """One verify step on a device: its cost and what it yields."""
+    """One verify step on a device: what it costs and what it yields. The target's pass reads
+    its weights once and the KV once per position (bandwidth), and multiplies every position
+    through its weights (compute, where a compute roof is known: a CPU's thread probe)."""
 
     drafting: Drafting
-    pass_seconds: float  # the target's pass over n + 1 positions
-    draft_seconds: float  # n draft passes
-    plain_seconds: float  # one plain decode step (weights + KV once)
-
-    @property
-    def step_seconds(self) -> float:
-        return self.pass_seconds + self.draft_seconds
+    plain_seconds: float  # one plain decode step at the bandwidth's rate (weights + KV once)
+    kv_seconds: float  # reading the KV at depth once more (each position past the first)
+    draft_seconds: float  # one drafted token at the bandwidth's rate
 
     @property
     def ceiling_tok_s(self) -> float:
         """n + 1 tokens per target pass, drafts free and all accepted: no speculative run is faster."""
         return (self.drafting.n_max + 1) / self.plain_seconds
 
-    def tok_s(self, acceptance: float) -> float:
-        """Decode speed at `acceptance`, at the bandwidth's full rate."""
-        return tokens_per_step(acceptance, self.drafting.n_max) / self.step_seconds
+    def tok_s(self, acceptance: float, compute_s: float | None = None) -> float:
+        """Decode speed at `acceptance`: generated tokens a step over the step's time, each part
+        the slower of its bytes over the bandwidth and, with `compute_s` (a target position's
+        arithmetic, seconds), its arithmetic."""
+        drafted, generated = self.drafting.yields(acceptance)
+        target = self.plain_seconds + drafted * self.kv_seconds
+        drafts = drafted * self.draft_seconds
+        if compute_s is not None:
+            target = max(target, (drafted + 1) * compute_s)
+            drafts = max(drafts, drafted * self.drafting.draft_compute_share * compute_s)
+        return generated / (target + drafts)
 
-    @property
-    def range_tok_s(self) -> tuple[float, float]:
-        """The speed at the measured acceptance (low = high), or from no draft kept to every one."""
+    def range_tok_s(self, compute_s: tuple[float, float] | None = None) -> tuple[float, float]:
+        """The speed at the measured acceptance, or from no draft kept to every one; with a
+        compute range (slow, fast), the low end at the slow one and the high at the fast."""
         a = self.drafting.acceptance
-        if a is not None:
-            rate = self.tok_s(a)
-            return rate, rate
-        return self.tok_s(0.0), self.tok_s(1.0)
+        lo_a, hi_a = (a, a) if a is not None or self.drafting.tokens_per_step is not None else (0.0, 1.0)
+        slow, fast = compute_s if compute_s is not None else (None, None)
+        return self.tok_s(lo_a or 0.0, slow), self.tok_s(hi_a or 0.0, fast)
 
     @property
     def break_even_acceptance(self) -> float | None:
@@ -106,35 +131,50 @@ class VerifyStep:
 
 
 def verify_step(drafting: Drafting, kv_bytes: int, bandwidth_bytes_per_s: float, plain_seconds: float) -> VerifyStep:
-    """A verify step over one device's memory: the target reads its weights once and the KV at
-    depth once per position; each drafted token reads `draft_bytes_per_token`. `plain_seconds`:
-    the plain decode step's time on the same placement (its ceiling's inverse)."""
-    n = drafting.n_max
-    extra_kv = n * kv_bytes  # positions past the first read the KV again
-    pass_seconds = plain_seconds + extra_kv / bandwidth_bytes_per_s
-    draft_seconds = n * drafting.draft_bytes_per_token / bandwidth_bytes_per_s
+    """A verify step over one device's memory: `plain_seconds` the plain decode step's time on
+    the same placement (its ceiling's inverse), `kv_bytes` the KV a position reads at depth."""
     return VerifyStep(
-        drafting=drafting, pass_seconds=pass_seconds, draft_seconds=draft_seconds, plain_seconds=plain_seconds
+        drafting=drafting,
+        plain_seconds=plain_seconds,
+        kv_seconds=kv_bytes / bandwidth_bytes_per_s,
+        draft_seconds=drafting.draft_bytes_per_token / bandwidth_bytes_per_s,
     )
 
 
-def expected_speculative(step: VerifyStep, band: EfficiencyBand | None) -> ExpectedSpeed | None:
+def expected_speculative(
+    step: VerifyStep, band: EfficiencyBand | None, roof: ExpectedSpeed | None = None
+) -> ExpectedSpeed | None:
     """The expected decode band of a speculative run: the backend's efficiency band over the
-    verify step's speed, at the measured acceptance, or over every acceptance where none is known."""
+    verify step's speed, at the measured acceptance (or over every acceptance where none is
+    known), each position's arithmetic at the compute roof where one is known (a CPU's probe)."""
     if band is None:
         return None
     d = step.drafting
-    low, high = step.range_tok_s
-    if d.acceptance is not None:
+    compute = (1 / roof.low_tok_s, 1 / roof.high_tok_s) if roof is not None and roof.low_tok_s > 0 else None
+    bw_low, bw_high = step.range_tok_s()
+    low, high = band.low * bw_low, band.high * bw_high
+    if compute is not None:
+        # a batched pass shares each weight read among its positions, so its arithmetic costs
+        # less than that many single tokens' (a CPU's verify of ~2 positions ran at about one
+        # plain step here): every position at the roof's pace bounds the low end only
+        low = min(low, step.range_tok_s(compute)[0])
+    if d.tokens_per_step is not None:
+        how = (
+            f"measured ({d.acceptance_source}): {d.drafted_per_step:.2f} drafted and {d.tokens_per_step:.2f} "
+            "generated a step"
+        )
+    elif d.acceptance is not None:
         per_step = tokens_per_step(d.acceptance, d.n_max)
         how = f"acceptance {d.acceptance:.0%} ({d.acceptance_source}): {per_step:.2f} tokens a step"
     else:
-        how = f"acceptance not known: from no draft kept ({low:.3g} tok/s) to every one ({high:.3g} tok/s)"
+        how = f"acceptance not known: from no draft kept ({bw_low:.3g} tok/s) to every one ({bw_high:.3g} tok/s)"
     basis = (
         f"speculative decoding ({d.spec_type}, up to {d.n_max} drafted a step, {d.draft_source}); {how}; "
-        f"{band.low:.0%}-{band.high:.0%} of that at the bandwidth's rate; {band.source}"
+        f"{band.low:.0%}-{band.high:.0%} of that at the bandwidth's rate"
+        + (f", down to each position at the compute roof ({roof.basis})" if compute is not None and roof else "")
+        + f"; {band.source}"
     )
-    return ExpectedSpeed(low_tok_s=band.low * low, high_tok_s=band.high * high, basis=basis)
+    return ExpectedSpeed(low_tok_s=low, high_tok_s=high, basis=basis)
 
 
 def drafting_for(
@@ -152,11 +192,13 @@ def drafting_for(
     kind = spec_type if spec_type not in (None, "none") else ("draft-simple" if draft is not None else None)
     if kind is None:
         return None
-    n = 3 if n_max is None else n_max  # llama.cpp's default (common/common.h)
+    n = default_n_max(kind) if n_max is None else n_max
+    share = 0.0
     if kind in DRAFT_MODEL_TYPES:
         if draft is None:
             raise BadInputError(f"--spec-type {kind} drafts with a draft model: give it with -md DRAFT.gguf")
         cost, source = draft.decode_bytes_per_token, f"draft model {draft.path.name}"
+        share = draft.active_params / max(spec.active_params, 1)
     elif kind in MTP_TYPES:
         heads = [t for t in spec.tensors if t.layer is not None and t.layer >= spec.n_layers]
         if not heads:
@@ -167,6 +209,7 @@ def drafting_for(
         head = "token_embd.weight" if spec.tied_embeddings else "output.weight"
         cost = sum(t.n_bytes for t in heads) + sum(t.n_bytes for t in spec.tensors if t.name == head)
         source = f"{spec.n_nextn_layers} MTP block(s) and the LM head"
+        share = sum(t.n_elements for t in heads if not spec.is_lookup(t)) / max(spec.active_params, 1)
     else:
         cost, source = 0, "an n-gram lookup over the text so far"
     return Drafting(
@@ -175,5 +218,6 @@ def drafting_for(
         acceptance=acceptance,
         acceptance_source=acceptance_source,
         draft_bytes_per_token=cost,
+        draft_compute_share=share,
         draft_source=source,
     )

@@ -20,8 +20,8 @@ from ggprof.machine.device import BuildFacts, Device, with_build
 from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
-from ggprof.physics.roofline import PredictInputs, Prediction, splits_to_cpu
-from ggprof.physics.speculative import Drafting, verify_step
+from ggprof.physics.roofline import PredictInputs, Prediction, drafted, splits_to_cpu
+from ggprof.physics.speculative import Drafting
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.predict import kept_roof, roof_note
@@ -135,10 +135,7 @@ class Checker:
             else:
                 made = prediction_for(self.spec, target, inputs, self.ext)
                 if made is not None and r.drafting is not None:
-                    step = verify_step(
-                        r.drafting, made.kv_bytes_at_depth, made.bandwidth_bytes_per_s, made.decode_seconds_per_token
-                    )
-                    made = replace(made, step=step)
+                    made = drafted(made, r.drafting)
                 self._predictions[key] = target, made
             made = self._predictions[key][1]
             if made is not None and id(made) not in self._index:

@@ -12,15 +12,17 @@ from ggprof.bench.context import UNKNOWN_PLACEMENT, RunContext
 from ggprof.bench.results import WARMUP_PROMPT_CPU, BenchParams, BenchResult, ThreadProbe
 from ggprof.bench.stopping import PlausibleRange, probe_threads, range_key
 from ggprof.engines import Engine, EnginePlan, ProgressFn
+from ggprof.errors import GGProfError
 from ggprof.llamacpp import BACKEND_TITLES, rebuild_command
 from ggprof.machine.cache import fingerprint
 from ggprof.machine.device import Device, with_build
 from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.load import Load
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
-from ggprof.model.spec import ModelSpec
-from ggprof.physics.roofline import PredictInputs, Prediction, is_partial_offload
+from ggprof.model.spec import ModelSpec, load_model
+from ggprof.physics.roofline import PredictInputs, Prediction, drafted, is_partial_offload
 from ggprof.physics.rpc import Member
+from ggprof.physics.speculative import Drafting, acceptance_from, drafting_for
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.predict import predict_with
@@ -291,6 +293,9 @@ def _judge_depth(
         prediction = split_prediction(spec, target, split, params, depth, ext)
     else:
         prediction = prediction_for(spec, target, inputs_of(params, depth), ext)
+        drafting = drafting_of(spec, result.context)
+        if prediction is not None and drafting is not None:
+            prediction = drafted(prediction, drafting)
     case = JudgeCase(
         model=spec,
         backend=backend,
@@ -315,6 +320,31 @@ def _judge_depth(
         tg_row=tg_row,
         pp_row=pp_row,
     )
+
+
+def drafting_of(spec: ModelSpec, context: RunContext) -> Drafting | None:
+    """How a run drafted (a server's command line; its timings' drafted and accepted tokens), or
+    None. A server that drafted without saying how is judged as an n-gram drafter of llama.cpp's
+    largest default n-max (drafts free): the ceiling the most generous reading allows."""
+    given = dict(context.drafting)
+    n_drafted, kept = context.draft_n or 0, context.draft_n_accepted or 0
+    if not given and not n_drafted:
+        return None
+    draft = None
+    if (path := given.get("model_draft")) is not None:
+        with contextlib.suppress(GGProfError, OSError):
+            draft = load_model(path)
+    kind = given.get("spec_type") or ("draft-simple" if draft is not None else "ngram-cache")
+    acceptance = acceptance_from(kept, n_drafted)
+    said = f"the server's timings: {kept:,} of {n_drafted:,} drafted tokens accepted" if n_drafted else ""
+    try:
+        drafting = drafting_for(spec, kind, given.get("spec_draft_n_max"), draft, acceptance, said)
+    except GGProfError:
+        return None  # told to draft with what is not here (a draft model elsewhere): judged as plain
+    steps = context.draft_steps
+    if drafting is None or not steps:
+        return drafting
+    return replace(drafting, drafted_per_step=n_drafted / steps, tokens_per_step=(steps + kept) / steps)
 
 
 def split_prediction(

@@ -97,7 +97,7 @@ def triage_markdown(run: Run) -> str:
         _line(
             "flags",
             command_line(
-                from_json(ctx)  # the run's, where its first row does not say
+                from_json({**ctx, **(ctx.get("drafting") or {})})  # the run's, where its first row does not say
                 | {k: v for k, v in from_json(first).items() if v is not None}
                 | {"repack": False if ctx.get("repack") is False else None}
             ),

@@ -23,7 +23,7 @@ def expected_for(b: Backend, case: JudgeCase) -> ExpectedSpeed | None:
     if p is None:
         return None
     if p.step is not None:
-        return expected_speculative(p.step, p.band)
+        return expected_speculative(p.step, p.band, b.compute_roof(case))
     return expected_decode(p.decode_ceiling_tok_s, p.band, b.compute_roof(case))
 
 
@@ -195,8 +195,9 @@ def _drafting_evidence(p: Prediction) -> tuple[str, ...]:
     d = step.drafting
     return (
         f"speculative decoding: {d.spec_type}, up to {d.n_max} drafted a step ({d.draft_source}); a verify step "
-        f"takes {step.step_seconds * 1e3:.3g} ms ({step.pass_seconds * 1e3:.3g} ms target pass over {d.n_max + 1} "
-        f"positions + {step.draft_seconds * 1e3:.3g} ms drafting); plain decode {tps(p.decode_ceiling_tok_s)} at most",
+        f"reads the weights once ({step.plain_seconds * 1e3:.3g} ms, a plain step), the KV again for each drafted "
+        f"position ({step.kv_seconds * 1e3:.3g} ms each) and {step.draft_seconds * 1e3:.3g} ms a drafted token; "
+        f"plain decode {tps(p.decode_ceiling_tok_s)} at most",
         f"at most {d.n_max + 1} tokens per target pass: {tps(p.decode_limit_tok_s)}",
     )
 

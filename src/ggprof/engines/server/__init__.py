@@ -37,6 +37,7 @@ from ggprof.engines.server.requests import (
     client_note,
     concurrent_row,
     decode_tok_s,
+    drafted,
     prompt_tokens,
     single_rows,
     token_steps_ns,
@@ -217,6 +218,7 @@ class ServerEngine(Engine):
         notes += [client_note(samples)] if samples else []
         if probes and (probe := probes[0]) is not None:
             rows = [replace(r, probe=probe) if r.kind == "tg" and r.n_parallel == 1 else r for r in rows]
+        drafts = drafted(samples)
         run_params = replace(
             params,
             n_prompt=(n_prompt,),
@@ -248,6 +250,10 @@ class ServerEngine(Engine):
                 backends_compiled=placement.backends_used,
                 server_slots=placement.slots,
                 other_requests=busy,
+                drafting=placement.drafting,
+                draft_n=drafts[0],
+                draft_n_accepted=drafts[1],
+                draft_steps=drafts[2],
                 notes=tuple(n for n in notes if n),
             ),
             test_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),

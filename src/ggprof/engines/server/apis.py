@@ -72,6 +72,8 @@ class ServerTimings:
     prompt_ms: float | None = None
     gen_n: int | None = None  # the decode steps gen_ms covers
     gen_ms: float | None = None
+    draft_n: int | None = None  # speculative decoding: tokens drafted (llama-server's timings.draft_n)
+    draft_n_accepted: int | None = None  # ... and of those, kept by the target
 
     def prompt_ns(self, n_prompt: int) -> int | None:
         """The prompt's time scaled to `n_prompt` tokens, in whole ns (at least 1: a server that
@@ -217,6 +219,8 @@ class LlamaServerApi(ServerApi):
             prompt_ms=_number(t, "prompt_ms"),
             gen_n=predicted - 1 if predicted and predicted > 1 else None,
             gen_ms=_number(t, "predicted_ms"),
+            draft_n=_count(t, "draft_n"),
+            draft_n_accepted=_count(t, "draft_n_accepted"),
         )
 
     def text_of(self, event: dict[str, Any]) -> str | None:

@@ -7,12 +7,13 @@ import contextlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
 from ggprof.engines.server.client import Endpoint
 from ggprof.llamacpp import GGML_MAX_N_THREADS
+from ggprof.runfacts import DRAFTING, facts_from_argv
 from ggprof.units import clean_name
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class Placement:
     n_threads: int | None = None
     slots: int | None = None
     evidence: str = ""
+    drafting: tuple[tuple[str, Any], ...] = ()  # how its command line says it drafts (ggprof.runfacts.DRAFTING)
 
 
 def local_process(endpoint: Endpoint) -> Placement | None:
@@ -62,11 +64,16 @@ def local_process(endpoint: Endpoint) -> Placement | None:
             libs.update(b for key, b in GPU_LIBRARIES if name.startswith(key))
     ngl = _flag(cmdline, ("-ngl", "--n-gpu-layers", "--gpu-layers"))
     threads = threads_of(cmdline)
+    drafting = facts_from_argv(cmdline, DRAFTING)
     program = clean_name(Path(cmdline[0]).name if cmdline else "?", 60)
     if not libs or ngl == 0:
         why = "no GPU library mapped" if not libs else "-ngl 0"
         return Placement(
-            backends_used=("cpu",), n_gpu_layers=0, n_threads=threads, evidence=f"process {pid} ({program}): {why}"
+            backends_used=("cpu",),
+            n_gpu_layers=0,
+            n_threads=threads,
+            evidence=f"process {pid} ({program}): {why}",
+            drafting=drafting,
         )
     used = tuple(sorted(libs))
     return Placement(
@@ -75,6 +82,7 @@ def local_process(endpoint: Endpoint) -> Placement | None:
         n_threads=threads,
         evidence=f"process {pid} ({program}) mapped {', '.join(used).upper()} libraries; "
         f"-ngl {ngl if ngl is not None else 'default'}",
+        drafting=drafting,
     )
 
 

@@ -122,6 +122,20 @@ def token_steps_ns(samples: list[Sample]) -> list[int]:
     return [i for s in samples if s.n_tokens == len(s.token_ns) for i in s.itl_ns]
 
 
+def drafted(samples: list[Sample]) -> tuple[int | None, int | None, int | None]:
+    """Speculative decoding over the decode requests, as the server's timings count it: tokens
+    drafted, those the target kept, and its verify steps (each kept its accepted drafts and one
+    token of its own: steps = decoded - accepted, the first token coming from the prompt's
+    logits). None where it reported no drafting."""
+    said = [x.server for x in samples if x.server is not None and x.server.draft_n is not None]
+    if not said:
+        return None, None, None
+    accepted = sum(t.draft_n_accepted or 0 for t in said)
+    decoded = sum(t.gen_n or 0 for t in said)
+    steps = decoded - accepted if decoded > accepted else None
+    return sum(t.draft_n or 0 for t in said), accepted, steps
+
+
 def decode_tok_s(s: Sample) -> float | None:
     """One request's decode rate: the server's timings, else first to last streamed token."""
     if s.server and s.server.gen_n and (ns := s.server.gen_ns(s.server.gen_n)) is not None:
