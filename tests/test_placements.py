@@ -124,3 +124,18 @@ def _seed_cpu(tmp_path: Path, bytes_per_s: float, monkeypatch: pytest.MonkeyPatc
     )
     cache.save(gather_facts(), seeded, SgemmMeasurement(1e11, 256, (1e11,)))
     return bytes_per_s
+
+
+def test_kv_kept_in_ram_is_read_at_the_cpus_bandwidth(tmp_path: Path) -> None:
+    """-nkvo (--no-kv-offload): the weights on the GPU, every layer's KV cache in RAM."""
+    spec = load_model(write_model(tmp_path / "dense.gguf", Shape(n_layers=4, n_embd=256, n_heads=8, n_ff=512))[0])
+    gpu, cpu = _devices()
+    depth = 4096
+    kv = 4 * 2 * (2 * 32 * 2) * depth  # 4 layers, K and V of 2 KV heads x head dim 32, f16, at depth 4,096
+    assert spec.kv_bytes_at(depth) == kv
+    p = predict(spec, gpu, PredictInputs(n_gpu_layers=-1, depth=depth, ctx=depth, no_kv_offload=True), BAND, cpu=cpu)
+    weights_on_gpu = p.placement.gpu_decode_bytes
+    assert p.decode_seconds_per_token == pytest.approx(weights_on_gpu / GPU_BW + kv / CPU_BW)
+    assert any(rule.startswith("KV in RAM (-nkvo)") for rule in p.rules)
+    on_gpu = predict(spec, gpu, PredictInputs(n_gpu_layers=-1, depth=depth, ctx=depth), BAND, cpu=cpu)
+    assert on_gpu.decode_seconds_per_token == pytest.approx((weights_on_gpu + kv) / GPU_BW)

@@ -40,6 +40,8 @@ GIVEN = {
     "type_k": "q8_0",
     "type_v": "q8_0",
     "repack": False,
+    "split_mode": "none",
+    "no_kv_offload": True,
 }
 
 

@@ -42,6 +42,7 @@ class PredictInputs:
     cache_type_v: str = CACHE_TYPE
     n_gpu_layers: int | None = None  # None: all on the device (llama.cpp's default); 0: CPU only
     n_cpu_moe: int = 0  # -ncmoe: the routed experts of the first N layers stay in the CPU's memory
+    no_kv_offload: bool = False  # -nkvo: the KV cache stays in RAM (attention runs on the CPU)
     n_batch: int = DEFAULT_N_BATCH  # logical batch: the LM head runs once per batch of a prompt
     n_ubatch: int = DEFAULT_N_UBATCH  # physical batch: weights are read once per ubatch
     flash_attn: str = "auto"  # on: no attention-score matrix in the compute buffer
@@ -72,7 +73,7 @@ def is_partial_offload(n_gpu_layers: int | None, n_layers: int) -> bool:
 def splits_to_cpu(inputs: PredictInputs, n_layers: int) -> bool:
     """Whether the placement leaves weights in the CPU's memory (a partial -ngl), so that the
     CPU's bandwidth is part of a token's time."""
-    return is_partial_offload(inputs.n_gpu_layers, n_layers) or inputs.n_cpu_moe > 0
+    return is_partial_offload(inputs.n_gpu_layers, n_layers) or inputs.n_cpu_moe > 0 or inputs.no_kv_offload
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -322,7 +323,7 @@ def predict(
         memory=memory,
         max_ctx_fits=max_context(spec, inputs, place, avail, device_memory(cpu)[0] if cpu else None) if avail else None,
         batch_max=batch_max(spec, inputs, weights, avail) if avail else None,
-        rules=(*spec.decode_rules(), *rules),
+        rules=(*spec.decode_rules(), *rules, *_kv_in_ram(inputs, has_gpu, kv_cpu)),
         active_params=spec.active_params,
     )
 
@@ -346,11 +347,20 @@ def _kv_split(
     """KV bytes at `tokens` of context held by the offloaded layers, and by the rest; with a
     recurrent layer's state (ggprof.model.hybrid) `state_passes` times: once held, twice moved
     by a decode step (read, then written back)."""
-    on_gpu = set(place.gpu_layers)
+    on_gpu = set() if inputs.no_kv_offload else set(place.gpu_layers)  # -nkvo: every layer's KV in RAM
     kv = spec.kv_layer_bytes_at(tokens, inputs.cache_type_k, inputs.cache_type_v)
     per_layer = [b + state_passes * r for b, r in zip(kv, spec.state_layer_bytes(), strict=True)]
     gpu = sum(b for il, b in enumerate(per_layer) if il in on_gpu)
     return gpu, sum(per_layer) - gpu
+
+
+def _kv_in_ram(inputs: PredictInputs, has_gpu: bool, kv_cpu: int) -> tuple[str, ...]:
+    if not (inputs.no_kv_offload and has_gpu):
+        return ()
+    return (
+        f"KV in RAM (-nkvo): the KV cache ({kv_cpu / 1e9:.3g} GB at depth {inputs.depth:,}) is read at the "
+        "CPU's bandwidth",
+    )
 
 
 def _decode_seconds(
