@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ggprof.cli.base import int_list
+from ggprof.errors import BadInputError
+from ggprof.pipelines.runs import int_list
 
 PLAN = ("--prompt", "10", "--gen", "10", "--tpot-slo", "50", "--device", "h100-sxm")
 
@@ -46,8 +46,8 @@ def test_llama_bench_spellings_of_a_backend_are_known(gemma_path: Path, run_cli)
 def test_int_list_returns_values_in_range_or_one_usage_error(text: str, low: int, high: int) -> None:
     try:
         values = int_list(text, "-t", low=low, high=high)
-    except click.UsageError as e:
-        assert e.format_message().startswith("-t ")
+    except BadInputError as e:
+        assert str(e).startswith("-t ")
         return
     assert values and all(low <= v <= high for v in values)
     assert ",".join(str(v) for v in values) == ",".join(p.strip().lstrip("0") or "0" for p in text.split(","))

@@ -1,7 +1,8 @@
 """The thin Click layer: parse options, call the core, render. Nothing else imports click.
 
-Commands live in base (the group), models, machine and runs; `main` turns every failure
-into one `Error: ...` line and a documented exit status.
+Commands live in base (the group), options (the options they share), models, machine, runs,
+check and history; `main` turns every failure into one `Error: ...` line and a documented exit
+status.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ Only the ggprof.cli package imports click; commands parse options, call the core
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Callable
 from functools import cache
@@ -16,25 +15,15 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ggprof import __version__
+from ggprof.cli.options import remote_header_bytes
 from ggprof.errors import exit_status_help
 from ggprof.llamacpp import (
-    GGML_MAX_N_THREADS,
     N_CTX,
-    N_GEN,
-    N_PROMPT,
-    REPETITIONS,
-    STOP_TARGET,
 )
-from ggprof.runfacts import BY_NAME as RUN_FACTS
-from ggprof.runfacts import KV_CACHE_TYPES
-from ggprof.units import MAX_TOKENS, clean_name, warn
+from ggprof.units import clean_name, warn
 
 if TYPE_CHECKING:
-    from ggprof.bench.results import BenchParams
-    from ggprof.engines import Engine, ModelSource
-    from ggprof.figures import Figure
-    from ggprof.machine.facts import HostFacts
-    from ggprof.machine.target import DeviceChoice
+    from ggprof.engines import ModelSource
     from ggprof.model.spec import ModelSpec, SwaDefault
     from ggprof.pipelines.extensions import Extensions
 
@@ -78,7 +67,7 @@ def show(as_json: bool, as_dict: Callable[..., Any], as_text: Callable[..., str]
 COMMAND_MODULES = {
     "profile": "runs",
     "bench": "runs",
-    "check": "runs",
+    "check": "check",
     "inspect": "models",
     "predict": "models",
     "fit": "models",
@@ -173,244 +162,6 @@ def cli() -> None:
 cli.help = f"{cli.help}\n\n{exit_status_help()}"  # from the one table of exit statuses (ggprof.errors)
 
 
-CACHE_TYPES = click.Choice(KV_CACHE_TYPES, case_sensitive=False)
-TOKENS = click.IntRange(0, MAX_TOKENS)  # llama.cpp's int32 token counts
-POSITIVE_TOKENS = click.IntRange(1, MAX_TOKENS)
-LAYERS = click.IntRange(-1, MAX_TOKENS)
-MAX_THREADS = GGML_MAX_N_THREADS
-MAX_TOK_S = 1e9
-MAX_TIMEOUT_S = 1e6
-
-
-def finite_in(low: float, high: float) -> Callable[[click.Context, click.Parameter, float | None], float | None]:
-    """A callback for a float option: finite, above `low` and at most `high` (nan and inf refused)."""
-
-    def check(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-        if value is not None and not (math.isfinite(value) and low < value <= high):
-            raise click.BadParameter(f"{value!r} is not a number above {low:g} and at most {high:g}")
-        return value
-
-    return check
-
-
-TOK_S = finite_in(0, MAX_TOK_S)
-
-
-def parse_build_number(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    """--build: a llama.cpp build number, 5315 or b5315 (llama-bench's build_number, a release tag)."""
-    if value is None:
-        return None
-    text = value.strip().lower().removeprefix("b")
-    if not text.isdigit() or not 0 < int(text) < 10**7:
-        raise click.BadParameter(f"{clean_name(value, 40)!r} is not a llama.cpp build number (5315 or b5315)")
-    return int(text)
-
-
-ON_OFF = click.Choice(("on", "off"))  # a switch a report gives: --sycl-reorder
-
-
-def fact_option(name: str, *, param: str | None = None, default: Any = ..., **kw: Any) -> Callable[[Any], Any]:
-    """A run fact's option (ggprof.runfacts): every llama.cpp spelling of its flag, its values
-    as llama.cpp writes them (`-fa 1`, `-fa on`, `-fa auto`; a KV type in any case; a count in
-    its range), llama.cpp's default unless another is given (None: not given). A `callback`
-    given is applied to the value read."""
-    fact = RUN_FACTS[name]
-    value = fact.default if default is ... else default
-    then = kw.pop("callback", None)
-
-    def read(ctx: click.Context, param: click.Parameter, given: Any) -> Any:
-        got = given if given is None or given == fact.default else fact.read(given)
-        if given is not None and got is None:
-            wanted = (
-                f"one of {', '.join(fact.values)}" if fact.values else f"a whole number from {fact.low} to {fact.high}"
-            )
-            raise click.BadParameter(f"{clean_name(repr(given), 40)} is not {wanted}")
-        return then(ctx, param, got) if then else got
-
-    return click.option(
-        *fact.flags,
-        *fact.old_flags,
-        param or fact.name,
-        type=int if fact.kind == "count" else str,
-        metavar=f"[{'|'.join(fact.values)}]" if fact.values else "N",
-        default=value,
-        show_default=value is not None,
-        callback=read,
-        **{"help": f"{fact.what[0].upper()}{fact.what[1:]}.", **kw},
-    )
-
-
-def placement_options(f: Any) -> Any:
-    """The placement facts (ggprof.runfacts.PLACEMENT) beyond -ngl, each llama.cpp's option,
-    passed together as `placement`: (name, value) pairs of those given."""
-    import functools
-
-    from ggprof.runfacts import PLACEMENT, placement_of
-
-    names = [n for n in PLACEMENT if n != "n_gpu_layers"]  # -ngl: each command declares its own
-
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        kwargs["placement"] = placement_of({n: kwargs.pop(n) for n in names})
-        return f(*args, **kwargs)
-
-    for name in reversed(names):
-        wrapper = fact_option(name, default=None)(wrapper)
-    return wrapper
-
-
-def drafting_options(f: Any) -> Any:
-    """How a reported run drafted (ggprof.runfacts.DRAFTING: --spec-type, --spec-draft-n-max,
-    -md), each llama.cpp's option, and the acceptance it measured, passed together as
-    `drafting`: the facts given, and `acceptance`."""
-    import functools
-
-    from ggprof.runfacts import DRAFTING
-
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        given = {n: kwargs.pop(n) for n in DRAFTING}
-        given["acceptance"] = kwargs.pop("draft_acceptance")
-        kwargs["drafting"] = {k: v for k, v in given.items() if v is not None}
-        return f(*args, **kwargs)
-
-    wrapper = click.option(
-        "--draft-acceptance",
-        type=float,
-        callback=finite_in(-1e-9, 1.0),
-        metavar="A",
-        help="The share of drafted tokens the target kept (a server's draft_n_accepted / draft_n, a log's "
-        "`draft acceptance`): the speculative speed expected.",
-    )(wrapper)
-    for name in reversed(DRAFTING):
-        wrapper = fact_option(name, default=None)(wrapper)
-    return wrapper
-
-
-def switch_given(ctx: click.Context, param: click.Parameter, value: str | None) -> bool | None:
-    """A switch a report gives, as whether it was on (None: not given, or `auto`)."""
-    return {"on": True, "off": False}.get(value or "")
-
-
-def on_off(ctx: click.Context, param: click.Parameter, value: str | None) -> bool | None:
-    """An ON_OFF option as the switch it names (None: not given)."""
-    return None if value is None else value == "on"
-
-
-MAX_DRIVER_CHARS = 60  # a Vulkan driver's name as a banner gives it (logs.parse keeps as many)
-
-
-def parse_vulkan_driver(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """--vulkan-driver: the driver a ggml_vulkan banner names (its last parenthesis), one short line."""
-    if value is None:
-        return None
-    text = value.strip()
-    if not text or len(text) > MAX_DRIVER_CHARS or not text.isprintable():
-        raise click.BadParameter(
-            f"{clean_name(value, 40)!r} is not a Vulkan driver's name as the banner gives it "
-            f"(radv, NVIDIA, Honeykrisp, MoltenVK; at most {MAX_DRIVER_CHARS} printable characters)"
-        )
-    return text
-
-
-GB = finite_in(0, 1e6)  # a memory size in GB (1e9 bytes)
-
-
-def _bandwidth(ctx: click.Context, param: click.Parameter, value: str | None) -> Figure | None:
-    """--bandwidth: '90' (GB/s), '850GB/s', '1.2TB/s' -> a user-given Figure in bytes/s."""
-    from ggprof.errors import BadInputError
-    from ggprof.figures import Figure
-    from ggprof.units import parse_bandwidth
-
-    if value is None:
-        return None
-    try:
-        return Figure(parse_bandwidth(value), "user", f"--bandwidth {value}")
-    except ValueError as e:
-        raise BadInputError(str(e)) from None
-
-
-def _tflops(ctx: click.Context, param: click.Parameter, value: str | None) -> Figure | None:
-    """--flops: TFLOP/s as a number -> a user-given Figure in FLOP/s."""
-    from ggprof.machine.target import parse_tflops
-
-    return None if value is None else parse_tflops(value)
-
-
-def _device_choice(kwargs: dict[str, Any]) -> DeviceChoice:
-    from ggprof.machine.target import DeviceChoice
-
-    return DeviceChoice(device_id=kwargs.pop("device_id"), bandwidth=kwargs.pop("bandwidth"), flops=kwargs.pop("flops"))
-
-
-def device_options(f: Any) -> Any:
-    """--device / --bandwidth / --flops, parsed into one DeviceChoice passed as `choice`."""
-    import functools
-
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        kwargs["choice"] = _device_choice(kwargs)
-        return f(*args, **kwargs)
-
-    wrapper = click.option("--flops", metavar="TFLOPS", callback=_tflops, help="Peak FLOP/s override, in TFLOP/s.")(
-        wrapper
-    )
-    wrapper = click.option(
-        "--bandwidth", metavar="BW", callback=_bandwidth, help="Bandwidth override: 90 (GB/s), 850GB/s, 1.2TB/s."
-    )(wrapper)
-    return click.option(
-        "--device", "device_id", metavar="ID", help="Reason about a profile's device (ggprof profiles)."
-    )(wrapper)
-
-
-def rpc_options(f: Any) -> Any:
-    """--rpc / --rpc-device / --tensor-split, parsed into one RpcChoice passed as `rpc`."""
-    import functools
-
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from ggprof.machine.rpc import parse_endpoints
-        from ggprof.pipelines.rpc import RpcChoice
-
-        endpoints, devices, split = kwargs.pop("rpc_endpoints"), kwargs.pop("rpc_devices"), kwargs.pop("tensor_split")
-        kwargs["rpc"] = RpcChoice(
-            endpoints=parse_endpoints(endpoints) if endpoints else (),
-            devices=tuple(devices),
-            tensor_split=_tensor_split(split) if split else (),
-        )
-        return f(*args, **kwargs)
-
-    options = [
-        click.option(
-            "--rpc",
-            "rpc_endpoints",
-            metavar="HOST:PORT,...",
-            help="llama.cpp rpc-servers holding part of the model (their links are measured).",
-        ),
-        click.option(
-            "--rpc-device",
-            "rpc_devices",
-            metavar="PROFILE[@LINK]",
-            multiple=True,
-            help="What a remote device is and its link: rtx-3060@2.5GbE, this-host@localhost (repeat, in order).",
-        ),
-        click.option("--tensor-split", "tensor_split", metavar="A,B,...", help="Share of layers per device, in order."),
-    ]
-    for option in reversed(options):
-        wrapper = option(wrapper)
-    return wrapper
-
-
-def _tensor_split(text: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(v) for v in text.replace("/", ",").split(","))
-    except ValueError:
-        values = ()
-    if not values or len(values) > 16 or any(not (0 <= v < 1e6) for v in values) or sum(values) <= 0:
-        raise click.UsageError(f"--tensor-split takes up to 16 shares such as 3,1 (got {clean_name(text, 60)!r})")
-    return values
-
-
 def context_tokens(spec: ModelSpec, ctx: int | None, depth: int, prompt: int, gen: int) -> int:
     needed = depth + prompt + gen
     if ctx is None:
@@ -421,131 +172,6 @@ def context_tokens(spec: ModelSpec, ctx: int | None, depth: int, prompt: int, ge
         what = "--depth + --prompt + --gen" if depth else "--prompt + --gen"
         raise click.UsageError(f"{what} = {needed} does not fit in --ctx {ctx}")
     return ctx
-
-
-def int_list(text: str, name: str, low: int = 0, high: int = MAX_TOKENS) -> tuple[int, ...]:
-    """'512' or '0,4096' -> (0, 4096); an empty item, a value outside low..high or anything
-    malformed is a usage error, worded the same for every list option."""
-    shown = clean_name(text, 60)
-    parts = [v.strip() for v in text.split(",")]
-    whole = all(v.lstrip("-").isdigit() and v.count("-") <= int(v.startswith("-")) and len(v) <= 11 for v in parts)
-    if not whole or len(parts) > 64:
-        raise click.UsageError(f"{name} takes whole numbers separated by commas (up to 64), got {shown!r}")
-    values = tuple(int(v) for v in parts)
-    if any(v < low for v in values):
-        raise click.UsageError(f"{name} values must be {low} or more, got {shown!r}")
-    if any(v > high for v in values):
-        limit = f"{high} (llama.cpp's int32)" if high == MAX_TOKENS else str(high)
-        raise click.UsageError(f"{name} values must be at most {limit}, got {shown!r}")
-    return values
-
-
-def check_model_context(spec: ModelSpec, tokens: int, what: str) -> None:
-    """`tokens` (depth + prompt + gen) must fit the context the model was trained for: bench and
-    check refuse the same numbers with the same words."""
-    if spec.context_length and tokens > spec.context_length:
-        raise click.UsageError(f"{what} = {tokens:,} is over the model's context length {spec.context_length:,}")
-
-
-def bench_options(f: Any) -> Any:
-    """llama-bench's options, shared by `bench` and `profile`."""
-    options = [
-        click.option(
-            "--engine",
-            default="python",
-            show_default=True,
-            metavar="NAME[=OPTION]",
-            help="What runs llama.cpp: python (llama-cpp-python), llama-bench[=PATH] (your own build); "
-            "`ggprof plugins` lists them.",
-        ),
-        click.option(
-            "--repack",
-            type=click.Choice(["auto", "on", "off"]),
-            default="auto",
-            show_default=True,
-            help="llama.cpp's repacking buffers (auto: off where its AMX path is compiled in).",
-        ),
-        click.option(
-            "--timeout",
-            "timeout_s",
-            type=float,
-            callback=finite_in(0, MAX_TIMEOUT_S),
-            help="Give up on the run after this many seconds.",
-        ),
-        fact_option("n_ubatch"),
-        fact_option("n_batch"),
-        fact_option("type_v"),
-        fact_option("type_k"),
-        fact_option("flash_attn"),
-        fact_option("n_gpu_layers", help="Layers to offload (-1: all)."),
-        click.option(
-            "-t",
-            "--threads",
-            "threads",
-            help="Threads, or a list to sweep (1,2,4) [default: physical cores, not efficiency cores].",
-        ),
-        click.option(
-            "-r",
-            "--repetitions",
-            "reps",
-            type=click.IntRange(1, 10_000),
-            help=f"Repetitions, fixed (llama-bench's -r). Default: bench {REPETITIONS}; profile repeats until the "
-            f"95% confidence interval of tok/s is within {STOP_TARGET:.0%} (at least 2, at most 10).",
-        ),
-        click.option("-d", "--n-depth", "depth", default="0", show_default=True, help="KV depth(s), e.g. 0,4096."),
-        click.option("-n", "--n-gen", "gen", default=str(N_GEN), show_default=True, help="Generated tokens (tg test)."),
-        click.option(
-            "-p", "--n-prompt", "prompt", default=str(N_PROMPT), show_default=True, help="Prompt tokens (pp test)."
-        ),
-    ]
-    for option in options:
-        f = option(f)
-    return f
-
-
-def thread_counts(threads: str | None, facts: HostFacts) -> tuple[int, ...]:
-    """-t N or -t 1,2,4 (each 1 to GGML_MAX_N_THREADS); the default is the physical (performance)
-    cores this process may use (its affinity set and cgroup quota: HostFacts.default_threads)."""
-    counts = int_list(threads, "-t", low=1, high=MAX_THREADS) if threads else (facts.default_threads,)
-    for n in counts:
-        if n > facts.usable_cores < facts.physical_cores and facts.cpus is not None:
-            warn(
-                f"-t {n} is more than the {facts.usable_cores} cores this process may use "
-                f"(limited by {facts.cpus.limited_by}): llama.cpp's threads will wait for CPU time"
-            )
-        elif n > facts.logical_cores:
-            warn(
-                f"-t {n} is more than this machine's {facts.logical_cores} logical cores: "
-                "llama.cpp's threads will contend for them"
-            )
-    return counts
-
-
-def resolve_engine(text: str | None) -> Engine:
-    """`--engine NAME[=OPTION]` among the registered engines."""
-    from ggprof.engines import engine_from
-
-    return engine_from(text, extensions().engines)
-
-
-def make_bench_params(
-    spec: ModelSpec, path: Path, facts: HostFacts, prompt: str, gen: str, depth: str, adaptive: bool = False, **kw: Any
-) -> BenchParams:
-    """The run's parameters (with the first of -t's counts; `thread_counts` gives all of them).
-    `adaptive`: without -r, repeat each test until its tok/s is known (`profile`)."""
-    from ggprof.bench.results import BenchParams
-    from ggprof.bench.stopping import StopRule
-
-    p, n, d = int_list(prompt, "-p"), int_list(gen, "-n"), int_list(depth, "-d")
-    if not any(p) and not any(n):
-        raise click.UsageError("nothing to run: -p and -n are both 0")
-    check_model_context(spec, max(d) + max(p) + max(n) + 1, "depth + prompt + gen + 1")
-    kw.pop("engine", None)
-    if kw.get("reps") is None:  # no -r: the main job stops when the answer is known; bench runs llama-bench's 5
-        kw["reps"] = REPETITIONS
-        kw["stop"] = StopRule(target=STOP_TARGET) if adaptive else None
-    kw["n_threads"] = thread_counts(kw.pop("threads"), facts)[0]
-    return BenchParams(model=path, n_prompt=p, n_gen=n, n_depth=d, **kw)
 
 
 def resolve_model(model: str | None) -> tuple[ModelSpec, Path]:
@@ -569,58 +195,12 @@ def resolve_model(model: str | None) -> tuple[ModelSpec, Path]:
     return spec, spec.path
 
 
-def check_capabilities(engine: Engine, given: dict[str, bool]) -> None:
-    """Each flag given whose measurement the engine cannot make (engines.CAPABILITIES): one
-    usage error, naming the engines that can."""
-    from ggprof.engines import CAPABILITIES
-
-    for flag, attribute, what in CAPABILITIES:
-        if given.get(flag) and not getattr(engine, attribute, False):
-            able = sorted(n for n, factory in extensions().engines.items() if getattr(factory, attribute, False))
-            raise click.UsageError(
-                f"{flag} measures {what}, which the {engine.name} engine cannot"
-                + (f"; engines that can: {', '.join(able)}" if able else "")
-                + ("; --server [URL] runs the server engine" if "server" in able else "")
-            )
-
-
 def model_source() -> ModelSource:
     """What an engine resolves a model argument with: as the commands do (None: the default
     synthetic model), with the plugins' architecture rules."""
     from ggprof.engines import ModelSource
 
     return ModelSource(load=lambda text: resolve_model(text)[0], swa_default=extensions().swa_default)
-
-
-def _header_bytes(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    """--max-header-bytes, kept in the command's context (each command has its own)."""
-    if value is None:
-        return
-    from ggprof.units import parse_bytes
-
-    n = parse_bytes(value, whole=True)
-    if n is None or not 1 << 16 <= n <= 1 << 32:
-        raise click.BadParameter("a size from 64KiB to 4GiB (64MiB, 100000000)", ctx, param)
-    ctx.meta["max_header_bytes"] = int(n)
-
-
-def remote_header_bytes() -> int:
-    """What one remote model's header may take: --max-header-bytes, else the default."""
-    from ggprof.model.ranges import MAX_HEADER_BYTES
-
-    ctx = click.get_current_context(silent=True)
-    return int(ctx.meta.get("max_header_bytes", MAX_HEADER_BYTES)) if ctx is not None else MAX_HEADER_BYTES
-
-
-def remote_options(f: Any) -> Any:
-    """--max-header-bytes, for the commands that read a model's header (a remote one by range)."""
-    return click.option(
-        "--max-header-bytes",
-        metavar="SIZE",
-        callback=_header_bytes,
-        expose_value=False,
-        help="The most a remote model's header may take (default 64MiB).",
-    )(f)
 
 
 def load_model_arg(text: str) -> ModelSpec:

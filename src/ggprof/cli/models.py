@@ -7,25 +7,27 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ggprof.cli.base import (
+    check_plot,
+    cli,
+    context_tokens,
+    draw,
+    emit_json,
+    extensions,
+    load_model_arg,
+    show,
+)
+from ggprof.cli.options import (
     GB,
     POSITIVE_TOKENS,
     TOK_S,
     TOKENS,
-    check_plot,
-    cli,
-    context_tokens,
     device_options,
-    draw,
-    emit_json,
-    extensions,
     fact_option,
     finite_in,
-    load_model_arg,
     placement_options,
     remote_header_bytes,
     remote_options,
     rpc_options,
-    show,
 )
 from ggprof.llamacpp import N_CTX, N_GEN, N_PROMPT
 from ggprof.units import warn
