@@ -539,3 +539,42 @@ def test_a_damaged_roofs_file_means_no_roof(tmp_path: Path, monkeypatch: pytest.
     kept = roofs.load("fp", spec, 0)
     assert kept is not None and kept.probe.tok_s == pytest.approx(16.0) and kept.run_threads == 2
     assert roofs.load("fp", spec, 64) is None and roofs.load("fp", spec, 64, exact=False) == kept
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no affinity sets on this OS")
+def test_a_roof_measured_on_a_busy_machine_is_kept_with_its_load_and_said_to_be(  # type: ignore[no-untyped-def]
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`profile` on a machine a busy loop shares (one loop pinned to one of the run's CPUs) keeps
+    its thread probe with the share of the CPU the loop took; `predict` on the quiet machine
+    afterwards says the roof it uses was measured on a busy machine, where it reads low."""
+    from ggprof.bench import roofs
+    from ggprof.machine.cache import fingerprint
+    from ggprof.machine.facts import gather_facts
+    from ggprof.model.spec import load_model
+    from ggprof.model.synth import SHAPES, write_model
+
+    monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
+    model = write_model(SHAPES["tiny"], "q4_0", tmp_path / "tiny.gguf")
+    assert run_cli("host", "--json").exit_code == 0  # the bandwidth, measured first
+    mine = os.sched_getaffinity(0)
+    cpus = sorted(mine)[:2]
+    args = ("profile", str(model), "-p", "16", "-n", "16", "-r", "2", "-t", str(len(cpus)), "--json")
+    loop = subprocess.Popen(
+        [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpus[0]}}})\nwhile True: pass"]
+    )
+    try:
+        os.sched_setaffinity(0, cpus)
+        time.sleep(0.3)
+        busy = json.loads(run_cli(*args).stdout)
+    finally:
+        os.sched_setaffinity(0, mine)
+        loop.kill()
+        loop.wait()
+    others = busy["context"]["cpu_load_during_percent"]
+    assert others is not None and others > 25, others  # the loop's share, read back by the run
+    kept = roofs.load(fingerprint(gather_facts()), load_model(model), 0)
+    assert kept is not None and kept.others_cpu_percent == pytest.approx(others)
+    note = json.loads(run_cli("predict", str(model), "--json").stdout)["compute_roof_note"]
+    assert f"other processes taking {others:.0f}% of the CPU): measured on a busy machine, it may read low" in note

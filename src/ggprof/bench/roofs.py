@@ -41,10 +41,18 @@ class StoredRoof:
     depth: int
     measured_at: float
     model_name: str
+    others_cpu_percent: float | None = None  # other processes' CPU use while it was measured (None: not known)
 
     def describe(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.measured_at))
-        return f"measured by `ggprof profile` on {when} (depth {self.depth:,}, a run on {self.run_threads} threads)"
+        busy = (
+            f", other processes taking {self.others_cpu_percent:.0f}% of the CPU"
+            if self.others_cpu_percent is not None
+            else ""
+        )
+        return (
+            f"measured by `ggprof profile` on {when} (depth {self.depth:,}, a run on {self.run_threads} threads{busy})"
+        )
 
 
 def shape_key(spec: ModelSpec) -> str:
@@ -60,9 +68,17 @@ def roofs_path(fingerprint: str) -> Path:
     return cache_dir() / f"roofs-{fingerprint}.json"
 
 
-def save(fingerprint: str, spec: ModelSpec, depth: int, run_threads: int, probe: ThreadProbe) -> None:
-    """Keep a probe (the newest for its model, depth and threads replaces the older); OSError
-    when the cache folder cannot be written."""
+def save(
+    fingerprint: str,
+    spec: ModelSpec,
+    depth: int,
+    run_threads: int,
+    probe: ThreadProbe,
+    others_cpu_percent: float | None = None,
+) -> None:
+    """Keep a probe (the newest for its model, depth and threads replaces the older), with the
+    share of the CPU other processes took while it ran; OSError when the cache folder cannot be
+    written."""
     entries = [e for e in _entries(fingerprint) if not _same(e, spec, depth, run_threads)]
     entries.append(
         {
@@ -74,6 +90,7 @@ def save(fingerprint: str, spec: ModelSpec, depth: int, run_threads: int, probe:
             "n_gen": probe.n_gen,
             "samples_ns": list(probe.samples_ns),
             "measured_at": time.time(),
+            "others_cpu_percent": others_cpu_percent,
         }
     )
     path = roofs_path(fingerprint)
@@ -83,15 +100,23 @@ def save(fingerprint: str, spec: ModelSpec, depth: int, run_threads: int, probe:
     tmp.replace(path)
 
 
-def load(fingerprint: str, spec: ModelSpec, depth: int, exact: bool = True) -> StoredRoof | None:
+def load(
+    fingerprint: str, spec: ModelSpec, depth: int, exact: bool = True, max_others_percent: float | None = None
+) -> StoredRoof | None:
     """The newest roof kept for this model at `depth` (or, not `exact`, at the deepest depth
-    not beyond it: attention only adds work with depth, so a shallower roof is a ceiling)."""
+    not beyond it: attention only adds work with depth, so a shallower roof is a ceiling);
+    with `max_others_percent`, only one measured while other processes took at most that
+    share of the CPU (a roof measured on a busy machine reads low)."""
     key = shape_key(spec)
     found = []
     for e in _entries(fingerprint):
         roof = _roof(e) if e.get("model") == key else None
-        if roof is not None and (roof.depth == depth if exact else roof.depth <= depth):
-            found.append(roof)
+        if roof is None or not (roof.depth == depth if exact else roof.depth <= depth):
+            continue
+        busy = roof.others_cpu_percent
+        if max_others_percent is not None and busy is not None and busy > max_others_percent:
+            continue
+        found.append(roof)
     return max(found, key=lambda r: (r.depth, r.measured_at), default=None)
 
 
@@ -123,7 +148,11 @@ def _roof(e: dict[str, Any]) -> StoredRoof | None:
         return None
     if not isinstance(at, (int, float)) or not math.isfinite(at) or not 0 < at <= time.time() + 86400:
         return None
+    busy = e.get("others_cpu_percent")
+    if busy is not None and not (isinstance(busy, (int, float)) and not isinstance(busy, bool) and 0 <= busy <= 100):
+        return None
     return StoredRoof(
+        others_cpu_percent=float(busy) if busy is not None else None,
         probe=ThreadProbe(n_threads=probe_threads, n_gen=n_gen, samples_ns=tuple(samples)),
         run_threads=run_threads,
         depth=depth,

@@ -11,6 +11,12 @@ import psutil
 BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")  # guest time is in user already
 
 
+# Above this share of the CPUs taken by other processes a machine is busy: a run on it is kept
+# short and said to be busy before anything is measured, and a compute roof measured on it is
+# not reused (it reads low: llama.cpp's threads waited for theirs).
+BUSY_SHARE = 0.25
+
+
 @dataclass(frozen=True)
 class Load:
     """Other processes' CPU time over a short sample, on the CPUs this process may run on."""

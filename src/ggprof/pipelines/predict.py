@@ -10,6 +10,7 @@ from ggprof.bench.roofs import StoredRoof
 from ggprof.errors import NoBandwidthError
 from ggprof.machine.device import EfficiencyBand
 from ggprof.machine.host import describe_host
+from ggprof.machine.load import BUSY_SHARE
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.roofline import PredictInputs, Prediction, predict, splits_to_cpu
@@ -49,14 +50,24 @@ def kept_roof(spec: ModelSpec, target: Target, depth: int, exact: bool = True) -
     device, or never profiled here). `exact`: at this depth only; else the deepest not beyond it."""
     if target.host_fingerprint is None or target.device.backend != "cpu":
         return None
-    return roofs.load(target.host_fingerprint, spec, depth, exact=exact)
+    quiet = roofs.load(target.host_fingerprint, spec, depth, exact=exact, max_others_percent=BUSY_SHARE * 100)
+    return quiet or roofs.load(target.host_fingerprint, spec, depth, exact=exact)  # a busy one: said so
 
 
 def roof_note(roof: StoredRoof | None, target: Target) -> str | None:
-    """Which basis a CPU band on this host used: the kept probe, or bandwidth alone."""
+    """Which basis a CPU band on this host used: the kept probe (and whether it was measured on a
+    busy machine, where it reads low), or bandwidth alone."""
     if target.host_fingerprint is None or target.device.backend != "cpu":
         return None
-    return f"compute roof from the thread probe {roof.describe()}" if roof else NO_ROOF
+    if roof is None:
+        return NO_ROOF
+    note = f"compute roof from the thread probe {roof.describe()}"
+    if roof.others_cpu_percent is not None and roof.others_cpu_percent > BUSY_SHARE * 100:
+        note += (
+            ": measured on a busy machine, it may read low (no quiet measurement is kept; "
+            "`ggprof profile` on a quiet machine measures it again)"
+        )
+    return note
 
 
 def with_host_roof(spec: ModelSpec, p: Prediction, target: Target, ext: Extensions) -> Prediction:

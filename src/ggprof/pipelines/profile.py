@@ -17,7 +17,7 @@ from ggprof.llamacpp import BACKEND_TITLES, rebuild_command
 from ggprof.machine.cache import fingerprint
 from ggprof.machine.device import Device, with_build
 from ggprof.machine.host import HostReport, describe_host
-from ggprof.machine.load import Load
+from ggprof.machine.load import BUSY_SHARE, Load
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec, load_model
 from ggprof.physics.roofline import PredictInputs, Prediction, drafted, is_partial_offload
@@ -54,7 +54,6 @@ class ProfileReport:
 # spinning threads stall behind them (decode steps of 2.4 s beside a 15 ms median were seen with
 # one busy loop on a 2-core VM), so the run is kept to BUSY_MAX_REPS repetitions a test rather
 # than repeating noisy tests to the cap, and the user is told before anything is measured.
-BUSY_SHARE = 0.25
 BUSY_MAX_REPS = 3
 
 
@@ -152,11 +151,11 @@ def keep_roofs(spec: ModelSpec, result: BenchResult, host: HostReport) -> None:
     """Keep each depth's thread probe, so `check`, `predict` and `fit` judge this model on this
     host with the compute roof measured here (ggprof.bench.roofs). A cache that cannot be
     written loses only that reuse."""
-    threads = result.context.n_threads
+    threads, busy = result.context.n_threads, result.context.cpu_load_during_percent
     for row in result.rows:
         if row.probe is not None and threads and row.probe.n_threads < threads and row.n_parallel == 1:
             with contextlib.suppress(OSError):
-                roofs.save(fingerprint(host.facts), spec, row.n_depth, threads, row.probe)
+                roofs.save(fingerprint(host.facts), spec, row.n_depth, threads, row.probe, busy)
 
 
 def plausible_ranges(
