@@ -80,6 +80,97 @@ def as_process(*args: str, env: dict[str, str] | None = None, timeout_s: float =
     return CliResult(r.returncode, r.stdout, r.stderr)
 
 
+@dataclass
+class Measured:
+    exit_code: int
+    stdout: str
+    stderr: str
+    wall_s: float
+    peak_rss_bytes: int  # the program's own high-water mark since it started (VmHWM at its exit)
+    left: list[str]  # processes of its session still alive once it ended (killed then)
+
+
+# `python -m ggprof ARGS` that writes its peak RSS as it exits. Not the rusage wait4 gives: Linux
+# folds the pre-exec image into ru_maxrss, and a child spawned (vfork) from pytest reports
+# pytest's own peak. VmHWM is the program's address space's alone.
+_PEAK_WRAPPER = """
+import atexit, os, runpy, sys
+
+def peak():
+    with open("/proc/self/status") as f:
+        kib = next(line.split()[1] for line in f if line.startswith("VmHWM:"))
+    with open(os.environ["MEASURED_PEAK_FILE"], "w") as out:
+        out.write(kib)
+
+atexit.register(peak)
+sys.argv = ["ggprof", *sys.argv[1:]]
+runpy.run_module("ggprof", run_name="__main__", alter_sys=True)
+"""
+
+
+def measured(
+    *args: str, env: dict[str, str] | None = None, timeout_s: float = 120, stdin: Any = subprocess.DEVNULL
+) -> Measured:
+    """`ggprof ARGS` in a subprocess of its own session, killed (with its session) past
+    `timeout_s`: its wall time, its own peak RSS and what of its session outlived it (Linux)."""
+    import tempfile
+    import threading
+
+    with tempfile.TemporaryDirectory(prefix="measured-") as folder:
+        peak_file = Path(folder) / "peak"
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _PEAK_WRAPPER, *args],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **(env or {}), "MEASURED_PEAK_FILE": str(peak_file)},
+            start_new_session=True,
+        )
+        out: dict[str, bytes] = {}
+
+        def read(key: str, f: Any) -> None:
+            with f:
+                out[key] = f.read()
+
+        readers = [
+            threading.Thread(target=read, args=kf, daemon=True) for kf in (("out", proc.stdout), ("err", proc.stderr))
+        ]
+        for t in readers:
+            t.start()
+        timer = threading.Timer(timeout_s, lambda: _kill_session(proc.pid))
+        timer.start()
+        proc.wait()
+        wall_s = time.monotonic() - start
+        timer.cancel()
+        left = _kill_session(proc.pid)
+        for t in readers:
+            t.join(timeout=30)
+        # killed before its exit: no figure, and no bound on memory holds
+        peak_kib = int(peak_file.read_text()) if peak_file.exists() else sys.maxsize // 1024
+    return Measured(
+        proc.returncode,
+        out.get("out", b"").decode(errors="replace"),
+        out.get("err", b"").decode(errors="replace"),
+        wall_s,
+        peak_kib * 1024,
+        left,
+    )
+
+
+def _kill_session(sid: int) -> list[str]:
+    """The processes of session `sid`, killed; their names."""
+    found = []
+    for p in psutil.process_iter(["pid", "name"]):
+        try:
+            if os.getsid(p.pid) == sid:
+                found.append(str(p.info["name"]))
+                p.kill()
+        except (OSError, psutil.Error):
+            continue
+    return found
+
+
 def clean_output(text: str) -> bool:
     """No terminal control code in it."""
     return not any(c in text for c in CONTROL)

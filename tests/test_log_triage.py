@@ -450,7 +450,11 @@ def test_two_programs_on_one_model_compared() -> None:
 def test_bad_logs_get_one_line(tmp_path: Path) -> None:
     binary = tmp_path / "model.gguf"
     binary.write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(range(256)) * 40)
-    for path, words in ((binary, "binary data"), (tmp_path / "missing.txt", "no such file"), (tmp_path, "a folder")):
+    for path, words in (
+        (binary, "binary data"),
+        (tmp_path / "missing.txt", "no such file"),
+        (tmp_path, "is a directory"),
+    ):
         r = in_process("check", "--log", str(path))
         assert r.exit_code == 2 and r.stdout == ""
         assert r.stderr.startswith("Error: ") and words in r.stderr and r.stderr.count("\n") == 1

@@ -18,7 +18,7 @@ from typing import Any
 from ggprof.bench.results import FLASH_ATTN_TYPES, BenchResult, BenchRow
 from ggprof.bounded import item_bound
 from ggprof.errors import BadInputError
-from ggprof.files import read_text
+from ggprof.files import read_stdin_text, read_text
 from ggprof.llamacpp import backend_names, physical_batch, test_name
 from ggprof.units import MAX_TOKENS, clean_name
 
@@ -207,8 +207,11 @@ class LlamaBenchRow:
 
 
 def read_rows(path: str) -> list[LlamaBenchRow]:
-    """Rows of llama-bench's -o json (a list) or -o jsonl (one object a line), each validated;
-    BadInputError naming the row and field for anything else."""
+    """Rows of llama-bench's -o json (a list) or -o jsonl (one object a line), each validated,
+    from a regular file or standard input (`-`); BadInputError naming the row and field for
+    anything else."""
+    if path == "-":
+        return rows_from_text(read_stdin_text(MAX_RESULTS_BYTES, "standard input"), "standard input")
     return rows_from_text(read_text(path, MAX_RESULTS_BYTES), clean_name(path))
 
 

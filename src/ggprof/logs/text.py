@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ggprof.errors import BadInputError
+from ggprof.files import open_regular
 from ggprof.units import clean, clean_name
 
 # Read at most this much of a log (about 3 s of reading): of a longer file its first and last
@@ -93,16 +94,15 @@ def _looks_binary(head: bytes) -> bool:
 
 def read_log(path: str) -> LogText:
     """The log at `path` (`-`: standard input), streamed: at most MAX_LOG_BYTES read, lines cut
-    at MAX_LINE_CHARS. BadInputError for a binary file or one that cannot be read."""
+    at MAX_LINE_CHARS. BadInputError for a binary file or one that cannot be read, and for
+    anything but a regular file or standard input (a FIFO, device, socket or folder: refused
+    before a byte is read, as --llama-bench refuses it; a FIFO without a writer blocked)."""
     name = "standard input" if path == "-" else clean_name(Path(path).name, 80)
     if path == "-":
         return _read(sys.stdin.buffer, name)
-    p = Path(path)
-    if p.is_dir():
-        raise BadInputError(f"{clean_name(path)}: a folder, not a log file")
     try:
-        with open(p, "rb") as f:
-            size = os.fstat(f.fileno()).st_size if p.is_file() else 0
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
             if size <= MAX_LOG_BYTES:
                 return _read(f, name)
             head = _read(f, name, MAX_LOG_BYTES // 2)
@@ -121,8 +121,6 @@ def read_log(path: str) -> LogText:
                 cut_lines=head.cut_lines + tail.cut_lines,
                 skipped=(head.bytes_read, at),
             )
-    except FileNotFoundError:
-        raise BadInputError(f"{clean_name(path)}: no such file") from None
     except OSError as e:
         raise BadInputError(f"{clean_name(path)}: cannot be read ({clean_name(e.strerror or e, 80)})") from None
 
