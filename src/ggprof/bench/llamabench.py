@@ -215,12 +215,12 @@ def read_rows(path: str) -> list[LlamaBenchRow]:
     return rows_from_text(read_text(path, MAX_RESULTS_BYTES), clean_name(path))
 
 
-def rows_from_text(text: str, where: str) -> list[LlamaBenchRow]:
+def rows_from_text(text: str, where: str, max_items: int = MAX_RESULT_ITEMS) -> list[LlamaBenchRow]:
     """The rows of llama-bench's JSON or JSONL output in `text` (see read_rows)."""
     # parsing multiplies memory: what may be parsed is bounded by the rows the text claims (a
     # real row is ~45 items: its fields and samples), and in all
     claimed = text.count('"avg_ts"')
-    allowed = min(ITEMS_PER_ROW * claimed + 1000, MAX_RESULT_ITEMS)
+    allowed = min(ITEMS_PER_ROW * claimed + 1000, max_items)
     if item_bound(text) > allowed:
         raise BadInputError(
             f"{where}: more JSON items than {claimed:,} llama-bench rows hold (at most {allowed:,}); not parsed"

@@ -23,6 +23,10 @@ from ggprof.units import clean_name, parse_bytes
 
 MAX_RUNS = 64  # a log with more model loads keeps the last ones
 MAX_SPEEDS = 2000  # per run: the rest are counted, not kept
+# in all: a judged speed takes 4-10 KB (its verdict, findings, lines, JSON), so earlier runs are left
+# out past this many (64 runs of 2,000 took 9 s and 1.1 GB, as JSON 18 s and 2.4 GB)
+MAX_SPEEDS_IN_ALL = 4000
+MAX_LISTED = 64  # a run's warnings and re-processed prompts kept (the rest counted)
 MAX_DEVICES = 16
 MAX_TOKENS = 1 << 31  # a count above this is not a count (absurd numbers are dropped)
 MAX_MS = 1e11  # three years
@@ -88,6 +92,7 @@ class LogRun:
     type_counts: dict[str, int] = field(default_factory=dict)
     warnings: list[Fact] = field(default_factory=list)
     full_reprocess: list[Fact] = field(default_factory=list)  # server prompts evaluated from token 0
+    reprocessed: int = 0  # all of them, kept or not
     speeds_dropped: int = 0
     first_line: int = 0
 
@@ -103,6 +108,12 @@ class LogRun:
     def value(self, key: str) -> Any:
         f = self.facts.get(key)
         return f.value if f is not None else None
+
+    def add_reprocess(self, f: Fact) -> None:
+        self.reprocessed += 1
+        first_similar = f.value[1] == "similar" and all(x.value[1] != "similar" for x in self.full_reprocess)
+        if len(self.full_reprocess) < MAX_LISTED or first_similar:
+            self.full_reprocess.append(f)
 
     def add_speed(self, s: Speed) -> None:
         if len(self.speeds) < MAX_SPEEDS:
@@ -354,7 +365,8 @@ class _Parser:
     def new_run_if_measured(self, line: Line) -> None:
         if self.run.speeds:
             self.runs.append(LogRun(first_line=line.number))
-            if len(self.runs) > MAX_RUNS:
+            # the new run may keep MAX_SPEEDS: the earliest runs make room (in all MAX_SPEEDS_IN_ALL)
+            while len(self.runs) > MAX_RUNS or sum(len(r.speeds) for r in self.runs) > MAX_SPEEDS_IN_ALL - MAX_SPEEDS:
                 self.runs.pop(0)
                 self.dropped += 1
             self.last_prefill, self.sample, self.task_prompt = None, None, None
@@ -579,7 +591,8 @@ class _Parser:
             r.set("backend_named", "rocm" if "ROCm" in t else "cuda", line)
             return True
         if "GPU" in t and (m := _NO_GPU.search(t)):
-            r.warnings.append(Fact(m[1], line.number, t))
+            if len(r.warnings) < MAX_LISTED:
+                r.warnings.append(Fact(m[1], line.number, t))
             return True
         if t.startswith("load_backend") and (m := _LOAD_BACKEND.match(t)):
             have = r.value("backends_loaded") or ()
@@ -736,7 +749,7 @@ class _Parser:
             return True
         if "[0, end)" in t and _FULL_RM.search(t):
             if (self.task_prompt or 0) >= REPROCESS_MIN_TOKENS:
-                r.full_reprocess.append(Fact((self.task_prompt, "from 0"), line.number, t))
+                r.add_reprocess(Fact((self.task_prompt, "from 0"), line.number, t))
             return True
         m = _TIMING.search(t) if "eval time" in t else None
         if m is None:
@@ -759,7 +772,7 @@ class _Parser:
             self.last_prefill = s
             # a prompt the slot had (nearly) whole, evaluated again from its start: the cache not reused
             if self.similar >= SIMILAR_PROMPT and n >= REPROCESS_MIN_TOKENS:
-                r.full_reprocess.append(Fact((n, "similar"), line.number, t))
+                r.add_reprocess(Fact((n, "similar"), line.number, t))
             self.similar = 0.0
         else:
             before = self.task_prompt or (self.last_prefill.n_tokens if self.last_prefill else 0) or 0
