@@ -1,6 +1,7 @@
 """What a user pastes or points ggprof at, made hostile: a path that is no regular file, a log far
-past its caps. Each runs the real CLI in a subprocess of its own session (support.measured),
-bounded in time and memory, and checks that nothing of its session outlives it."""
+past its caps, a log or result that states a speed no run can have. Each runs the real CLI in a
+subprocess of its own session (support.measured), bounded in time and memory, and checks that
+nothing of its session outlives it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import Measured, measured
+from support import Measured, measured, row
 
 MiB = 1 << 20
 START_UP_BYTES = 96 * MiB  # the interpreter, ggprof's imports and profiles: about 40 MiB here
@@ -130,3 +131,87 @@ def test_a_long_log_of_speeds_keeps_its_last_runs_within_its_caps(tmp_path: Path
     d = json.loads(r.stdout)
     assert len(d["runs"]) == 2 and len(d["measurements"]) == 4000
     assert d["runs"][-1]["first_line"] == 63 * 2001 + 1  # the last run's command line
+
+
+# -- 9. a speed no run can have: refused with its line, never read as another number -----------------
+LIES = {
+    "1e308": "1e308",
+    "2e9": "2000000000",
+    "inf": "inf",
+    "nan": "nan",
+    "-5": "-5",
+    "400 digits": "9" * 400,
+}
+BENCH_TABLE = (
+    "| model | size | params | backend | ngl | test | t/s |\n"
+    "| --- | ---: | ---: | --- | --: | ---: | ---: |\n"
+    "| llama 7B Q4_0 | 3.56 GiB | 6.74 B | CUDA | 99 | tg128 | {} ± 0.50 |\n"
+)
+# each way a log states a speed, the lie's line (1-based) after a build line
+FORMATS = {
+    "llama-bench table": (BENCH_TABLE, 4),
+    "llama.cpp timings rate": (
+        "llama_perf_context_print:        eval time =    1000.00 ms /   100 runs   (   10.00 ms per token, {} "
+        "tokens per second)\n",
+        2,
+    ),
+    "llama.cpp timings time": ("llama_print_timings:        eval time = {} ms /   100 runs\n", 2),
+    "llama.cpp timings count": ("llama_print_timings:        eval time =    1000.00 ms /   {} runs\n", 2),
+    "llama-server timings": (
+        "prompt eval time =     123.45 ms /    10 tokens (   12.35 ms per token, {} tokens per second)\n",
+        2,
+    ),
+    "llama-server progress": ("slot print_timing: id  0 | task 0 | n_decoded =  200, tg =  {} t/s\n", 2),
+    "ollama --verbose": ("eval count:    100 token(s)\neval duration: 4s\neval rate:     {} tokens/s\n", 4),
+    "llama-server answer": ('{{"timings":{{"predicted_n":100,"predicted_ms":1000,"predicted_per_second":{}}}}}\n', 2),
+    "ollama answer": ('{{"model":"m","eval_count":100,"eval_duration":{}}}\n', 2),
+}
+
+
+@pytest.mark.parametrize("lie", list(LIES))
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_a_speed_no_run_can_have_is_refused_with_its_line(tmp_path: Path, fmt: str, lie: str) -> None:
+    template, line = FORMATS[fmt]
+    value = LIES[lie]
+    if lie == "2e9" and fmt == "ollama answer":
+        value = "2e18"  # its durations are nanoseconds: 2e9 is an honest 2 s, 2e18 ns 63 years
+    if lie == "2e9" and fmt == "llama.cpp timings time":
+        value = "2e12"  # 2e9 ms is an honest (if slow) 23 days, 2e12 ms 63 years
+    log = tmp_path / "lie.log"
+    log.write_text("main: build = 3422 (abcdef1)\n" + template.format(value))
+    r = measured("check", "--log", str(log), "--bandwidth", "1000", timeout_s=60)
+    # before: 1e308 was read as 1 tok/s and judged; 2e9, inf, nan, -5 left out unsaid (verdict unknown)
+    one_line_error(r, f"Error: lie.log: line {line}: ", value[:10])
+    assert r.wall_s < 20 and r.peak_rss_bytes < START_UP_BYTES
+
+
+@pytest.mark.parametrize("lie", list(LIES))
+def test_llama_bench_json_with_a_speed_no_run_can_have_is_refused(tmp_path: Path, lie: str) -> None:
+    text = json.dumps([row(avg_ts="HOLE")]).replace('"HOLE"', {"inf": "Infinity", "nan": "NaN"}.get(lie, LIES[lie]))
+    rows = tmp_path / "rows.json"
+    rows.write_text(text)
+    for args in (("--llama-bench", str(rows)), ("--log", str(rows))):
+        r = measured("check", *args, "--bandwidth", "1000", timeout_s=60)
+        # before: 1e308 and 2e9 were judged (a 100,000,000,...-digit tok/s), 400 digits an internal error
+        one_line_error(r, "rows.json: row 1: field 'avg_ts' must be a finite number above 0, at most 1,000,000,000")
+        assert r.wall_s < 20 and r.peak_rss_bytes < START_UP_BYTES
+
+
+def test_what_llama_cpp_prints_for_nothing_timed_is_no_claim(tmp_path: Path) -> None:
+    """0 tokens (rate nan), a time under the print's resolution (0.00 ms, rate inf), Ollama's
+    `0s` (rate +Inf) and a guide's placeholders (`xx.xx`) are no speed and no lie."""
+    log = tmp_path / "honest.log"
+    log.write_text(
+        "llama_print_timings: prompt eval time =       0.00 ms /     0 tokens (     nan ms per token,      nan "
+        "tokens per second)\n"
+        "llama_print_timings: prompt eval time =       0,00 ms /     1 tokens (    0,00 ms per token,      inf "
+        "tokens per second)\n"
+        "prompt eval count:    1 token(s)\nprompt eval duration: 0s\nprompt eval rate:     +Inf tokens/s\n"
+        "llama_perf_context_print: prompt eval time =      xx.xx ms /    31 tokens (   xx.xx ms per token,    xx.xx "
+        "tokens per second)\n"
+        "llama_perf_context_print:        eval time =    3000.00 ms /   30 runs   (  100.00 ms per token,    10.00 "
+        "tokens per second)\n"
+    )
+    r = measured("check", "--log", str(log), "--json", timeout_s=60)
+    assert r.exit_code == 0 and r.left == [], r.stderr
+    assert [(m["kind"], m["tok_s"], m["line"]) for m in json.loads(r.stdout)["measurements"]] == [("decode", 10.0, 7)]

@@ -20,7 +20,7 @@ from ggprof.bounded import item_bound
 from ggprof.errors import BadInputError
 from ggprof.files import read_stdin_text, read_text
 from ggprof.llamacpp import backend_names, physical_batch, test_name
-from ggprof.units import MAX_TOKENS, clean_name
+from ggprof.units import MAX_TOK_S, MAX_TOKENS, clean_name
 
 
 def row_dict(result: BenchResult, row: BenchRow) -> dict[str, Any]:
@@ -168,6 +168,11 @@ ITEMS_PER_ROW = 400  # a row's ~40 fields and its samples (-r 100 and more), gen
 MAX_RESULT_ITEMS = 8_000_000  # 100,000 rows of -r 5: about 5 million
 
 
+class BadRows(BadInputError):
+    """llama-bench's rows that cannot be judged: a field no run can have, or more JSON than the
+    rows it claims may hold (not JSON of another shape)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class LlamaBenchRow:
     """One row of llama-bench's JSON output, with the fields ggprof judges, validated."""
@@ -222,7 +227,7 @@ def rows_from_text(text: str, where: str, max_items: int = MAX_RESULT_ITEMS) -> 
     claimed = text.count('"avg_ts"')
     allowed = min(ITEMS_PER_ROW * claimed + 1000, max_items)
     if item_bound(text) > allowed:
-        raise BadInputError(
+        raise BadRows(
             f"{where}: more JSON items than {claimed:,} llama-bench rows hold (at most {allowed:,}); not parsed"
         )
     try:
@@ -248,7 +253,7 @@ def _row(where: str, index: int, r: object) -> LlamaBenchRow:
 
     def bad(field: str, wanted: str) -> BadInputError:
         shown = clean_name(repr(r.get(field)), 40)
-        return BadInputError(f"{where}: row {index}: field {field!r} must be {wanted}, got {shown}")
+        return BadRows(f"{where}: row {index}: field {field!r} must be {wanted}, got {shown}")
 
     def count(field: str, low: int = 0, default: int | None = 0) -> int | None:
         v = r.get(field, default)
@@ -258,16 +263,19 @@ def _row(where: str, index: int, r: object) -> LlamaBenchRow:
             raise bad(field, f"a whole number from {low} to {MAX_TOKENS}")
         return v
 
-    def number(field: str, positive: bool) -> float:
+    def number(field: str, positive: bool, top: float = math.inf) -> float:
         v = r.get(field, 0.0)
-        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1 << 53:  # larger: no float holds it
+            v = float(v)
+        ok = isinstance(v, float) and math.isfinite(v) and v <= top
         if not ok or v < 0 or (positive and v == 0):
-            raise bad(field, "a finite number above 0" if positive else "a finite number, 0 or more")
+            wanted = f"a finite number above 0, at most {top:,.0f}" if positive else "a finite number, 0 or more"
+            raise bad(field, wanted)
         return float(v)
 
     n_prompt, n_gen = count("n_prompt") or 0, count("n_gen") or 0
     if n_prompt == 0 and n_gen == 0:
-        raise BadInputError(f"{where}: row {index}: n_prompt and n_gen are both 0 (no test)")
+        raise BadRows(f"{where}: row {index}: n_prompt and n_gen are both 0 (no test)")
     for field in ("model_filename", "backends"):
         if not isinstance(r.get(field, ""), str):
             raise bad(field, "a string")
@@ -279,7 +287,7 @@ def _row(where: str, index: int, r: object) -> LlamaBenchRow:
         n_gen=n_gen,
         n_depth=count("n_depth") or 0,
         n_gpu_layers=count("n_gpu_layers", low=-1, default=None),
-        avg_ts=number("avg_ts", positive=True),
+        avg_ts=number("avg_ts", positive=True, top=MAX_TOK_S),
         stddev_ts=number("stddev_ts", positive=False),
         model_type=_text(r.get("model_type")),
         model_size=_whole(r.get("model_size"), 1 << 50),

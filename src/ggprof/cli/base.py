@@ -28,7 +28,7 @@ from ggprof.llamacpp import (
     STOP_TARGET,
 )
 from ggprof.model.ggml import KV_CACHE_TYPES
-from ggprof.units import MAX_TOKENS, clean_name, warn
+from ggprof.units import MAX_TOK_S, MAX_TOKENS, clean_name, warn
 
 if TYPE_CHECKING:
     from ggprof.bench.results import BenchParams
@@ -171,7 +171,6 @@ TOKENS = click.IntRange(0, MAX_TOKENS)  # llama.cpp's int32 token counts
 POSITIVE_TOKENS = click.IntRange(1, MAX_TOKENS)
 LAYERS = click.IntRange(-1, MAX_TOKENS)
 MAX_THREADS = GGML_MAX_N_THREADS
-MAX_TOK_S = 1e9
 MAX_TIMEOUT_S = 1e6
 
 

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ggprof.bench.context import RunContext
-from ggprof.bench.llamabench import backend_of_row, rows_from_text
+from ggprof.bench.llamabench import BadRows, backend_of_row, rows_from_text
 from ggprof.errors import BadInputError
 from ggprof.llamacpp import physical_batch
+from ggprof.logs.figures import BadFigure
 from ggprof.logs.model import LogModel, model_from_log
 from ggprof.logs.parse import MAX_RUNS, Fact, LogDevice, LogRun, ParsedLog, Speed, flash_attn, parse_lines
 from ggprof.logs.text import Line, LogText
@@ -89,9 +90,12 @@ def check_log(
     backend: str | None = None,
 ) -> LogCheck:
     """Every speed of `log` judged; its lines are streamed through the parser once, never kept."""
-    parsed = _bench_json(log.lines, log.name)
-    if not isinstance(parsed, ParsedLog):
-        parsed = parse_lines(parsed)
+    try:
+        parsed = _bench_json(log.lines, log.name)
+        if not isinstance(parsed, ParsedLog):
+            parsed = parse_lines(parsed)
+    except BadFigure as e:
+        raise BadInputError(f"{log.name}: {e}") from None
     runs = [_check_run(i, r, log.name, ext, choice, spec, backend) for i, r in enumerate(parsed.runs)]
     return LogCheck(log=log, parsed=parsed, runs=runs, comparison=_compare(runs))
 
@@ -116,6 +120,8 @@ def _bench_json(lines: Iterator[Line], name: str) -> ParsedLog | Iterator[Line]:
         numbers.append(line.number)
     try:
         rows = rows_from_text(text.getvalue(), name, max_items=LOG_JSON_ITEMS)
+    except BadRows:
+        raise  # llama-bench's rows, but with a figure no run can have, or more than may be parsed
     except BadInputError:  # JSON of another shape, or a broken paste: read as lines
         text.seek(0)
         return (Line(n, t.rstrip("\n")) for n, t in zip(numbers, text, strict=False))
