@@ -1,7 +1,7 @@
 """What a user pastes or points ggprof at, made hostile: a path that is no regular file, a log far
-past its caps, a log or result that states a speed no run can have. Each runs the real CLI in a
-subprocess of its own session (support.measured), bounded in time and memory, and checks that
-nothing of its session outlives it."""
+past its caps, a log or result that states a speed no run can have, a comparison with NaN in it.
+Each runs the real CLI in a subprocess of its own session (support.measured), bounded in time
+and memory, and checks that nothing of its session outlives it."""
 
 from __future__ import annotations
 
@@ -215,3 +215,28 @@ def test_what_llama_cpp_prints_for_nothing_timed_is_no_claim(tmp_path: Path) -> 
     r = measured("check", "--log", str(log), "--json", timeout_s=60)
     assert r.exit_code == 0 and r.left == [], r.stderr
     assert [(m["kind"], m["tok_s"], m["line"]) for m in json.loads(r.stdout)["measurements"]] == [("decode", 10.0, 7)]
+
+
+# -- 12. compare: a speed no run can have is refused, not compared ------------------------------------
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("avg_ts", "NaN"),
+        ("avg_ts", "Infinity"),
+        ("avg_ts", "-5"),
+        ("avg_ts", "1e308"),
+        ("avg_ts", "9" * 400),
+        ("avg_ts", '"50"'),
+        ("stddev_ts", "NaN"),
+        ("samples_ts", "[50.0, NaN]"),
+    ],
+)
+def test_compare_refuses_a_speed_no_run_can_have(tmp_path: Path, field: str, value: str) -> None:
+    good = tmp_path / "a.json"
+    good.write_text(json.dumps([row(avg_ts=50.0)]))
+    bad = tmp_path / "b.json"
+    bad.write_text(json.dumps([row(**{"avg_ts": 50.0, field: "HOLE"})]).replace('"HOLE"', value))
+    r = measured("compare", str(good), str(bad), timeout_s=60)
+    # before: NaN was compared (a speedup of nan, exit 0)
+    one_line_error(r, f"b.json: row 1: field '{field}' must be")
+    assert r.wall_s < 20 and r.peak_rss_bytes < START_UP_BYTES
