@@ -3,7 +3,9 @@ real GGUF files served with range support, the part of the Hub's API that huggin
 (`/api/models/ORG/REPO[/revision/REV]`, `/ORG/REPO/resolve/REV/FILE` redirected to a CDN path),
 and the registry's manifests and blobs (`/v2/NS/MODEL/manifests/TAG`, `/blobs/DIGEST`). It counts
 the requests and bytes it served, can add latency to every answer, and can misbehave on
-purpose (ignore ranges, lie about sizes, stall, send more than asked, close mid-answer).
+purpose (ignore ranges, lie about sizes, stall, send more than asked, close mid-answer, answer
+each range with one byte). It speaks plain HTTP, or TLS with a certificate of its own
+(`tls_pair`: trust it with SSL_CERT_FILE).
 
 The Hub's answers follow what huggingface.co answers (docs: huggingface.co/docs/hub/api, the
 `ModelInfo` fields huggingface_hub reads: `id`, `sha`, `siblings` with `rfilename` and `size`;
@@ -15,8 +17,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import ssl
+import subprocess
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -30,6 +33,21 @@ class Repo:
     files: dict[str, Path]  # name in the repository -> file on disk
     gated: bool = False
     commit: str = COMMIT
+
+
+def tls_pair(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost and 127.0.0.1, and its key (openssl's CLI)."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert)),
+            *("-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert, key
 
 
 @dataclass
@@ -60,7 +78,7 @@ class _Quiet(ThreadingHTTPServer):
 
 
 class HubServer:
-    def __init__(self, latency_s: float = 0.0) -> None:
+    def __init__(self, latency_s: float = 0.0, tls: tuple[Path, Path] | None = None) -> None:
         self.repos: dict[str, Repo] = {}
         self.plain: dict[str, Path] = {}  # /files/NAME
         self.ollama: dict[str, Path] = {}  # "NS/MODEL:TAG" -> the model blob's file
@@ -71,8 +89,14 @@ class HubServer:
         self.served = Served()
         server = _Quiet(("127.0.0.1", 0), _handler(self))
         server.daemon_threads = True
+        self.scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+            self.scheme = "https"
         self.server = server
-        self.url = f"http://127.0.0.1:{server.server_address[1]}"
+        self.url = f"{self.scheme}://127.0.0.1:{server.server_address[1]}"
         self.thread = threading.Thread(target=server.serve_forever, daemon=True)
 
     def __enter__(self) -> HubServer:
@@ -99,8 +123,8 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             self.do_GET(head=True)
 
         def do_GET(self, head: bool = False) -> None:
-            if hub.latency_s:
-                time.sleep(hub.latency_s)
+            if hub.latency_s and hub.stopped.wait(hub.latency_s):
+                return
             path = self.path.split("?", 1)[0]
             if m := re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?", path):
                 return self.model_info(m[1], m[2])
@@ -115,7 +139,7 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                     return self.redirect("file:///etc/passwd")
                 if how == "redirect-loop":
                     return self.redirect(path)
-                cdn = f"http://{hub.cdn_host}:{hub.server.server_address[1]}" if hub.cdn_host else ""
+                cdn = f"{hub.scheme}://{hub.cdn_host}:{hub.server.server_address[1]}" if hub.cdn_host else ""
                 return self.redirect(f"{cdn}/cdn/{m[1]}/{repo.commit}/{m[3]}")
             if m := re.fullmatch(r"/cdn/([^/]+/[^/]+)/([0-9a-f]+)/(.+)", path):
                 repo = hub.repos.get(m[1])
@@ -221,6 +245,8 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                     self.stream(disk, 0, size)
                 return
             start, end = int(m[1]), min(int(m[2]) if m[2] else size - 1, size - 1)
+            if how == "one-byte":  # every range answered with its first byte only: a valid, short answer
+                end = start
             claimed = size * 2 if how == "lie-size" else size
             self.send_response(206)
             self.send_header("Content-Range", f"bytes {start}-{end}/{claimed}")

@@ -30,14 +30,22 @@ from typing import Any, TypeVar
 
 from ggprof.errors import BadInputError, GGUFError, RemoteError
 from ggprof.model.gguf import _MAX_TENSOR_INFO_BYTES, SPLIT_NAME, GGUFHeader, read_header_from
-from ggprof.model.ranges import MAX_HEADER_BYTES, RangeReader, RemoteFile, Traffic, get_json, shown_url
+from ggprof.model.ranges import (
+    HEADER_TIMEOUT_S,
+    MAX_HEADER_BYTES,
+    RangeReader,
+    RemoteFile,
+    Traffic,
+    get_json,
+    shown_url,
+)
+from ggprof.netio import Deadline
 from ggprof.paths import cache_dir
 from ggprof.units import clean_name
 
 SCHEMES = ("hf://", "http://", "https://", "ollama://")
 DEFAULT_REGISTRY = "registry.ollama.ai"
 OLLAMA_MODEL_LAYER = "application/vnd.ollama.image.model"
-LIST_DEADLINE_S = 60.0  # the repository's listing, as a whole
 MAX_SHARDS = 256
 MAX_REPO_FILES = 20_000
 MAX_CONCURRENT = 16  # headers read at once
@@ -128,8 +136,9 @@ def _hf_file(repo: str, filename: str, revision: str | None, commit: str | None,
     )
 
 
-def model_ref(text: str) -> RemoteModel:
-    """The one model a reference names (`hf://ORG/REPO` names a repository: `repo_models`)."""
+def model_ref(text: str, deadline: Deadline | None = None) -> RemoteModel:
+    """The one model a reference names (`hf://ORG/REPO` names a repository: `repo_models`); an
+    Ollama registry's manifest is read within `deadline`, the model's."""
     if text.startswith("hf://"):
         repo, path, revision = _hf_parts(text)
         if path is None:
@@ -141,7 +150,7 @@ def model_ref(text: str) -> RemoteModel:
         names = _shard_names(path)
         return RemoteModel(f"hf:{repo}/{path}", tuple(_hf_file(repo, n, revision, commit, None) for n in names))
     if text.startswith("ollama://"):
-        return _ollama_model(text)
+        return _ollama_model(text, deadline)
     u = urllib.parse.urlsplit(text)
     if not u.path.lower().endswith(".gguf"):
         raise BadInputError(f"{shown_url(text)}: not the URL of a .gguf file")
@@ -174,7 +183,7 @@ def _shard_names(name: str) -> list[str]:
     return [f"{folder}{m['prefix']}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
 
 
-def _ollama_model(text: str) -> RemoteModel:
+def _ollama_model(text: str, deadline: Deadline | None) -> RemoteModel:
     body = text[len("ollama://") :]
     *head, last = body.split("/")
     model, _, tag = last.partition(":")  # the tag is the last segment's; a registry may have a port
@@ -192,7 +201,7 @@ def _ollama_model(text: str) -> RemoteModel:
     scheme = "http" if host in ("localhost", "127.0.0.1", "[::1]") else "https"
     base = f"{scheme}://{registry}/v2/{parts[0]}/{parts[1]}"
     accept = {"Accept": "application/vnd.docker.distribution.manifest.v2+json"}
-    manifest = get_json(f"{base}/manifests/{tag}", accept)
+    manifest = get_json(f"{base}/manifests/{tag}", accept, deadline)
     layers = manifest.get("layers") if isinstance(manifest, dict) else None
     layer = next((x for x in layers or [] if isinstance(x, dict) and x.get("mediaType") == OLLAMA_MODEL_LAYER), None)
     digest = layer.get("digest") if layer else None
@@ -209,22 +218,26 @@ def _ollama_model(text: str) -> RemoteModel:
     return RemoteModel(shown, (ref,))
 
 
-def models_of(text: str) -> list[RemoteModel]:
-    """The models a reference names: a repository's every GGUF (`hf://ORG/REPO`), else one."""
+def models_of(text: str, timeout_s: float = HEADER_TIMEOUT_S) -> list[RemoteModel]:
+    """The models a reference names: a repository's every GGUF (`hf://ORG/REPO`, listed within
+    `timeout_s`), else one (an Ollama manifest read within `timeout_s`)."""
+    deadline = Deadline.after(timeout_s, "--header-timeout")
     if text.startswith("hf://") and _hf_parts(text)[1] is None:
-        return repo_models(text)
-    return [model_ref(text)]
+        return repo_models(text, deadline)
+    return [model_ref(text, deadline)]
 
 
-def repo_models(text: str) -> list[RemoteModel]:
+def repo_models(text: str, deadline: Deadline | None = None) -> list[RemoteModel]:
     """Every GGUF model of `hf://ORG/REPO[@REVISION]`: single files, and each split set as one
-    model; a vision projector (`mmproj`) is not a model. Listed through huggingface_hub."""
+    model; a vision projector (`mmproj`) is not a model. Listed through huggingface_hub, within
+    `deadline`."""
     repo, path, revision = _hf_parts(text)
+    deadline = deadline or Deadline.after(HEADER_TIMEOUT_S, "--header-timeout")
     if path is not None:
-        return [model_ref(text)]
+        return [model_ref(text, deadline)]
     if _offline():
         raise RemoteError(f"hf://{repo}: HF_HUB_OFFLINE is set, and a repository's files cannot be listed offline")
-    info = _within(LIST_DEADLINE_S, lambda: _model_info(repo, revision), f"hf://{repo}: the listing")
+    info = _within(deadline, lambda: _model_info(repo, revision), f"hf://{repo}: the listing")
     commit = getattr(info, "sha", None)
     commit = commit if isinstance(commit, str) and _COMMIT.match(commit) else None
     siblings = list(getattr(info, "siblings", None) or [])[:MAX_REPO_FILES]
@@ -276,7 +289,7 @@ def _model_info(repo: str, revision: str | None) -> Any:
         raise RemoteError(f"hf://{repo}: {clean_name(type(err).__name__ + ': ' + str(err), 120)}") from None
 
 
-def _within(deadline_s: float, work: Callable[[], T], what: str) -> T:
+def _within(deadline: Deadline, work: Callable[[], T], what: str) -> T:
     """`work()` within a whole deadline (a daemon thread: a stalled library call never holds
     ggprof's exit)."""
     box: dict[str, Any] = {}
@@ -289,9 +302,9 @@ def _within(deadline_s: float, work: Callable[[], T], what: str) -> T:
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
-    t.join(deadline_s)
+    t.join(max(deadline.left_s(), 0))
     if t.is_alive():
-        raise RemoteError(f"{what} took longer than {deadline_s:.0f} s; given up")
+        raise RemoteError(f"{what}: not read within {deadline.seconds:g} s ({deadline.option}); given up")
     if "error" in box:
         raise box["error"]
     return box["value"]  # type: ignore[no-any-return]
@@ -299,16 +312,22 @@ def _within(deadline_s: float, work: Callable[[], T], what: str) -> T:
 
 # -- reading headers ---------------------------------------------------------------------------------
 def read_remote_model(
-    model: RemoteModel, max_header_bytes: int = MAX_HEADER_BYTES, traffic: Traffic | None = None
+    model: RemoteModel,
+    max_header_bytes: int = MAX_HEADER_BYTES,
+    traffic: Traffic | None = None,
+    deadline: Deadline | None = None,
 ) -> list[GGUFHeader]:
-    """The header of every file of `model`, read at once (a split set's shards concurrently)."""
+    """The header of every file of `model`, read at once (a split set's shards concurrently),
+    all within `deadline` (--header-timeout, 60 s by default)."""
     traffic = traffic or Traffic()
+    deadline = deadline or Deadline.after(HEADER_TIMEOUT_S, "--header-timeout")
     if len(model.files) == 1:
-        return [read_remote_header(model.files[0], 0, max_header_bytes, traffic)]
+        return [read_remote_header(model.files[0], 0, max_header_bytes, traffic, deadline)]
     with ThreadPoolExecutor(max_workers=min(len(model.files), MAX_CONCURRENT)) as pool:
         headers = list(
             pool.map(
-                lambda i: read_remote_header(model.files[i], i, max_header_bytes, traffic), range(len(model.files))
+                lambda i: read_remote_header(model.files[i], i, max_header_bytes, traffic, deadline),
+                range(len(model.files)),
             )
         )
     from ggprof.model.gguf import _check_split
@@ -317,7 +336,9 @@ def read_remote_model(
     return headers
 
 
-def read_remote_header(ref: RemoteFileRef, shard: int, max_header_bytes: int, traffic: Traffic) -> GGUFHeader:
+def read_remote_header(
+    ref: RemoteFileRef, shard: int, max_header_bytes: int, traffic: Traffic, deadline: Deadline
+) -> GGUFHeader:
     path = Path(ref.shown)
     cached = _cached(ref)
     if cached is not None:
@@ -325,7 +346,7 @@ def read_remote_header(ref: RemoteFileRef, shard: int, max_header_bytes: int, tr
         return read_header_from(_Prefix(data, size, ref.shown), size, path, shard)
     if ref.url.startswith(_endpoint()) and _offline():
         raise RemoteError(f"{ref.shown}: HF_HUB_OFFLINE is set and its header is not in ggprof's cache")
-    f = RemoteFile(RangeReader(ref.url, ref.headers, traffic), max_header_bytes)
+    f = RemoteFile(RangeReader(ref.url, ref.headers, traffic, deadline), max_header_bytes)
     if ref.size is not None and ref.size != f.size:
         raise RemoteError(f"{ref.shown}: the server says {f.size:,} bytes, its listing {ref.size:,}")
     header = read_header_from(f, f.size, path, shard)
@@ -396,14 +417,19 @@ def _keep(ref: RemoteFileRef, data: bytes, size: int, etag: str | None) -> None:
 
 
 def read_many(
-    models: list[RemoteModel], max_header_bytes: int = MAX_HEADER_BYTES, traffic: Traffic | None = None
+    models: list[RemoteModel],
+    max_header_bytes: int = MAX_HEADER_BYTES,
+    traffic: Traffic | None = None,
+    timeout_s: float = HEADER_TIMEOUT_S,
 ) -> list[list[GGUFHeader] | str]:
-    """Each model's headers, or the one-line reason it could not be read, every model at once."""
+    """Each model's headers, or the one-line reason it could not be read, every model at once and
+    all within `timeout_s` (one deadline: the command waits no longer, however many models)."""
     traffic = traffic or Traffic()
+    deadline = Deadline.after(timeout_s, "--header-timeout")
 
     def one(m: RemoteModel) -> list[GGUFHeader] | str:
         try:
-            return read_remote_model(m, max_header_bytes, traffic)
+            return read_remote_model(m, max_header_bytes, traffic, deadline)
         except (RemoteError, GGUFError, BadInputError) as err:
             return str(err)
 
