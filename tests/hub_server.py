@@ -4,8 +4,9 @@ real GGUF files served with range support, the part of the Hub's API that huggin
 and the registry's manifests and blobs (`/v2/NS/MODEL/manifests/TAG`, `/blobs/DIGEST`). It counts
 the requests and bytes it served, can add latency to every answer, and can misbehave on
 purpose (ignore ranges, lie about sizes, stall, send more than asked, close mid-answer, answer
-each range with one byte). It speaks plain HTTP, or TLS with a certificate of its own
-(`tls_pair`: trust it with SSL_CERT_FILE).
+each range with one byte; a listing that names files outside its repository, runs to many
+megabytes, is a gzip bomb, lists too many files or never comes). It speaks plain HTTP, or TLS
+with a certificate of its own (`tls_pair`: trust it with SSL_CERT_FILE).
 
 The Hub's answers follow what huggingface.co answers (docs: huggingface.co/docs/hub/api, the
 `ModelInfo` fields huggingface_hub reads: `id`, `sha`, `siblings` with `rfilename` and `size`;
@@ -20,6 +21,7 @@ import re
 import ssl
 import subprocess
 import threading
+import zlib
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -33,6 +35,8 @@ class Repo:
     files: dict[str, Path]  # name in the repository -> file on disk
     gated: bool = False
     commit: str = COMMIT
+    names: tuple[str, ...] = ()  # more names its listing gives (files it does not serve)
+    listing: str = ""  # how its listing misbehaves: huge, gzip-bomb, many-files, stall
 
 
 def tls_pair(folder: Path) -> tuple[Path, Path]:
@@ -199,8 +203,38 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 return self.error(404, "RevisionNotFound")
             if repo.gated and "authorization" not in {k.lower() for k in self.headers}:
                 return self.error(401, "GatedRepo")
+            if repo.listing:
+                return self.bad_listing(repo)
             siblings = [{"rfilename": n, "size": p.stat().st_size} for n, p in sorted(repo.files.items())]
+            siblings += [{"rfilename": n, "size": 1 << 20} for n in repo.names]
             self.json({"id": repo_id, "sha": repo.commit, "private": False, "gated": repo.gated, "siblings": siblings})
+
+        def bad_listing(self, repo: Repo) -> None:
+            """A listing past every bound: 256 MiB of JSON sent (huge), 1 MiB of gzip that is 256
+            MiB once decompressed (gzip-bomb), 20,001 files (many-files), or no answer (stall)."""
+            if repo.listing == "stall":
+                hub.stopped.wait()
+                return
+            if repo.listing == "many-files":
+                return self.json({"sha": repo.commit, "siblings": [{"rfilename": f"f{i}.gguf"} for i in range(20_001)]})
+            head, entry = b'{"sha": "%s", "siblings": [' % repo.commit.encode(), b'{"rfilename": "x.gguf"},' * 4096
+            body: list[bytes] | bytes = [head] + [entry] * ((256 << 20) // len(entry))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            if repo.listing == "gzip-bomb":
+                body = _bomb()
+                self.send_header("Content-Encoding", "gzip")
+            length = len(body) if isinstance(body, bytes) else sum(len(b) for b in body)
+            self.send_header("Content-Length", str(length))
+            self.end_headers()
+            sent = 0
+            try:
+                for chunk in [body] if isinstance(body, bytes) else body:
+                    self.wfile.write(chunk)
+                    sent += len(chunk)
+            except OSError:
+                pass  # the client stopped reading at its cap
+            hub.served.add(self.path, sent, dict(self.headers))
 
         def manifest(self, key: str) -> None:
             blob = hub.ollama.get(key)
@@ -285,3 +319,15 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 hub.served.add(self.path, sent, dict(self.headers))
 
     return Handler
+
+
+_BOMBS: dict[str, bytes] = {}
+
+
+def _bomb() -> bytes:
+    """256 MiB of spaces, gzipped: about 256 KB (made once)."""
+    if "b" not in _BOMBS:
+        z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        spaces = b" " * (1 << 20)
+        _BOMBS["b"] = b"".join([z.compress(spaces) for _ in range(256)] + [z.flush()])
+    return _BOMBS["b"]

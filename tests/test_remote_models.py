@@ -300,6 +300,48 @@ def test_shards_that_answer_late_end_at_the_header_deadline(hostile: HubServer, 
     assert time.monotonic() - start < 20 and r.peak_rss_bytes < START_UP_BYTES
 
 
+def test_fit_of_a_repository_whose_shards_answer_late_ends_at_its_deadlines(hostile: HubServer, tmp_path: Path) -> None:
+    """The listing (2.5 s late) within its own 4 s, then every header within one 4 s deadline."""
+    files = {n: p for n, p in _quants(tmp_path).items() if "-of-" in n}
+    hostile.repos["org/split"] = Repo(files, commit=secrets.token_hex(20))
+    hostile.latency_s = 2.5
+    r = measured("fit", "hf://org/split", "--device", "rtx-4090", "--header-timeout", "4", timeout_s=120)
+    refused(r, hostile, "no readable GGUF model in hf://org/split", "not read within 4 s (--header-timeout)")
+    assert r.wall_s < 30 and r.peak_rss_bytes < START_UP_BYTES
+
+
+@pytest.mark.parametrize(
+    "name", ["../other-GGUF/x.gguf", "/etc/x.gguf", "a/../../x.gguf", "a\\..\\x.gguf", "a//x.gguf"]
+)
+def test_a_listing_naming_a_file_outside_its_repository_is_refused_before_any_request(
+    hostile: HubServer, gemma_path: Path, name: str
+) -> None:
+    hostile.repos["org/bad"] = Repo({FILE: gemma_path}, commit=secrets.token_hex(20), names=(name,))
+    r = measured("fit", "hf://org/bad", "--device", "rtx-4090", timeout_s=120)
+    # before: fit asked for /org/bad/resolve/COMMIT/../other-GGUF/x.gguf, with the token
+    refused(r, hostile, "hf://org/bad: the listing names a file outside the repository", "nothing is read")
+    assert [p.split("?")[0] for p in hostile.served.paths] == ["/api/models/org/bad"]
+    assert r.wall_s < 20 and r.peak_rss_bytes < START_UP_BYTES
+
+
+@pytest.mark.parametrize(
+    ("how", "words"),
+    [
+        ("huge", "hf://org/bad: the listing: an answer larger than 16 MiB; not read further"),
+        ("gzip-bomb", "hf://org/bad: the listing: an answer that decompresses to more than 32 MiB"),
+        ("many-files", "hf://org/bad: the listing names 20,001 files, more than 20,000; not read"),
+        ("stall", "hf://org/bad: the listing: not read within 3 s (--header-timeout); given up"),
+    ],
+)
+def test_a_listing_past_its_bounds_ends_in_one_line(hostile: HubServer, gemma_path: Path, how: str, words: str) -> None:
+    hostile.repos["org/bad"] = Repo({FILE: gemma_path}, listing=how)
+    r = measured("fit", "hf://org/bad", "--device", "rtx-4090", "--header-timeout", "3", timeout_s=120)
+    # before: 300 MB of listing took 1.49 GB, a gzip bomb ended in "JSONDecodeError"
+    refused(r, hostile, words)
+    assert all(p.startswith("/api/models/org/bad") for p in hostile.served.paths)
+    assert r.wall_s < 20 and r.peak_rss_bytes < START_UP_BYTES + 3 * 32 * MiB, (r.wall_s, r.peak_rss_bytes)
+
+
 @pytest.mark.parametrize("command", ["inspect", "fit", "predict", "check"])
 def test_the_header_deadline_is_in_help(command: str) -> None:
     r = in_process(command, "--help")

@@ -22,14 +22,13 @@ import os
 import re
 import threading
 import urllib.parse
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
 
 from ggprof.errors import BadInputError, GGUFError, RemoteError
 from ggprof.model.gguf import _MAX_TENSOR_INFO_BYTES, SPLIT_NAME, GGUFHeader, read_header_from
+from ggprof.model.listing import hf_listing
 from ggprof.model.ranges import (
     HEADER_TIMEOUT_S,
     MAX_HEADER_BYTES,
@@ -47,12 +46,10 @@ SCHEMES = ("hf://", "http://", "https://", "ollama://")
 DEFAULT_REGISTRY = "registry.ollama.ai"
 OLLAMA_MODEL_LAYER = "application/vnd.ollama.image.model"
 MAX_SHARDS = 256
-MAX_REPO_FILES = 20_000
 MAX_CONCURRENT = 16  # headers read at once
 _NAME = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}$")  # an org, repository, namespace or model name
 _REVISION = re.compile(r"^[\w.\-/]{1,120}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
-T = TypeVar("T")
 _LOOK_AHEAD_BYTES = _MAX_TENSOR_INFO_BYTES
 
 
@@ -229,19 +226,18 @@ def models_of(text: str, timeout_s: float = HEADER_TIMEOUT_S) -> list[RemoteMode
 
 def repo_models(text: str, deadline: Deadline | None = None) -> list[RemoteModel]:
     """Every GGUF model of `hf://ORG/REPO[@REVISION]`: single files, and each split set as one
-    model; a vision projector (`mmproj`) is not a model. Listed through huggingface_hub, within
-    `deadline`."""
+    model; a vision projector (`mmproj`) is not a model. The listing is read within `deadline`
+    (ggprof.model.listing: bounded, every name inside the repository), with huggingface_hub's
+    endpoint, token and offline mode."""
     repo, path, revision = _hf_parts(text)
     deadline = deadline or Deadline.after(HEADER_TIMEOUT_S, "--header-timeout")
     if path is not None:
         return [model_ref(text, deadline)]
     if _offline():
         raise RemoteError(f"hf://{repo}: HF_HUB_OFFLINE is set, and a repository's files cannot be listed offline")
-    info = _within(deadline, lambda: _model_info(repo, revision), f"hf://{repo}: the listing")
-    commit = getattr(info, "sha", None)
-    commit = commit if isinstance(commit, str) and _COMMIT.match(commit) else None
-    siblings = list(getattr(info, "siblings", None) or [])[:MAX_REPO_FILES]
-    sizes = {s.rfilename: getattr(s, "size", None) for s in siblings if isinstance(getattr(s, "rfilename", None), str)}
+    listing = hf_listing(_endpoint(), repo, revision, _hf_headers(), deadline)
+    commit = listing.commit if listing.commit and _COMMIT.match(listing.commit) else None
+    sizes = listing.sizes
     ggufs = sorted(n for n in sizes if n.lower().endswith(".gguf") and "mmproj" not in n.lower().rsplit("/", 1)[-1])
     models: list[RemoteModel] = []
     seen: set[str] = set()
@@ -260,54 +256,6 @@ def repo_models(text: str, deadline: Deadline | None = None) -> list[RemoteModel
     if not models:
         raise RemoteError(f"hf://{repo}: no GGUF files in the repository")
     return models
-
-
-def _model_info(repo: str, revision: str | None) -> Any:
-    from huggingface_hub import HfApi
-    from huggingface_hub import errors as e
-
-    try:
-        return HfApi(endpoint=_endpoint()).model_info(repo, revision=revision, files_metadata=True, timeout=15)
-    except e.GatedRepoError:
-        raise RemoteError(
-            f"hf://{repo} is gated: accept its terms on its page, and log in (HF_TOKEN or `hf auth login`)"
-        ) from None
-    except e.RevisionNotFoundError:
-        raise RemoteError(f"hf://{repo}: no revision {clean_name(revision, 40)!r}") from None
-    except e.RepositoryNotFoundError:
-        raise RemoteError(
-            f"hf://{repo}: no such repository, or a private one (it needs a token: HF_TOKEN or `hf auth login`)"
-        ) from None
-    except e.HfHubHTTPError as err:
-        status = getattr(getattr(err, "response", None), "status_code", None)
-        raise RemoteError(f"hf://{repo}: the Hub answered HTTP {status or '?'}") from None
-    except e.OfflineModeIsEnabled:
-        raise RemoteError(f"hf://{repo}: HF_HUB_OFFLINE is set") from None
-    except (OSError, ValueError) as err:
-        raise RemoteError(f"hf://{repo}: {clean_name(type(err).__name__ + ': ' + str(err), 120)}") from None
-    except Exception as err:  # httpx's errors, whatever the transport raises
-        raise RemoteError(f"hf://{repo}: {clean_name(type(err).__name__ + ': ' + str(err), 120)}") from None
-
-
-def _within(deadline: Deadline, work: Callable[[], T], what: str) -> T:
-    """`work()` within a whole deadline (a daemon thread: a stalled library call never holds
-    ggprof's exit)."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = work()
-        except BaseException as err:  # handed to the caller
-            box["error"] = err
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(max(deadline.left_s(), 0))
-    if t.is_alive():
-        raise RemoteError(f"{what}: not read within {deadline.seconds:g} s ({deadline.option}); given up")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
 
 
 # -- reading headers ---------------------------------------------------------------------------------
