@@ -3,7 +3,10 @@ real GGUF files served with range support, the part of the Hub's API that huggin
 (`/api/models/ORG/REPO[/revision/REV]`, `/ORG/REPO/resolve/REV/FILE` redirected to a CDN path),
 and the registry's manifests and blobs (`/v2/NS/MODEL/manifests/TAG`, `/blobs/DIGEST`). It counts
 the requests and bytes it served, can add latency to every answer, and can misbehave on
-purpose (ignore ranges, lie about sizes, stall, send more than asked, close mid-answer).
+purpose (ignore ranges, lie about sizes, stall, send more than asked, close mid-answer, answer
+each range with one byte; a listing that names files outside its repository, runs to many
+megabytes, is a gzip bomb, lists too many files or never comes). It speaks plain HTTP, or TLS
+with a certificate of its own (`tls_pair`: trust it with SSL_CERT_FILE).
 
 The Hub's answers follow what huggingface.co answers (docs: huggingface.co/docs/hub/api, the
 `ModelInfo` fields huggingface_hub reads: `id`, `sha`, `siblings` with `rfilename` and `size`;
@@ -19,7 +22,7 @@ import socket
 import ssl
 import subprocess
 import threading
-import time
+import zlib
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -33,6 +36,23 @@ class Repo:
     files: dict[str, Path]  # name in the repository -> file on disk
     gated: bool = False
     commit: str = COMMIT
+    names: tuple[str, ...] = ()  # more names its listing gives (files it does not serve)
+    listing: str = ""  # how its listing misbehaves: huge, gzip-bomb, many-files, stall
+
+
+def tls_pair(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost and 127.0.0.1, and its key (openssl's CLI)."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert)),
+            *("-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert, key
 
 
 @dataclass
@@ -76,41 +96,8 @@ class _Quiet(ThreadingHTTPServer):
         return super().finish_request(request, client_address)
 
 
-def tls_context(folder: Path) -> tuple[ssl.SSLContext, Path]:
-    """A server context with a self-signed certificate for 127.0.0.1 (made by openssl), and the
-    certificate's file: a client trusts it through SSL_CERT_FILE."""
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    if not cert.exists():
-        subprocess.run(
-            [
-                "openssl",
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-keyout",
-                str(key),
-                "-out",
-                str(cert),
-                "-days",
-                "2",
-                "-subj",
-                "/CN=127.0.0.1",
-                "-addext",
-                "subjectAltName=IP:127.0.0.1",
-            ],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(cert, key)
-    return ctx, cert
-
-
 class HubServer:
-    def __init__(self, latency_s: float = 0.0, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, latency_s: float = 0.0, tls: tuple[Path, Path] | None = None) -> None:
         self.repos: dict[str, Repo] = {}
         self.plain: dict[str, Path] = {}  # /files/NAME
         self.ollama: dict[str, Path] = {}  # "NS/MODEL:TAG" -> the model blob's file
@@ -124,10 +111,15 @@ class HubServer:
         self.served = Served()
         server = _Quiet(("127.0.0.1", 0), _handler(self))
         server.daemon_threads = True
-        server.tls = tls
+        self.scheme = "http"
+        if tls is not None:  # TLS, and plain HTTP on the same port (each connection's first byte says which)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            server.tls = context
+            self.scheme = "https"
         self.server = server
         self.port = server.server_address[1]
-        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self.url = f"{self.scheme}://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=server.serve_forever, daemon=True)
 
     def __enter__(self) -> HubServer:
@@ -161,8 +153,8 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             self.do_GET(head=True)
 
         def do_GET(self, head: bool = False) -> None:
-            if hub.latency_s:
-                time.sleep(hub.latency_s)
+            if hub.latency_s and hub.stopped.wait(hub.latency_s):
+                return
             path = self.path.split("?", 1)[0]
             if m := re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?", path):
                 return self.model_info(m[1], m[2])
@@ -177,7 +169,7 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                     return self.redirect("file:///etc/passwd")
                 if how == "redirect-loop":
                     return self.redirect(path)
-                cdn = f"http://{hub.cdn_host}:{hub.server.server_address[1]}" if hub.cdn_host else ""
+                cdn = f"{hub.scheme}://{hub.cdn_host}:{hub.server.server_address[1]}" if hub.cdn_host else ""
                 cdn = hub.cdn_url or cdn
                 # the Hub's resolve answer states the commit it resolved (huggingface_hub reads it)
                 return self.redirect(f"{cdn}/cdn/{m[1]}/{repo.commit}/{m[3]}", {"X-Repo-Commit": repo.commit})
@@ -244,8 +236,38 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 return self.error(404, "RevisionNotFound")
             if repo.gated and "authorization" not in {k.lower() for k in self.headers}:
                 return self.error(401, "GatedRepo")
+            if repo.listing:
+                return self.bad_listing(repo)
             siblings = [{"rfilename": n, "size": p.stat().st_size} for n, p in sorted(repo.files.items())]
+            siblings += [{"rfilename": n, "size": 1 << 20} for n in repo.names]
             self.json({"id": repo_id, "sha": repo.commit, "private": False, "gated": repo.gated, "siblings": siblings})
+
+        def bad_listing(self, repo: Repo) -> None:
+            """A listing past every bound: 256 MiB of JSON sent (huge), 1 MiB of gzip that is 256
+            MiB once decompressed (gzip-bomb), 20,001 files (many-files), or no answer (stall)."""
+            if repo.listing == "stall":
+                hub.stopped.wait()
+                return
+            if repo.listing == "many-files":
+                return self.json({"sha": repo.commit, "siblings": [{"rfilename": f"f{i}.gguf"} for i in range(20_001)]})
+            head, entry = b'{"sha": "%s", "siblings": [' % repo.commit.encode(), b'{"rfilename": "x.gguf"},' * 4096
+            body: list[bytes] | bytes = [head] + [entry] * ((256 << 20) // len(entry))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            if repo.listing == "gzip-bomb":
+                body = _bomb()
+                self.send_header("Content-Encoding", "gzip")
+            length = len(body) if isinstance(body, bytes) else sum(len(b) for b in body)
+            self.send_header("Content-Length", str(length))
+            self.end_headers()
+            sent = 0
+            try:
+                for chunk in [body] if isinstance(body, bytes) else body:
+                    self.wfile.write(chunk)
+                    sent += len(chunk)
+            except OSError:
+                pass  # the client stopped reading at its cap
+            hub.served.add(self.path, sent, dict(self.headers))
 
         def manifest(self, key: str) -> None:
             blob = hub.ollama.get(key)
@@ -290,6 +312,8 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                     self.stream(disk, 0, size)
                 return
             start, end = int(m[1]), min(int(m[2]) if m[2] else size - 1, size - 1)
+            if how == "one-byte":  # every range answered with its first byte only: a valid, short answer
+                end = start
             claimed = size * 2 if how == "lie-size" else size
             self.send_response(206)
             for k, v in (extra or {}).items():
@@ -336,3 +360,15 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 hub.served.add(self.path, sent, self.seen())
 
     return Handler
+
+
+_BOMBS: dict[str, bytes] = {}
+
+
+def _bomb() -> bytes:
+    """256 MiB of spaces, gzipped: about 256 KB (made once)."""
+    if "b" not in _BOMBS:
+        z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        spaces = b" " * (1 << 20)
+        _BOMBS["b"] = b"".join([z.compress(spaces) for _ in range(256)] + [z.flush()])
+    return _BOMBS["b"]

@@ -81,9 +81,94 @@ def as_process(*args: str, env: dict[str, str] | None = None, timeout_s: float =
 
 
 @dataclass
-class Bounded(CliResult):
-    elapsed_s: float
-    peak_rss_bytes: int
+class Measured:
+    exit_code: int
+    stdout: str
+    stderr: str
+    wall_s: float
+    peak_rss_bytes: int  # the program's own high-water mark since it started (VmHWM at its exit)
+    left: list[str]  # processes of its session still alive once it ended (killed then)
+
+
+# `python -m ggprof ARGS` that writes its peak RSS as it exits. Not the rusage wait4 gives: Linux
+# folds the pre-exec image into ru_maxrss, and a child spawned (vfork) from pytest reports
+# pytest's own peak. VmHWM is the program's address space's alone.
+_PEAK_WRAPPER = """
+import atexit, os, runpy, sys
+
+def peak():
+    with open("/proc/self/status") as f:
+        kib = next(line.split()[1] for line in f if line.startswith("VmHWM:"))
+    with open(os.environ["MEASURED_PEAK_FILE"], "w") as out:
+        out.write(kib)
+
+atexit.register(peak)
+sys.argv = ["ggprof", *sys.argv[1:]]
+runpy.run_module("ggprof", run_name="__main__", alter_sys=True)
+"""
+
+
+def measured(
+    *args: str, env: dict[str, str] | None = None, timeout_s: float = 120, stdin: Any = subprocess.DEVNULL
+) -> Measured:
+    """`ggprof ARGS` in a subprocess of its own session, killed (with its session) past
+    `timeout_s`: its wall time, its own peak RSS and what of its session outlived it (Linux)."""
+    import tempfile
+    import threading
+
+    with tempfile.TemporaryDirectory(prefix="measured-") as folder:
+        peak_file = Path(folder) / "peak"
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _PEAK_WRAPPER, *args],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **(env or {}), "MEASURED_PEAK_FILE": str(peak_file)},
+            start_new_session=True,
+        )
+        out: dict[str, bytes] = {}
+
+        def read(key: str, f: Any) -> None:
+            with f:
+                out[key] = f.read()
+
+        readers = [
+            threading.Thread(target=read, args=kf, daemon=True) for kf in (("out", proc.stdout), ("err", proc.stderr))
+        ]
+        for t in readers:
+            t.start()
+        timer = threading.Timer(timeout_s, lambda: _kill_session(proc.pid))
+        timer.start()
+        proc.wait()
+        wall_s = time.monotonic() - start
+        timer.cancel()
+        left = _kill_session(proc.pid)
+        for t in readers:
+            t.join(timeout=30)
+        # killed before its exit: no figure, and no bound on memory holds
+        peak_kib = int(peak_file.read_text()) if peak_file.exists() else sys.maxsize // 1024
+    return Measured(
+        proc.returncode,
+        out.get("out", b"").decode(errors="replace"),
+        out.get("err", b"").decode(errors="replace"),
+        wall_s,
+        peak_kib * 1024,
+        left,
+    )
+
+
+def _kill_session(sid: int) -> list[str]:
+    """The processes of session `sid`, killed; their names."""
+    found = []
+    for p in psutil.process_iter(["pid", "name"]):
+        try:
+            if os.getsid(p.pid) == sid:
+                found.append(str(p.info["name"]))
+                p.kill()
+        except (OSError, psutil.Error):
+            continue
+    return found
 
 
 def as_bounded_process(
@@ -92,58 +177,16 @@ def as_bounded_process(
     timeout_s: float = 60,
     max_rss_bytes: int = 1 << 30,
     stdin: str | Path | None = None,
-) -> Bounded:
-    """`ggprof ARGS` in a subprocess of its own session, held to a whole deadline and a memory
-    ceiling (its resident memory sampled every 20 ms), that must leave no process behind: a
-    hostile-input test's own limits. `stdin`: a file given as its standard input."""
-    import threading
-
-    stdin_file = open(stdin, "rb") if stdin is not None else subprocess.DEVNULL  # noqa: SIM115
-    start = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ggprof", *args],
-        stdin=stdin_file,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, **(env or {})},
-        start_new_session=True,
-    )
-    out: dict[str, bytes] = {}
-    reader = threading.Thread(target=lambda: out.update(zip(("out", "err"), proc.communicate(), strict=True)))
-    reader.start()
-    peak, watched = 0, psutil.Process(proc.pid)
-    try:
-        while reader.is_alive() and time.monotonic() - start < timeout_s and peak <= max_rss_bytes:
-            with contextlib.suppress(psutil.Error):
-                peak = max(peak, watched.memory_info().rss)
-            reader.join(0.02)
-    finally:
-        if stdin is not None:
-            stdin_file.close()  # type: ignore[union-attr]
-        alive = reader.is_alive()
-        if alive:
-            os.killpg(proc.pid, signal.SIGKILL)
-            reader.join(30)
-        elapsed = time.monotonic() - start
-        left = [p for p in psutil.process_iter(["pid"]) if _in_session(p, proc.pid)]
-        for p in left:
-            with contextlib.suppress(psutil.Error):
-                p.kill()
-    assert peak <= max_rss_bytes, (
-        f"ggprof {' '.join(args)[:200]}: {peak >> 20} MiB resident, over {max_rss_bytes >> 20}"
-    )
-    assert not alive, f"ggprof {' '.join(args)[:200]}: still running after {timeout_s:.0f} s"
-    assert not left, f"ggprof {' '.join(args)[:200]} left processes running: {[p.pid for p in left]}"
-    return Bounded(
-        proc.returncode, out["out"].decode(errors="replace"), out["err"].decode(errors="replace"), elapsed, peak
-    )
-
-
-def _in_session(p: psutil.Process, sid: int) -> bool:
-    try:
-        return p.pid != sid and os.getsid(p.pid) == sid and p.status() != psutil.STATUS_ZOMBIE
-    except (OSError, psutil.Error):
-        return False
+) -> Measured:
+    """`measured`, held to a hostile-input test's own limits: done within `timeout_s`, its peak
+    resident memory under `max_rss_bytes`, and nothing of its session left."""
+    with open(stdin, "rb") if stdin is not None else contextlib.nullcontext(subprocess.DEVNULL) as f:
+        m = measured(*args, env=env, timeout_s=timeout_s, stdin=f)
+    shown = " ".join(args)[:200]
+    assert m.wall_s < timeout_s, f"ggprof {shown}: still running after {timeout_s:.0f} s"
+    assert m.peak_rss_bytes <= max_rss_bytes, f"ggprof {shown}: {m.peak_rss_bytes >> 20} MiB resident"
+    assert not m.left, f"ggprof {shown} left processes running: {m.left}"
+    return m
 
 
 def clean_output(text: str) -> bool:

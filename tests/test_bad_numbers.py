@@ -58,11 +58,13 @@ def test_check_flags_refuse_nonsense(args: list[str], error: str, gemma_path: Pa
 @pytest.mark.parametrize(
     ("fields", "error"),
     [
-        ({"avg_ts": True}, "row 1: field 'avg_ts' must be a finite number above 0, got True"),
+        ({"avg_ts": True}, "row 1: field 'avg_ts' must be a finite number above 0, at most 1,000,000,000, got True"),
         ({"avg_ts": "fast"}, "field 'avg_ts' must be a finite number above 0"),
-        ({"avg_ts": None}, "field 'avg_ts' must be a finite number above 0, got None"),
+        ({"avg_ts": None}, "field 'avg_ts' must be a finite number above 0, at most 1,000,000,000, got None"),
         ({"avg_ts": [1]}, "field 'avg_ts' must be a finite number above 0"),
-        ({"avg_ts": -5}, "field 'avg_ts' must be a finite number above 0, got -5"),
+        ({"avg_ts": -5}, "field 'avg_ts' must be a finite number above 0, at most 1,000,000,000, got -5"),
+        ({"avg_ts": 2e9}, "field 'avg_ts' must be a finite number above 0, at most 1,000,000,000, got 2000000000.0"),
+        ({"avg_ts": 10**400}, "field 'avg_ts' must be a finite number above 0, at most 1,000,000,000, got 1000"),
         ({"stddev_ts": -1}, "field 'stddev_ts' must be a finite number, 0 or more"),
         ({"n_depth": -1}, "field 'n_depth' must be a whole number from 0 to 2147483647"),
         ({"n_depth": 10**300}, "field 'n_depth' must be a whole number from 0 to 2147483647"),

@@ -450,7 +450,11 @@ def test_two_programs_on_one_model_compared() -> None:
 def test_bad_logs_get_one_line(tmp_path: Path) -> None:
     binary = tmp_path / "model.gguf"
     binary.write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(range(256)) * 40)
-    for path, words in ((binary, "binary data"), (tmp_path / "missing.txt", "no such file"), (tmp_path, "a folder")):
+    for path, words in (
+        (binary, "binary data"),
+        (tmp_path / "missing.txt", "no such file"),
+        (tmp_path, "is a directory"),
+    ):
         r = in_process("check", "--log", str(path))
         assert r.exit_code == 2 and r.stdout == ""
         assert r.stderr.startswith("Error: ") and words in r.stderr and r.stderr.count("\n") == 1
@@ -493,15 +497,18 @@ def test_escapes_controls_and_mojibake_are_cleaned(tmp_path: Path) -> None:
     assert d["runs"][0]["devices"][0]["name"] == "NVIDIA GeForce RTX 4090"
 
 
-def test_absurd_numbers_are_no_speeds(tmp_path: Path) -> None:
+def test_absurd_facts_are_not_read_and_nothing_timed_is_no_speed(tmp_path: Path) -> None:
+    """Facts no model has are left out; a timing of 0 tokens or of no time is llama.cpp's own print of
+    nothing timed (its rate nan or inf), no speed. (A speed no run can have is refused: test_hostile_inputs.)"""
     log = tmp_path / "absurd.log"
     log.write_text(
-        "llama_print_timings:        eval time = 1e400 ms / 99999999999999999999 runs\n"
-        "llama_print_timings: prompt eval time =       0.00001 ms /  2147483647 tokens "
-        "(0.00 ms per token, 1e20 tokens per second)\n"
         "llm_load_print_meta: n_layer          = 99999999999\n"
         "llm_load_print_meta: model size       = 999999999999999 TiB (4.5 BPW)\n"
         "llm_load_tensors: offloaded 5/99999999999999999999 layers to GPU\n"
+        "llama_print_timings: prompt eval time =       0.00 ms /     0 tokens (     nan ms per token,      nan tokens "
+        "per second)\n"
+        "llama_print_timings: prompt eval time =       0,00 ms /     1 tokens (    0,00 ms per token,      inf tokens "
+        "per second)\n"
     )
     code, d = checked(log)
     assert code == 0 and d["measurements"] == []
@@ -725,7 +732,11 @@ def test_fuzzed_log_lines_are_a_verdict_or_one_line(tmp_path: Path) -> None:
         judged = in_process("check", "--log", str(log), "--device", "rtx-4090", "--json")
         text = in_process("check", "--log", str(log), "--device", "rtx-4090")
         assert "Traceback" not in judged.stderr + text.stderr and clean_output(text.stdout)
-        # a text log is read whatever its lines say: its exit status is its verdict's, in both formats
+        if judged.exit_code == 2:  # a speed's figure no run can have (1e400 ms, -1 tokens): refused with its line
+            assert text.exit_code == 2 and judged.stdout == text.stdout == "" and judged.stderr == text.stderr
+            assert re.match(r"Error: fuzz\.log: line \d+: ", text.stderr) and text.stderr.count("\n") == 1
+            return
+        # otherwise a text log is read whatever its lines say: its exit status is its verdict's, in both formats
         verdict = json.loads(judged.stdout)["verdict"]
         assert judged.exit_code == text.exit_code == int(EXIT[verdict]), (verdict, text.stderr)
 

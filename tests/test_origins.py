@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from ggufs import Shape, write_model
-from hub_server import COMMIT, HubServer, Repo, tls_context
+from hub_server import COMMIT, HubServer, Repo, tls_pair
 from support import as_bounded_process
 
 REPO = "org/tiny-GGUF"
@@ -36,31 +36,25 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path]:
-    return tls_context(tmp_path_factory.mktemp("tls"))
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return tls_pair(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture
-def env(tmp_path: Path, tls: tuple[object, Path]) -> dict[str, str]:
+def env(tmp_path: Path, tls: tuple[Path, Path]) -> dict[str, str]:
     return {
         "HF_TOKEN": SECRET,
         "HF_HOME": str(tmp_path / "hf-home"),
         "GGPROF_CACHE_DIR": str(tmp_path / "cache"),
-        "SSL_CERT_FILE": str(tls[1]),  # this machine's self-signed certificate, trusted as a CA
+        "SSL_CERT_FILE": str(tls[0]),  # this machine's self-signed certificate, trusted as a CA
     }
 
 
 @pytest.fixture
-def hubs(tiny: Path, tls: tuple[object, Path]) -> Iterator[dict[str, HubServer]]:
+def hubs(tiny: Path, tls: tuple[Path, Path]) -> Iterator[dict[str, HubServer]]:
     """Four servers of the same repository: plain and TLS (each also answering plain HTTP on its
     port), and a second of each on another port."""
-    ctx = tls[0]
-    with (
-        HubServer() as plain,
-        HubServer() as plain2,
-        HubServer(tls=ctx) as secure,  # type: ignore[arg-type]
-        HubServer(tls=ctx) as secure2,  # type: ignore[arg-type]
-    ):
+    with HubServer() as plain, HubServer() as plain2, HubServer(tls=tls) as secure, HubServer(tls=tls) as secure2:
         for hub in (plain, plain2, secure, secure2):
             hub.repos[REPO] = Repo({FILE: tiny})
         yield {"plain": plain, "plain2": plain2, "secure": secure, "secure2": secure2}

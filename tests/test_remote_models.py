@@ -6,14 +6,16 @@ figures equal the local file's; hostile servers end in one line."""
 from __future__ import annotations
 
 import json
+import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ggufs import F16, Q4_K, Q8_0, Shape, write_model
-from hub_server import COMMIT, HubServer, Repo
-from support import in_process
+from hub_server import COMMIT, HubServer, Repo, tls_pair
+from support import Measured, in_process, measured
 
 from ggprof.model.gguf import read_header
 
@@ -231,3 +233,116 @@ def test_predict_and_plan_take_a_remote_model(hub: HubServer, gemma_path: Path) 
         "plan", ref, "--qps", "1", "--prompt", "256", "--gen", "64", "--tpot-slo", "50", "--device", "rtx-4090"
     )
     assert plan.exit_code == 0, plan.stderr
+
+
+# -- hostile servers, the real CLI in a session of its own: one deadline for a header, bounded listings
+SECRET = "hf_thisIsATestTokenNotARealOne1234"
+START_UP_BYTES = 96 * MiB  # the interpreter, ggprof's imports and profiles: about 45 MiB here
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return tls_pair(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(params=["http", "https"])
+def hostile(
+    request: pytest.FixtureRequest,
+    tls: tuple[Path, Path],
+    gemma_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[HubServer]:
+    """The stand-in Hub over plain HTTP or TLS, a token set up, downloads redirected to another
+    host name (as the Hub's CDN is), which the token must never reach."""
+    with HubServer(tls=tls if request.param == "https" else None) as server:
+        server.cdn_host = "localhost"
+        server.repos[REPO] = Repo({FILE: gemma_path})
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+        monkeypatch.setenv("HF_TOKEN", SECRET)
+        monkeypatch.setenv("SSL_CERT_FILE", str(tls[0]))  # the stand-in's own certificate is trusted
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        yield server
+
+
+def refused(r: Measured, hub: HubServer, *words: str) -> None:
+    """One error line (exit 2) naming `words`, nothing of the run's session left, and the token
+    sent to the Hub's own host only: never to the CDN host, never printed."""
+    assert r.exit_code == 2 and r.stdout == "", (r.exit_code, r.stdout[:300], r.stderr)
+    assert r.stderr.startswith("Error: ") and r.stderr.count("\n") == 1, r.stderr
+    for w in words:
+        assert w in r.stderr, (w, r.stderr)
+    assert r.left == [] and SECRET not in r.stderr
+    for path, headers in zip(hub.served.paths, hub.served.headers, strict=True):
+        sent = {k.lower(): v for k, v in headers.items()}.get("authorization")
+        assert sent == (None if path.startswith("/cdn/") else f"Bearer {SECRET}"), (path, sent)
+
+
+def test_a_range_answered_one_byte_at_a_time_ends_in_one_line(hostile: HubServer) -> None:
+    hostile.misbehave[FILE] = "one-byte"
+    r = measured("inspect", f"hf://{REPO}/{FILE}", timeout_s=120)
+    # before: a request a byte, each answered at once: still running at 100 s
+    refused(r, hostile, "64 ranges read 64 bytes and not the whole header")
+    assert r.wall_s < 30 and r.peak_rss_bytes < START_UP_BYTES
+
+
+def test_shards_that_answer_late_end_at_the_header_deadline(hostile: HubServer, tmp_path: Path) -> None:
+    """Each answer 2 s late: a shard's first range (its redirect, then the range) takes 4 s,
+    past the 3 s the whole header may take; every shard waits on the one deadline."""
+    files = {n: p for n, p in _quants(tmp_path).items() if "-of-" in n}
+    hostile.repos["org/split"] = Repo(files, commit=secrets.token_hex(20))  # no header kept from another test
+    hostile.latency_s = 2.0
+    start = time.monotonic()
+    r = measured("inspect", f"hf://org/split/{sorted(files)[0]}", "--header-timeout", "3", timeout_s=120)
+    # before: each request had its own deadline, the header none: shards answering after 14 s ran past 100 s
+    refused(r, hostile, "not read within 3 s (--header-timeout); given up")
+    assert time.monotonic() - start < 20 and r.peak_rss_bytes < START_UP_BYTES
+
+
+def test_fit_of_a_repository_whose_shards_answer_late_ends_at_its_deadlines(hostile: HubServer, tmp_path: Path) -> None:
+    """The listing (2.5 s late) within its own 4 s, then every header within one 4 s deadline."""
+    files = {n: p for n, p in _quants(tmp_path).items() if "-of-" in n}
+    hostile.repos["org/split"] = Repo(files, commit=secrets.token_hex(20))
+    hostile.latency_s = 2.5
+    r = measured("fit", "hf://org/split", "--device", "rtx-4090", "--header-timeout", "4", timeout_s=120)
+    refused(r, hostile, "no readable GGUF model in hf://org/split", "not read within 4 s (--header-timeout)")
+    assert r.wall_s < 30 and r.peak_rss_bytes < START_UP_BYTES
+
+
+@pytest.mark.parametrize(
+    "name", ["../other-GGUF/x.gguf", "/etc/x.gguf", "a/../../x.gguf", "a\\..\\x.gguf", "a//x.gguf"]
+)
+def test_a_listing_naming_a_file_outside_its_repository_is_refused_before_any_request(
+    hostile: HubServer, gemma_path: Path, name: str
+) -> None:
+    hostile.repos["org/bad"] = Repo({FILE: gemma_path}, commit=secrets.token_hex(20), names=(name,))
+    r = measured("fit", "hf://org/bad", "--device", "rtx-4090", timeout_s=120)
+    # before: fit asked for /org/bad/resolve/COMMIT/../other-GGUF/x.gguf, with the token
+    refused(r, hostile, "hf://org/bad: the listing names a file outside the repository", "nothing is read")
+    assert [p.split("?")[0] for p in hostile.served.paths] == ["/api/models/org/bad"]
+    assert r.wall_s < 20 and r.peak_rss_bytes < START_UP_BYTES
+
+
+@pytest.mark.parametrize(
+    ("how", "words"),
+    [
+        ("huge", "hf://org/bad: the listing: an answer larger than 16 MiB; not read further"),
+        ("gzip-bomb", "hf://org/bad: the listing: an answer that decompresses to more than 32 MiB"),
+        ("many-files", "hf://org/bad: the listing names 20,001 files, more than 20,000; not read"),
+        ("stall", "hf://org/bad: the listing: not read within 3 s (--header-timeout); given up"),
+    ],
+)
+def test_a_listing_past_its_bounds_ends_in_one_line(hostile: HubServer, gemma_path: Path, how: str, words: str) -> None:
+    hostile.repos["org/bad"] = Repo({FILE: gemma_path}, listing=how)
+    r = measured("fit", "hf://org/bad", "--device", "rtx-4090", "--header-timeout", "3", timeout_s=120)
+    # before: 300 MB of listing took 1.49 GB, a gzip bomb ended in "JSONDecodeError"
+    refused(r, hostile, words)
+    assert all(p.startswith("/api/models/org/bad") for p in hostile.served.paths)
+    assert r.wall_s < 20 and r.peak_rss_bytes < START_UP_BYTES + 3 * 32 * MiB, (r.wall_s, r.peak_rss_bytes)
+
+
+@pytest.mark.parametrize("command", ["inspect", "fit", "predict", "check"])
+def test_the_header_deadline_is_in_help(command: str) -> None:
+    r = in_process(command, "--help")
+    assert r.exit_code == 0 and "--header-timeout SECONDS" in r.stdout and "every range request" in r.stdout

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import BinaryIO
 
@@ -31,14 +32,17 @@ def open_regular(path: str | os.PathLike[str], error: type[BadInputError] = BadI
         raise error(f"{clean_name(p)}: is a directory, not a file") from None
     except PermissionError:
         raise error(f"{clean_name(p)}: permission denied") from None
-    except OSError as e:
+    except OSError as e:  # a socket cannot be opened at all (ENXIO): named as what it is
+        with contextlib.suppress(OSError):
+            if not stat.S_ISREG(mode := os.stat(p).st_mode):
+                raise error(f"{clean_name(p)}: not a regular file ({_kind(mode)})") from None
         raise error(f"{clean_name(p)}: {e.strerror or e}") from None
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
             raise error(f"{clean_name(p)}: is a directory, not a file")
         if not stat.S_ISREG(mode):
-            raise error(f"{clean_name(p)}: not a regular file (a FIFO, device or socket)")
+            raise error(f"{clean_name(p)}: not a regular file ({_kind(mode)})")
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
@@ -48,16 +52,43 @@ def open_regular(path: str | os.PathLike[str], error: type[BadInputError] = BadI
         raise
 
 
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a FIFO, device or socket"
+
+
 def read_text(path: str | os.PathLike[str], max_bytes: int, error: type[BadInputError] = BadInputError) -> str:
     """The UTF-8 text of a regular file of at most `max_bytes`; `error` (one line) otherwise."""
     with open_regular(path, error) as f:
-        data = f.read(max_bytes + 1)
+        return _text(f.read(max_bytes + 1), max_bytes, clean_name(path), error)
+
+
+def read_stdin_text(max_bytes: int, name: str = "standard input") -> str:
+    """Standard input's UTF-8 text, at most `max_bytes` (no more is read), in chunks: a NUL byte
+    (`< /dev/zero`) ends the read at once as no text. BadInputError otherwise."""
+    data = bytearray()
+    try:
+        while len(data) <= max_bytes and (chunk := sys.stdin.buffer.read(min(1 << 20, max_bytes + 1 - len(data)))):
+            if b"\0" in chunk:
+                raise BadInputError(f"{name}: binary data, not text")
+            data += chunk
+    except OSError as e:
+        raise BadInputError(f"{name}: cannot be read ({clean_name(e.strerror or e, 80)})") from None
+    return _text(bytes(data), max_bytes, name, BadInputError)
+
+
+def _text(data: bytes, max_bytes: int, name: str, error: type[BadInputError]) -> str:
     if len(data) > max_bytes:
-        raise error(f"{clean_name(path)}: larger than {max_bytes:,} bytes; not read")
+        raise error(f"{name}: larger than {max_bytes:,} bytes; not read")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise error(f"{clean_name(path)}: not UTF-8 text") from None
+        raise error(f"{name}: not UTF-8 text") from None
 
 
 MAX_PATH_BYTES = 4096  # PATH_MAX on Linux

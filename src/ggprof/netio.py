@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import http.client
 import io
+import select
 import socket
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +27,26 @@ class DeadlineExceeded(TimeoutError):
 
 class AnswerTooLarge(OSError):
     """A server sent more bytes than the request's cap (headers, framing and body together)."""
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """A whole deadline over many requests (a remote model's header: its every range, redirect
+    and shard), and what sets it, named when it passes."""
+
+    at: float  # time.monotonic()
+    seconds: float
+    option: str
+
+    @classmethod
+    def after(cls, seconds: float, option: str) -> Deadline:
+        return cls(time.monotonic() + seconds, seconds, option)
+
+    def left_s(self) -> float:
+        return self.at - time.monotonic()
+
+    def passed(self) -> bool:
+        return self.left_s() <= 0.05
 
 
 @dataclass
@@ -89,10 +111,41 @@ class MeteredSocket:
 def metered_connection(base: type[http.client.HTTPConnection], budget: Budget) -> type[http.client.HTTPConnection]:
     class Metered(base):  # type: ignore[valid-type, misc]
         def connect(self) -> None:
-            super().connect()  # TCP (and TLS for https), bounded by the connection's timeout
-            self.sock = MeteredSocket(self.sock, budget)  # type: ignore[has-type, arg-type]
+            if isinstance(self, http.client.HTTPSConnection):
+                http.client.HTTPConnection.connect(self)  # TCP, bounded by the connection's timeout
+                sock: Any = _tls(self, budget)
+            else:
+                super().connect()
+                sock = self.sock  # type: ignore[has-type]
+            self.sock = MeteredSocket(sock, budget)
 
     return Metered
+
+
+def _tls(conn: Any, budget: Budget) -> ssl.SSLSocket:
+    """`conn`'s connected socket in TLS, as HTTPSConnection.connect wraps it, its handshake bounded."""
+    host = conn._tunnel_host or conn.host
+    tls: ssl.SSLSocket = conn._context.wrap_socket(conn.sock, server_hostname=host, do_handshake_on_connect=False)
+    handshake(tls, budget)
+    return tls
+
+
+def handshake(sock: ssl.SSLSocket, budget: Budget) -> None:
+    """A TLS handshake within what is left of `budget`'s deadline: each blocking step of a
+    handshake waits its own timeout, so a server dripping its certificate a byte a second would
+    hold it far past any deadline; each step here waits only what is left."""
+    sock.setblocking(False)
+    while True:
+        try:
+            sock.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            ready = select.select([sock], [], [], max(budget.left_s(), 0))[0]
+        except ssl.SSLWantWriteError:
+            ready = select.select([], [sock], [], max(budget.left_s(), 0))[1]
+        if not ready and budget.left_s() <= 0:
+            raise DeadlineExceeded("deadline")
+    sock.settimeout(min(budget.read_timeout_s, max(budget.left_s(), 0.001)))
 
 
 def why(e: BaseException, budget: Budget | None = None) -> str:

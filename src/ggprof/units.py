@@ -9,6 +9,7 @@ import unicodedata
 GB = 1e9
 GiB = float(1 << 30)
 MAX_TOKENS = 2**31 - 1  # llama.cpp counts tokens (context, batch, depth) in int32
+MAX_TOK_S = 1e9  # a claimed speed above this is no run's (a 1M-parameter model at 1 PFLOP/s: 5e8)
 _BIDI_AND_FORMAT = {"Cc", "Cf", "Co", "Cs"}
 
 

@@ -18,10 +18,10 @@ from typing import Any
 from ggprof.bench.results import BenchResult, BenchRow
 from ggprof.bounded import item_bound
 from ggprof.errors import BadInputError
-from ggprof.files import read_text
+from ggprof.files import read_stdin_text, read_text
 from ggprof.llamacpp import backend_names, physical_batch, test_name
 from ggprof.runfacts import FLASH_ATTN_TYPES, from_json, placement_of
-from ggprof.units import MAX_TOKENS, clean_name
+from ggprof.units import MAX_TOK_S, MAX_TOKENS, clean_name
 
 
 def row_dict(result: BenchResult, row: BenchRow) -> dict[str, Any]:
@@ -171,6 +171,11 @@ ITEMS_PER_ROW = 400  # a row's ~40 fields and its samples (-r 100 and more), gen
 MAX_RESULT_ITEMS = 8_000_000  # 100,000 rows of -r 5: about 5 million
 
 
+class BadRows(BadInputError):
+    """llama-bench's rows that cannot be judged: a field no run can have, or more JSON than the
+    rows it claims may hold (not JSON of another shape)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class LlamaBenchRow:
     """One row of llama-bench's JSON output, with the fields ggprof judges, validated."""
@@ -211,19 +216,22 @@ class LlamaBenchRow:
 
 
 def read_rows(path: str) -> list[LlamaBenchRow]:
-    """Rows of llama-bench's -o json (a list) or -o jsonl (one object a line), each validated;
-    BadInputError naming the row and field for anything else."""
+    """Rows of llama-bench's -o json (a list) or -o jsonl (one object a line), each validated,
+    from a regular file or standard input (`-`); BadInputError naming the row and field for
+    anything else."""
+    if path == "-":
+        return rows_from_text(read_stdin_text(MAX_RESULTS_BYTES, "standard input"), "standard input")
     return rows_from_text(read_text(path, MAX_RESULTS_BYTES), clean_name(path))
 
 
-def rows_from_text(text: str, where: str) -> list[LlamaBenchRow]:
+def rows_from_text(text: str, where: str, max_items: int = MAX_RESULT_ITEMS) -> list[LlamaBenchRow]:
     """The rows of llama-bench's JSON or JSONL output in `text` (see read_rows)."""
     # parsing multiplies memory: what may be parsed is bounded by the rows the text claims (a
     # real row is ~45 items: its fields and samples), and in all
     claimed = text.count('"avg_ts"')
-    allowed = min(ITEMS_PER_ROW * claimed + 1000, MAX_RESULT_ITEMS)
+    allowed = min(ITEMS_PER_ROW * claimed + 1000, max_items)
     if item_bound(text) > allowed:
-        raise BadInputError(
+        raise BadRows(
             f"{where}: more JSON items than {claimed:,} llama-bench rows hold (at most {allowed:,}); not parsed"
         )
     try:
@@ -249,7 +257,7 @@ def _row(where: str, index: int, r: object) -> LlamaBenchRow:
 
     def bad(field: str, wanted: str) -> BadInputError:
         shown = clean_name(repr(r.get(field)), 40)
-        return BadInputError(f"{where}: row {index}: field {field!r} must be {wanted}, got {shown}")
+        return BadRows(f"{where}: row {index}: field {field!r} must be {wanted}, got {shown}")
 
     def count(field: str, low: int = 0, default: int | None = 0) -> int | None:
         v = r.get(field, default)
@@ -259,16 +267,19 @@ def _row(where: str, index: int, r: object) -> LlamaBenchRow:
             raise bad(field, f"a whole number from {low} to {MAX_TOKENS}")
         return v
 
-    def number(field: str, positive: bool) -> float:
+    def number(field: str, positive: bool, top: float = math.inf) -> float:
         v = r.get(field, 0.0)
-        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1 << 53:  # larger: no float holds it
+            v = float(v)
+        ok = isinstance(v, float) and math.isfinite(v) and v <= top
         if not ok or v < 0 or (positive and v == 0):
-            raise bad(field, "a finite number above 0" if positive else "a finite number, 0 or more")
+            wanted = f"a finite number above 0, at most {top:,.0f}" if positive else "a finite number, 0 or more"
+            raise bad(field, wanted)
         return float(v)
 
     n_prompt, n_gen = count("n_prompt") or 0, count("n_gen") or 0
     if n_prompt == 0 and n_gen == 0:
-        raise BadInputError(f"{where}: row {index}: n_prompt and n_gen are both 0 (no test)")
+        raise BadRows(f"{where}: row {index}: n_prompt and n_gen are both 0 (no test)")
     for field in ("model_filename", "backends"):
         if not isinstance(r.get(field, ""), str):
             raise bad(field, "a string")
@@ -280,7 +291,7 @@ def _row(where: str, index: int, r: object) -> LlamaBenchRow:
         n_gen=n_gen,
         n_depth=count("n_depth") or 0,
         n_gpu_layers=count("n_gpu_layers", low=-1, default=None),
-        avg_ts=number("avg_ts", positive=True),
+        avg_ts=number("avg_ts", positive=True, top=MAX_TOK_S),
         stddev_ts=number("stddev_ts", positive=False),
         model_type=_text(r.get("model_type")),
         model_size=_whole(r.get("model_size"), 1 << 50),

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ggprof import __version__
-from ggprof.cli.options import remote_header_bytes
+from ggprof.cli.options import remote_header_bytes, remote_header_timeout
 from ggprof.errors import exit_status_help
 from ggprof.llamacpp import (
     N_CTX,
@@ -213,9 +213,11 @@ def load_model_arg(text: str) -> ModelSpec:
     if is_remote(text):
         from ggprof.model.hub import model_ref, read_remote_model
         from ggprof.model.ranges import Traffic
+        from ggprof.netio import Deadline
 
         traffic = Traffic()
-        headers = read_remote_model(model_ref(text), remote_header_bytes(), traffic)
+        deadline = Deadline.after(remote_header_timeout(), "--header-timeout")  # the manifest's too
+        headers = read_remote_model(model_ref(text, deadline), remote_header_bytes(), traffic, deadline)
         if traffic.requests:
             click.echo(
                 f"{clean_name(headers[0].path, 120)}: header read in {traffic.requests} range request"

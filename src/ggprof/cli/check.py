@@ -130,8 +130,8 @@ if TYPE_CHECKING:
 @click.option(
     "--llama-bench",
     "llama_bench",
-    type=click.Path(dir_okay=False),
-    help="Judge each row of llama-bench's JSON (-o json or jsonl) output.",
+    metavar="FILE",
+    help="Judge each row of llama-bench's JSON (-o json or jsonl) output (- for stdin).",
 )
 @click.option(
     "--log",

@@ -26,6 +26,7 @@ from ggprof.cli.options import (
     finite_in,
     placement_options,
     remote_header_bytes,
+    remote_header_timeout,
     remote_options,
     rpc_options,
 )
@@ -202,7 +203,7 @@ def fit(
     for ref in (p for p in paths if is_remote(p)):  # models elsewhere: their headers by range requests
         from ggprof.model.hub import models_of
 
-        for m in models_of(ref):
+        for m in models_of(ref, remote_header_timeout()):
             name = m.name.rsplit("/", 1)[-1]  # the file's name: the row's; the reference: its path
             found.candidates.append(Candidate(path=Path(m.name), name=name, store="remote", remote=m))
     remote: tuple[Member, ...] = ()
@@ -210,7 +211,13 @@ def fit(
         from ggprof.pipelines.rpc import probe_servers, split_members
 
         remote = split_members(rpc, probe_servers(rpc.endpoints), ext.profiles, host.cpu)
-    options = ChooseOptions(ctx=ctx, min_tok_s=min_tok_s, remote=remote, max_header_bytes=remote_header_bytes())
+    options = ChooseOptions(
+        ctx=ctx,
+        min_tok_s=min_tok_s,
+        remote=remote,
+        max_header_bytes=remote_header_bytes(),
+        header_timeout_s=remote_header_timeout(),
+    )
     report = choose_models(found, target, options, ext, scanned=locations)
     for w in dict.fromkeys(w for m in report.models for w in m.prediction.warnings):
         warn(w)

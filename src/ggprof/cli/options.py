@@ -14,7 +14,7 @@ import click
 from ggprof.llamacpp import GGML_MAX_N_THREADS, N_GEN, N_PROMPT, REPETITIONS, STOP_TARGET
 from ggprof.runfacts import BY_NAME as RUN_FACTS
 from ggprof.runfacts import KV_CACHE_TYPES
-from ggprof.units import MAX_TOKENS, clean_name
+from ggprof.units import MAX_TOK_S, MAX_TOKENS, clean_name
 
 if TYPE_CHECKING:
     from ggprof.figures import Figure
@@ -25,7 +25,6 @@ TOKENS = click.IntRange(0, MAX_TOKENS)  # llama.cpp's int32 token counts
 POSITIVE_TOKENS = click.IntRange(1, MAX_TOKENS)
 LAYERS = click.IntRange(-1, MAX_TOKENS)
 MAX_THREADS = GGML_MAX_N_THREADS
-MAX_TOK_S = 1e9
 MAX_TIMEOUT_S = 1e6
 
 
@@ -337,8 +336,36 @@ def remote_header_bytes() -> int:
     return int(ctx.meta.get("max_header_bytes", MAX_HEADER_BYTES)) if ctx is not None else MAX_HEADER_BYTES
 
 
+def _header_timeout(ctx: click.Context, param: click.Parameter, value: float | None) -> None:
+    """--header-timeout, kept in the command's context."""
+    if value is None:
+        return
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
+        raise click.BadParameter(f"{value!r} is not a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}")
+    ctx.meta["header_timeout_s"] = float(value)
+
+
+def remote_header_timeout() -> float:
+    """What reading remote headers may take in all: --header-timeout, else the default."""
+    from ggprof.model.ranges import HEADER_TIMEOUT_S
+
+    ctx = click.get_current_context(silent=True)
+    return float(ctx.meta.get("header_timeout_s", HEADER_TIMEOUT_S)) if ctx is not None else HEADER_TIMEOUT_S
+
+
 def remote_options(f: Any) -> Any:
-    """--max-header-bytes, for the commands that read a model's header (a remote one by range)."""
+    """--max-header-bytes and --header-timeout, for the commands that read a model's header (a
+    remote one by range)."""
+    f = click.option(
+        "--header-timeout",
+        type=float,
+        metavar="SECONDS",
+        callback=_header_timeout,
+        expose_value=False,
+        help="The most a remote model's header may take in all: every range request, redirect and shard "
+        "(default 60); fit's listing of hf://ORG/REPO has as long again, and its models' headers, read "
+        "at once, this long together.",
+    )(f)
     return click.option(
         "--max-header-bytes",
         metavar="SIZE",

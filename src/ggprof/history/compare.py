@@ -19,6 +19,7 @@ from ggprof.llamacpp import test_name
 from ggprof.runfacts import FACTS as RUN_FACTS
 from ggprof.runfacts import from_json
 from ggprof.stats import t_critical
+from ggprof.units import MAX_TOK_S, clean_name
 
 # Fields of a row that change what was measured; a difference there is named beside the table.
 SETTINGS = (
@@ -100,6 +101,9 @@ def compare(a_label: str, a_rows: list[dict[str, Any]], b_label: str, b_rows: li
     """Test-by-test comparison of two runs of one model (BadInputError for two models)."""
     if not a_rows or not b_rows:
         raise BadInputError(f"{a_label if not a_rows else b_label}: no llama-bench rows to compare")
+    for label, rows in ((a_label, a_rows), (b_label, b_rows)):
+        for i, row in enumerate(rows, 1):
+            _check_figures(label, i, row)
     _same_model(a_label, a_rows[0], b_label, b_rows[0])
     a, b = _keyed(a_rows), _keyed(b_rows)
     diffs = []
@@ -115,6 +119,35 @@ def compare(a_label: str, a_rows: list[dict[str, Any]], b_label: str, b_rows: li
         only_in_a=tuple(k for k in a if k not in b),
         only_in_b=tuple(k for k in b if k not in a),
     )
+
+
+def _check_figures(label: str, index: int, row: dict[str, Any]) -> None:
+    """A row's speeds as a run can have them (BadInputError naming the row and field): `avg_ts`
+    and each of `samples_ts` a finite number above 0 and at most MAX_TOK_S, `stddev_ts` finite and 0
+    or more. NaN compared as a speed was accepted, its difference `nan`."""
+
+    def fine(v: object, low_ok: bool) -> bool:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return False
+        if isinstance(v, int) and abs(v) >= 1 << 53:
+            return False
+        return math.isfinite(v) and (v >= 0 if low_ok else 0 < v <= MAX_TOK_S)
+
+    def bad(field: str, wanted: str, v: object) -> BadInputError:
+        return BadInputError(f"{label}: row {index}: field {field!r} must be {wanted}, got {clean_name(repr(v), 40)}")
+
+    speed = f"a finite number above 0, at most {MAX_TOK_S:,.0f}"
+    if not fine(row.get("avg_ts"), False):
+        raise bad("avg_ts", speed, row.get("avg_ts"))
+    if row.get("stddev_ts") is not None and not fine(row["stddev_ts"], True):
+        raise bad("stddev_ts", "a finite number, 0 or more", row["stddev_ts"])
+    samples = row.get("samples_ts")
+    if samples is not None:
+        if not isinstance(samples, list):
+            raise bad("samples_ts", "a list of speeds", samples)
+        for v in samples:
+            if not fine(v, False):
+                raise bad("samples_ts", f"a list of speeds, each {speed}", v)
 
 
 def _keyed(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -18,16 +18,20 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ggprof.llamacpp import N_UBATCH, physical_batch
+from ggprof.logs import figures
 from ggprof.logs.text import Line
 from ggprof.units import clean_name, parse_bytes
 
 MAX_RUNS = 64  # a log with more model loads keeps the last ones
 MAX_SPEEDS = 2000  # per run: the rest are counted, not kept
+# in all: a judged speed takes 4-10 KB (its verdict, findings, lines, JSON), so earlier runs are left
+# out past this many (64 runs of 2,000 took 9 s and 1.1 GB, as JSON 18 s and 2.4 GB)
+MAX_SPEEDS_IN_ALL = 4000
+MAX_LISTED = 64  # a run's warnings and re-processed prompts kept (the rest counted)
 MAX_DEVICES = 16
 MAX_TOKENS = 1 << 31  # a count above this is not a count (absurd numbers are dropped)
 MAX_MS = 1e11  # three years
 MAX_BYTES = 1 << 50
-MAX_TOK_S = 1e9
 MAX_PY_META_CHARS = 20000
 SIMILAR_PROMPT = 0.9  # a slot this similar to the new prompt had its tokens cached
 REPROCESS_MIN_TOKENS = 256  # a prompt this long evaluated again is worth naming
@@ -88,6 +92,7 @@ class LogRun:
     type_counts: dict[str, int] = field(default_factory=dict)
     warnings: list[Fact] = field(default_factory=list)
     full_reprocess: list[Fact] = field(default_factory=list)  # server prompts evaluated from token 0
+    reprocessed: int = 0  # all of them, kept or not
     speeds_dropped: int = 0
     first_line: int = 0
 
@@ -103,6 +108,12 @@ class LogRun:
     def value(self, key: str) -> Any:
         f = self.facts.get(key)
         return f.value if f is not None else None
+
+    def add_reprocess(self, f: Fact) -> None:
+        self.reprocessed += 1
+        first_similar = f.value[1] == "similar" and all(x.value[1] != "similar" for x in self.full_reprocess)
+        if len(self.full_reprocess) < MAX_LISTED or first_similar:
+            self.full_reprocess.append(f)
 
     def add_speed(self, s: Speed) -> None:
         if len(self.speeds) < MAX_SPEEDS:
@@ -175,17 +186,14 @@ def go_duration_ms(text: str) -> float | None:
     return total if 0 < total < MAX_MS else None
 
 
-def rate(n_tokens: int | None, ms: float | None, printed: float | None) -> float | None:
-    """The printed rate where there is one (the printer knows what it timed: llama-server times
-    n - 1 tokens of a decode, the first one belonging to the prompt), else the tokens over the
-    time; None when nothing sensible is given."""
-    if printed:
-        value = printed
-    elif n_tokens and ms and 0 < ms < MAX_MS:
-        value = n_tokens / ms * 1e3
-    else:
-        value = 0.0
-    return value if 0 < value < MAX_TOK_S else None
+def _timed(line: Line, n_text: str, ms_text: str, unit_ms: float, rate_text: str | None) -> tuple[float | None, int]:
+    """(tokens a second, tokens) of a line that times `n_text` tokens in `ms_text` x `unit_ms` ms
+    and may print its rate (ggprof.logs.figures.rate); a figure no run can have is refused."""
+    n = figures.tokens(n_text, line)
+    ms = figures.duration_ms(ms_text, line, unit_ms)
+    if not n or ms is None:  # nothing timed, or no figures (`xx.xx ms`: a guide's placeholder)
+        return None, 0
+    return figures.rate(line, n, ms, rate_text), n
 
 
 # -- the patterns ---------------------------------------------------------------------------------
@@ -237,17 +245,18 @@ _LOAD_BACKEND = re.compile(r"^load_backend: loaded (\w+) backend")
 _NO_GPU = re.compile(r"(not compiled with GPU offload support|no usable GPU found)")
 _NGL = re.compile(r"(?:(?:^|\s)(?:-ngl|--n-gpu-layers|--gpu-layers)[ =]|\bn_gpu_layers[:=]\s*)(-?\d+)\b")
 _THREADS_ARG = re.compile(r"(?:^|\s)(?:-t|--threads)[ =](\d+)\b")
+# a speed's figures are whole tokens, checked by ggprof.logs.figures (`1e308`, `-5`, `inf`)
 _TIMING = re.compile(
-    r"(?:(prompt) )?eval time =\s*([\d.,]+) ms /\s*(\d+) (?:tokens|runs)"
-    r"(?:\s*\(\s*[\d.,a-z]+ ms per token(?:,\s*([\d.,a-z]+) tokens per second)?)?"
+    r"(?:(prompt) )?eval time =\s*(\S+) ms /\s*(\S+) (?:tokens|runs)"
+    r"(?:\s*\(\s*\S+ ms per token(?:,\s*(\S+) tokens per second)?)?"
 )
 _SAMPLE = re.compile(r"(?:sample|sampling) time =\s*([\d.,]+) ms /\s*(\d+) runs")
-_PROGRESS = re.compile(r"n_(?:decoded|gen) =\s*(\d+), tg =\s*([\d.]+) t/s")
+_PROGRESS = re.compile(r"n_(?:decoded|gen) =\s*(\S+), tg =\s*(\S+) t/s")
 _NEW_PROMPT = re.compile(r"new prompt, n_ctx_slot = \d+, n_keep = \d+, (?:n_prompt_tokens|task\.n_tokens) = (\d+)")
 _DRAFT = re.compile(
     r"draft acceptance(?: rate)? = ([\d.]+)|(?:^|\s)(?:--model-draft|-md|--spec-type|--draft-max)[ =]\S"
 )
-_JSON_NUM = r'"{}"\s*:\s*([\d.]+)'
+_JSON_NUM = r'"{}"\s*:\s*([^\s,}}\]]+)'
 _API_FIELDS = {  # a server's answer pasted as JSON: (count, duration, unit in ms) per kind
     "ollama": (("prompt_eval_count", "prompt_eval_duration", 1e-6, ""), ("eval_count", "eval_duration", 1e-6, "")),
     "llama-server": (
@@ -354,7 +363,8 @@ class _Parser:
     def new_run_if_measured(self, line: Line) -> None:
         if self.run.speeds:
             self.runs.append(LogRun(first_line=line.number))
-            if len(self.runs) > MAX_RUNS:
+            # the new run may keep MAX_SPEEDS: the earliest runs make room (in all MAX_SPEEDS_IN_ALL)
+            while len(self.runs) > MAX_RUNS or sum(len(r.speeds) for r in self.runs) > MAX_SPEEDS_IN_ALL - MAX_SPEEDS:
                 self.runs.pop(0)
                 self.dropped += 1
             self.last_prefill, self.sample, self.task_prompt = None, None, None
@@ -579,7 +589,8 @@ class _Parser:
             r.set("backend_named", "rocm" if "ROCm" in t else "cuda", line)
             return True
         if "GPU" in t and (m := _NO_GPU.search(t)):
-            r.warnings.append(Fact(m[1], line.number, t))
+            if len(r.warnings) < MAX_LISTED:
+                r.warnings.append(Fact(m[1], line.number, t))
             return True
         if t.startswith("load_backend") and (m := _LOAD_BACKEND.match(t)):
             have = r.value("backends_loaded") or ()
@@ -736,12 +747,15 @@ class _Parser:
             return True
         if "[0, end)" in t and _FULL_RM.search(t):
             if (self.task_prompt or 0) >= REPROCESS_MIN_TOKENS:
-                r.full_reprocess.append(Fact((self.task_prompt, "from 0"), line.number, t))
+                r.add_reprocess(Fact((self.task_prompt, "from 0"), line.number, t))
             return True
         m = _TIMING.search(t) if "eval time" in t else None
         if m is None:
             if " tg =" in t and (p := _PROGRESS.search(t)) and len(r.speeds) < MAX_SPEEDS:
-                r.set("server_progress", (count(p[1]), num(p[2])), line)
+                n_decoded = figures.tokens(p[1], line)
+                tg = figures.speed(p[2], line, "a decode speed") if n_decoded else None
+                if n_decoded and tg:
+                    r.set("server_progress", (n_decoded, tg), line)
                 return True
             return False
         source = (
@@ -750,16 +764,16 @@ class _Parser:
             else "llama.cpp timings"
         )
         self.saw(source)
-        ms, n = num(m[2]), count(m[3])
-        tok_s = rate(n, ms, num(m[4]) if m[4] and m[4] not in ("nan", "inf") else None)
-        if tok_s is None or not n:
+        tok_s, n = _timed(line, m[3], m[2], 1.0, m[4])
+        if tok_s is None:
             return True
+        ms = figures.duration_ms(m[2], line)
         if m[1]:
             s = Speed("prefill", tok_s, n, line.number, t, source, depth=0, eval_ms=ms)
             self.last_prefill = s
             # a prompt the slot had (nearly) whole, evaluated again from its start: the cache not reused
             if self.similar >= SIMILAR_PROMPT and n >= REPROCESS_MIN_TOKENS:
-                r.full_reprocess.append(Fact((n, "similar"), line.number, t))
+                r.add_reprocess(Fact((n, "similar"), line.number, t))
             self.similar = 0.0
         else:
             before = self.task_prompt or (self.last_prefill.n_tokens if self.last_prefill else 0) or 0
@@ -780,10 +794,12 @@ class _Parser:
         self.ollama[key] = (value, line)
         if key.endswith("rate"):
             prefix = "prompt eval" if key.startswith("prompt") else "eval"
-            n = count((self.ollama.get(f"{prefix} count", ("", line))[0].split() or [""])[0])
-            ms = go_duration_ms(self.ollama.get(f"{prefix} duration", ("", line))[0])
-            printed = num(value.split()[0]) if value.split() else None
-            tok_s = rate(n, ms, printed)
+            printed = value.split()[0] if value.split() else ""
+            n_text = (self.ollama.get(f"{prefix} count", ("", line))[0].split() or [""])[0]
+            duration = self.ollama.get(f"{prefix} duration", ("", line))[0]
+            n = figures.tokens(n_text, line) if n_text else None
+            ms = go_duration_ms(duration)
+            tok_s = figures.rate(line, n, ms, printed) if n else None
             if tok_s is not None and n:
                 if prefix == "prompt eval":
                     s = Speed("prefill", tok_s, n, line.number, line.text, "ollama --verbose", eval_ms=ms)
@@ -844,9 +860,9 @@ class _Parser:
                 ms_m = re.search(_JSON_NUM.format(ms_key), t)
                 if not n_m or not ms_m:
                     continue
-                n, ms = count(n_m[1]), num(ms_m[1])
                 printed = re.search(_JSON_NUM.format(rate_key), t) if rate_key else None
-                tok_s = rate(n, ms * unit if ms is not None else None, num(printed[1]) if printed else None)
+                rate_text = printed[1] if printed and printed[1] != "null" else None  # llama.cpp's JSON of nan
+                tok_s, n = _timed(line, n_m[1], ms_m[1], unit, rate_text)
                 if tok_s is None or not n:
                     continue
                 self.saw(f"{api} answer (JSON)")
@@ -954,12 +970,15 @@ class _Parser:
         test = row.get("test", "").replace(" ", "")
         m = re.fullmatch(r"(pp|tg)(\d+)(?:@d(\d+))?", test)
         ts_key = next(c for c in cols if c.startswith("t/s"))
-        ts = re.match(r"([\d.,]+)\s*(?:±\s*([\d.,]+))?", row.get(ts_key, ""))
-        if not m or not ts:
-            return True
-        tok_s, sd = num(ts[1]), num(ts[2]) if ts[2] else None
-        if tok_s is None or not 0 < tok_s < MAX_TOK_S:
-            return True
+        if not m:
+            return True  # a test that is neither a prompt nor a decode (pp512+tg128)
+        ts = re.match(r"(\S+)\s*(?:±\s*(\S+))?", row.get(ts_key, ""))
+        tok_s = figures.speed(ts[1], line, f"{test}'s speed") if ts else None
+        if tok_s is None:
+            return True  # no number in its t/s cell
+        sd = figures.number(ts[2]) if ts and ts[2] else None
+        if sd is not None and not (math.isfinite(sd) and sd >= 0):
+            raise figures.BadFigure(line, f"{test}'s spread of {ts[2] if ts else ''} t/s is no spread")
         r = self.run
         r.setdefault("model_desc", row.get("model", "")[:80], line)
         if re.fullmatch(r"[a-z][a-z0-9_.-]{1,30}", arch := row.get("model", "").split(" ")[0]):
@@ -1099,6 +1118,6 @@ def parse_lines(lines: Iterable[Line]) -> ParsedLog:
         prog = r.facts.get("server_progress")
         if prog is not None and not any(s.kind == "decode" for s in r.speeds):
             n, tok_s = prog.value
-            if n and tok_s and 0 < tok_s < MAX_TOK_S:
+            if n and tok_s:
                 r.add_speed(Speed("decode", tok_s, n, prog.line, prog.text, "llama-server progress", depth=n // 2))
     return ParsedLog(runs=runs, formats=p.formats, runs_dropped=p.dropped)

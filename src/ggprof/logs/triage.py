@@ -242,13 +242,13 @@ def causes(run: LogRun, backend: str) -> list[Cause]:
             )
             break
     similar = [f for f in run.full_reprocess if f.value[1] == "similar"]
-    if similar or len(run.full_reprocess) >= REPROCESS_MIN:
+    if similar or run.reprocessed >= REPROCESS_MIN:
         f = (similar or run.full_reprocess)[0]
         what = (
             f"the server evaluated a {f.value[0]}-token prompt again whole although its slot held it "
             "(LCP similarity at least 0.9): the KV cache was not reused"
             if similar
-            else f"the server evaluated {len(run.full_reprocess)} prompts from their first token (the KV cache "
+            else f"the server evaluated {run.reprocessed} prompts from their first token (the KV cache "
             "was not reused): each request pays the whole prompt again"
         )
         out.append(

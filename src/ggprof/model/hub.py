@@ -24,28 +24,34 @@ import os
 import re
 import threading
 import urllib.parse
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
 
 from ggprof.errors import BadInputError, GGUFError, RemoteError
 from ggprof.model.gguf import _MAX_TENSOR_INFO_BYTES, SPLIT_NAME, GGUFHeader, read_header_from
-from ggprof.model.ranges import MAX_HEADER_BYTES, RangeReader, RemoteFile, Traffic, get_json, origin, shown_url
+from ggprof.model.listing import hf_listing
+from ggprof.model.ranges import (
+    HEADER_TIMEOUT_S,
+    MAX_HEADER_BYTES,
+    RangeReader,
+    RemoteFile,
+    Traffic,
+    get_json,
+    origin,
+    shown_url,
+)
 from ggprof.model.stores import OLLAMA_MODEL_LAYER
 from ggprof.model.stores import OLLAMA_REGISTRY as DEFAULT_REGISTRY
+from ggprof.netio import Deadline
 from ggprof.paths import cache_dir
 from ggprof.units import clean_name
 
-LIST_DEADLINE_S = 60.0  # the repository's listing, as a whole
 MAX_SHARDS = 256
-MAX_REPO_FILES = 20_000
 MAX_CONCURRENT = 16  # headers read at once
 _NAME = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}$")  # an org, repository, namespace or model name
 _REVISION = re.compile(r"^[\w.\-/]{1,120}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
-T = TypeVar("T")
 _LOOK_AHEAD_BYTES = _MAX_TENSOR_INFO_BYTES
 
 
@@ -135,8 +141,9 @@ def _origin_text(url: str) -> str:
     return f"{scheme}://{host}:{port}"
 
 
-def model_ref(text: str) -> RemoteModel:
-    """The one model a reference names (`hf://ORG/REPO` names a repository: `repo_models`)."""
+def model_ref(text: str, deadline: Deadline | None = None) -> RemoteModel:
+    """The one model a reference names (`hf://ORG/REPO` names a repository: `repo_models`); an
+    Ollama registry's manifest is read within `deadline`, the model's."""
     if text.startswith("hf://"):
         repo, path, revision = _hf_parts(text)
         if path is None:
@@ -148,7 +155,7 @@ def model_ref(text: str) -> RemoteModel:
         names = _shard_names(path)
         return RemoteModel(f"hf:{repo}/{path}", tuple(_hf_file(repo, n, revision, commit, None) for n in names))
     if text.startswith("ollama://"):
-        return _ollama_model(text)
+        return _ollama_model(text, deadline)
     u = urllib.parse.urlsplit(text)
     if not u.path.lower().endswith(".gguf"):
         raise BadInputError(f"{shown_url(text)}: not the URL of a .gguf file")
@@ -180,7 +187,7 @@ def _shard_names(name: str) -> list[str]:
     return [f"{folder}{m['prefix']}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
 
 
-def _ollama_model(text: str) -> RemoteModel:
+def _ollama_model(text: str, deadline: Deadline | None) -> RemoteModel:
     body = text[len("ollama://") :]
     *head, last = body.split("/")
     model, _, tag = last.partition(":")  # the tag is the last segment's; a registry may have a port
@@ -198,7 +205,7 @@ def _ollama_model(text: str) -> RemoteModel:
     scheme = "http" if host in ("localhost", "127.0.0.1", "[::1]") else "https"
     base = f"{scheme}://{registry}/v2/{parts[0]}/{parts[1]}"
     accept = {"Accept": "application/vnd.docker.distribution.manifest.v2+json"}
-    manifest = get_json(f"{base}/manifests/{tag}", accept)
+    manifest = get_json(f"{base}/manifests/{tag}", accept, deadline)
     layers = manifest.get("layers") if isinstance(manifest, dict) else None
     layer = next((x for x in layers or [] if isinstance(x, dict) and x.get("mediaType") == OLLAMA_MODEL_LAYER), None)
     digest = layer.get("digest") if layer else None
@@ -216,26 +223,29 @@ def _ollama_model(text: str) -> RemoteModel:
     return RemoteModel(shown, (ref,))
 
 
-def models_of(text: str) -> list[RemoteModel]:
-    """The models a reference names: a repository's every GGUF (`hf://ORG/REPO`), else one."""
+def models_of(text: str, timeout_s: float = HEADER_TIMEOUT_S) -> list[RemoteModel]:
+    """The models a reference names: a repository's every GGUF (`hf://ORG/REPO`, listed within
+    `timeout_s`), else one (an Ollama manifest read within `timeout_s`)."""
+    deadline = Deadline.after(timeout_s, "--header-timeout")
     if text.startswith("hf://") and _hf_parts(text)[1] is None:
-        return repo_models(text)
-    return [model_ref(text)]
+        return repo_models(text, deadline)
+    return [model_ref(text, deadline)]
 
 
-def repo_models(text: str) -> list[RemoteModel]:
+def repo_models(text: str, deadline: Deadline | None = None) -> list[RemoteModel]:
     """Every GGUF model of `hf://ORG/REPO[@REVISION]`: single files, and each split set as one
-    model; a vision projector (`mmproj`) is not a model. Listed through huggingface_hub."""
+    model; a vision projector (`mmproj`) is not a model. The listing is read within `deadline`
+    (ggprof.model.listing: bounded, every name inside the repository), with huggingface_hub's
+    endpoint, token and offline mode."""
     repo, path, revision = _hf_parts(text)
+    deadline = deadline or Deadline.after(HEADER_TIMEOUT_S, "--header-timeout")
     if path is not None:
-        return [model_ref(text)]
+        return [model_ref(text, deadline)]
     if _offline():
         raise RemoteError(f"hf://{repo}: HF_HUB_OFFLINE is set, and a repository's files cannot be listed offline")
-    info = _within(LIST_DEADLINE_S, lambda: _model_info(repo, revision), f"hf://{repo}: the listing")
-    commit = getattr(info, "sha", None)
-    commit = commit if isinstance(commit, str) and _COMMIT.match(commit) else None
-    siblings = list(getattr(info, "siblings", None) or [])[:MAX_REPO_FILES]
-    sizes = {s.rfilename: getattr(s, "size", None) for s in siblings if isinstance(getattr(s, "rfilename", None), str)}
+    listing = hf_listing(_endpoint(), repo, revision, _hf_headers(), deadline)
+    commit = listing.commit if listing.commit and _COMMIT.match(listing.commit) else None
+    sizes = listing.sizes
     ggufs = sorted(n for n in sizes if n.lower().endswith(".gguf") and "mmproj" not in n.lower().rsplit("/", 1)[-1])
     models: list[RemoteModel] = []
     seen: set[str] = set()
@@ -256,66 +266,24 @@ def repo_models(text: str) -> list[RemoteModel]:
     return models
 
 
-def _model_info(repo: str, revision: str | None) -> Any:
-    from huggingface_hub import HfApi
-    from huggingface_hub import errors as e
-
-    try:
-        return HfApi(endpoint=_endpoint()).model_info(repo, revision=revision, files_metadata=True, timeout=15)
-    except e.GatedRepoError:
-        raise RemoteError(
-            f"hf://{repo} is gated: accept its terms on its page, and log in (HF_TOKEN or `hf auth login`)"
-        ) from None
-    except e.RevisionNotFoundError:
-        raise RemoteError(f"hf://{repo}: no revision {clean_name(revision, 40)!r}") from None
-    except e.RepositoryNotFoundError:
-        raise RemoteError(
-            f"hf://{repo}: no such repository, or a private one (it needs a token: HF_TOKEN or `hf auth login`)"
-        ) from None
-    except e.HfHubHTTPError as err:
-        status = getattr(getattr(err, "response", None), "status_code", None)
-        raise RemoteError(f"hf://{repo}: the Hub answered HTTP {status or '?'}") from None
-    except e.OfflineModeIsEnabled:
-        raise RemoteError(f"hf://{repo}: HF_HUB_OFFLINE is set") from None
-    except (OSError, ValueError) as err:
-        raise RemoteError(f"hf://{repo}: {clean_name(type(err).__name__ + ': ' + str(err), 120)}") from None
-    except Exception as err:  # httpx's errors, whatever the transport raises
-        raise RemoteError(f"hf://{repo}: {clean_name(type(err).__name__ + ': ' + str(err), 120)}") from None
-
-
-def _within(deadline_s: float, work: Callable[[], T], what: str) -> T:
-    """`work()` within a whole deadline (a daemon thread: a stalled library call never holds
-    ggprof's exit)."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = work()
-        except BaseException as err:  # handed to the caller
-            box["error"] = err
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(deadline_s)
-    if t.is_alive():
-        raise RemoteError(f"{what} took longer than {deadline_s:.0f} s; given up")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
-
-
 # -- reading headers ---------------------------------------------------------------------------------
 def read_remote_model(
-    model: RemoteModel, max_header_bytes: int = MAX_HEADER_BYTES, traffic: Traffic | None = None
+    model: RemoteModel,
+    max_header_bytes: int = MAX_HEADER_BYTES,
+    traffic: Traffic | None = None,
+    deadline: Deadline | None = None,
 ) -> list[GGUFHeader]:
-    """The header of every file of `model`, read at once (a split set's shards concurrently)."""
+    """The header of every file of `model`, read at once (a split set's shards concurrently),
+    all within `deadline` (--header-timeout, 60 s by default)."""
     traffic = traffic or Traffic()
+    deadline = deadline or Deadline.after(HEADER_TIMEOUT_S, "--header-timeout")
     if len(model.files) == 1:
-        return [read_remote_header(model.files[0], 0, max_header_bytes, traffic)]
+        return [read_remote_header(model.files[0], 0, max_header_bytes, traffic, deadline)]
     with ThreadPoolExecutor(max_workers=min(len(model.files), MAX_CONCURRENT)) as pool:
         headers = list(
             pool.map(
-                lambda i: read_remote_header(model.files[i], i, max_header_bytes, traffic), range(len(model.files))
+                lambda i: read_remote_header(model.files[i], i, max_header_bytes, traffic, deadline),
+                range(len(model.files)),
             )
         )
     from ggprof.model.gguf import _check_split
@@ -324,7 +292,9 @@ def read_remote_model(
     return headers
 
 
-def read_remote_header(ref: RemoteFileRef, shard: int, max_header_bytes: int, traffic: Traffic) -> GGUFHeader:
+def read_remote_header(
+    ref: RemoteFileRef, shard: int, max_header_bytes: int, traffic: Traffic, deadline: Deadline
+) -> GGUFHeader:
     path = Path(ref.shown)
     cached = _cached(ref)
     if cached is not None:
@@ -332,7 +302,7 @@ def read_remote_header(ref: RemoteFileRef, shard: int, max_header_bytes: int, tr
         return read_header_from(_Prefix(data, size, ref.shown), size, path, shard)
     if ref.url.startswith(_endpoint()) and _offline():
         raise RemoteError(f"{ref.shown}: HF_HUB_OFFLINE is set and its header is not in ggprof's cache")
-    reader = RangeReader(ref.url, ref.headers, traffic)
+    reader = RangeReader(ref.url, ref.headers, traffic, deadline)
     f = RemoteFile(reader, max_header_bytes)
     if ref.size is not None and ref.size != f.size:
         raise RemoteError(f"{ref.shown}: the server says {f.size:,} bytes, its listing {ref.size:,}")
@@ -430,14 +400,19 @@ def _keep(ref: RemoteFileRef, data: bytes, size: int, etag: str | None) -> None:
 
 
 def read_many(
-    models: list[RemoteModel], max_header_bytes: int = MAX_HEADER_BYTES, traffic: Traffic | None = None
+    models: list[RemoteModel],
+    max_header_bytes: int = MAX_HEADER_BYTES,
+    traffic: Traffic | None = None,
+    timeout_s: float = HEADER_TIMEOUT_S,
 ) -> list[list[GGUFHeader] | str]:
-    """Each model's headers, or the one-line reason it could not be read, every model at once."""
+    """Each model's headers, or the one-line reason it could not be read, every model at once and
+    all within `timeout_s` (one deadline: the command waits no longer, however many models)."""
     traffic = traffic or Traffic()
+    deadline = Deadline.after(timeout_s, "--header-timeout")
 
     def one(m: RemoteModel) -> list[GGUFHeader] | str:
         try:
-            return read_remote_model(m, max_header_bytes, traffic)
+            return read_remote_model(m, max_header_bytes, traffic, deadline)
         except (RemoteError, GGUFError, BadInputError) as err:
             return str(err)
 

@@ -7,13 +7,16 @@ over connecting, headers and body, and a byte cap of what was asked plus framing
 are followed only to http(s), never from https down to http, and at most MAX_REDIRECTS times;
 credentials go only to the exact origin (scheme, host and port) they were given for; what a
 server sends is checked against what was asked (the range, the size). Nothing is read past
-`max_header_bytes` in all.
+`max_header_bytes` in all, and the reads of a header as a whole (every range, redirect and
+shard) end at one whole deadline (netio.Deadline, --header-timeout), however each answers: a
+range answered a byte at a time, or shards that each answer late.
 """
 
 from __future__ import annotations
 
 import contextlib
 import http.client
+import math
 import re
 import threading
 import time
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ggprof.errors import RemoteError
-from ggprof.netio import Budget, metered_connection, why
+from ggprof.netio import Budget, Deadline, metered_connection, why
 from ggprof.units import clean_name
 
 MAX_HEADER_BYTES = 64 << 20  # default --max-header-bytes: above any real model's header
@@ -31,6 +34,8 @@ FIRST_RANGE_BYTES = 1 << 20
 MAX_RANGE_BYTES = 8 << 20  # one request's range at most: growth stops doubling here
 MAX_REDIRECTS = 5
 REQUEST_DEADLINE_S = 60.0  # one range request as a whole (connect, headers, body)
+HEADER_TIMEOUT_S = 60.0  # default --header-timeout: a model's header as a whole, every request and shard
+MAX_RANGE_REQUESTS = 64  # ranges of one file's header: 12 read 64 MiB; more is a server answering short
 READ_TIMEOUT_S = 15.0
 MAX_ANSWER_HEADER_BYTES = 64 << 10  # status line and headers of one answer
 MAX_FILE_BYTES = 1 << 45  # a Content-Range claiming more is no model file (35 TB)
@@ -102,10 +107,16 @@ def next_hop(
 
 
 def connect(u: urllib.parse.SplitResult, budget: Budget) -> http.client.HTTPConnection:
-    """A connection whose every answer is read within `budget` (ggprof.netio)."""
+    """A connection whose every answer is read within `budget` (ggprof.netio); connecting too
+    waits no longer than the budget has left."""
     base = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
     port = u.port or (443 if u.scheme == "https" else 80)
-    return metered_connection(base, budget)(u.hostname or "", port, timeout=READ_TIMEOUT_S)
+    timeout_s = min(READ_TIMEOUT_S, max(budget.left_s(), 0.001))
+    return metered_connection(base, budget)(u.hostname or "", port, timeout=timeout_s)
+
+
+def late(where: str, deadline: Deadline) -> RemoteError:
+    return RemoteError(f"{where}: not read within {deadline.seconds:g} s ({deadline.option}); given up")
 
 
 def target(u: urllib.parse.SplitResult) -> str:
@@ -129,19 +140,34 @@ def exchange(conn: http.client.HTTPConnection, budget: Budget, where: str) -> It
 class RangeReader:
     """Range requests to one URL (following its redirects each time: a signed CDN URL expires)."""
 
-    def __init__(self, url: str, headers: dict[str, str] | None = None, traffic: Traffic | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        headers: dict[str, str] | None = None,
+        traffic: Traffic | None = None,
+        deadline: Deadline | None = None,
+    ) -> None:
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise RemoteError(f"{shown_url(url)}: not an http(s) URL")
         self.url, self.headers = url, dict(headers or {})
         self.traffic = traffic or Traffic()
         self.stated: set[tuple[str, str]] = set()  # what the answers said names the content (DIGEST_HEADERS)
+        self.deadline = deadline or Deadline.after(HEADER_TIMEOUT_S, "--header-timeout")
         self._landed: tuple[str, dict[str, str]] | None = None  # where the redirects led, for the next range
 
     def get(self, start: int, end: int) -> Answer:
-        """Bytes [start, end] (inclusive, as HTTP counts) of the file. The URL the first request's
-        redirects led to is asked directly next (a CDN's signed URL lasts longer than one read);
-        should it refuse, the redirects are followed again."""
+        """Bytes [start, end] (inclusive, as HTTP counts) of the file, within the whole deadline."""
+        try:
+            return self._get(start, end)
+        except RemoteError:
+            if self.deadline.passed():
+                raise late(shown_url(self.url), self.deadline) from None
+            raise
+
+    def _get(self, start: int, end: int) -> Answer:
+        """The URL the first request's redirects led to is asked directly next (a CDN's signed
+        URL lasts longer than one read); should it refuse, the redirects are followed again."""
         if self._landed is not None:
             url, headers = self._landed
             try:
@@ -166,8 +192,11 @@ class RangeReader:
         self, u: urllib.parse.SplitResult, headers: dict[str, str], start: int, end: int
     ) -> tuple[int, str | None, Answer | None]:
         asked = end - start + 1
-        budget = Budget(time.monotonic() + REQUEST_DEADLINE_S, READ_TIMEOUT_S, asked + MAX_ANSWER_HEADER_BYTES)
         where = shown_url(self.url)
+        if self.deadline.passed():
+            raise late(where, self.deadline)
+        until = min(time.monotonic() + REQUEST_DEADLINE_S, self.deadline.at)
+        budget = Budget(until, READ_TIMEOUT_S, asked + MAX_ANSWER_HEADER_BYTES)
         conn = connect(u, budget)
         with exchange(conn, budget, where):
             conn.request(
@@ -226,6 +255,7 @@ class RemoteFile:
         self.data = bytearray(first.data)  # bytes [0, len(data)) of the file
         self.next_bytes = FIRST_RANGE_BYTES * 2
         self.pos = 0
+        self.requests = 1
 
     def seek(self, pos: int) -> None:
         self.pos = pos
@@ -242,8 +272,14 @@ class RemoteFile:
                     f"{shown_url(self.reader.url)}: the header runs past {self.max_bytes:,} bytes "
                     "(--max-header-bytes); not read further"
                 )
+            if self.requests >= MAX_RANGE_REQUESTS:
+                raise RemoteError(
+                    f"{shown_url(self.reader.url)}: {self.requests} ranges read {len(self.data):,} bytes and not the "
+                    "whole header (a server answering less than asked); not read further"
+                )
             want = max(end - len(self.data), self.next_bytes)
             want = min(want, self.size - len(self.data), self.max_bytes - len(self.data))
+            self.requests += 1
             got = self.reader.get(len(self.data), len(self.data) + want - 1)
             if got.size != self.size:
                 raise RemoteError(f"{shown_url(self.reader.url)}: the file's size changed while it was read")
@@ -258,9 +294,18 @@ MAX_JSON_BYTES = 1 << 20  # a registry's manifest is a few KB
 MAX_JSON_ITEMS = 100_000
 
 
-def get_json(url: str, headers: dict[str, str] | None = None) -> Any:
+def get_json(url: str, headers: dict[str, str] | None = None, deadline: Deadline | None = None) -> Any:
     """A small JSON document (a registry's manifest), following redirects as range requests do,
-    bounded by the same whole deadline and a 1 MiB cap."""
+    bounded by the same whole deadline and a 1 MiB cap (and by `deadline`, a model's)."""
+    try:
+        return _get_json(url, headers, deadline)
+    except RemoteError:
+        if deadline is not None and deadline.passed():
+            raise late(shown_url(url), deadline) from None
+        raise
+
+
+def _get_json(url: str, headers: dict[str, str] | None, deadline: Deadline | None) -> Any:
     from ggprof.bounded import TooManyItems, loads_bounded
 
     first = origin(url)
@@ -270,7 +315,10 @@ def get_json(url: str, headers: dict[str, str] | None = None) -> Any:
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise RemoteError(f"{where}: not an http(s) URL")
-        budget = Budget(time.monotonic() + REQUEST_DEADLINE_S, READ_TIMEOUT_S, MAX_JSON_BYTES + MAX_ANSWER_HEADER_BYTES)
+        if deadline is not None and deadline.passed():
+            raise late(where, deadline)
+        until = min(time.monotonic() + REQUEST_DEADLINE_S, deadline.at if deadline else math.inf)
+        budget = Budget(until, READ_TIMEOUT_S, MAX_JSON_BYTES + MAX_ANSWER_HEADER_BYTES)
         conn = connect(u, budget)
         with exchange(conn, budget, where):
             conn.request("GET", target(u), headers=sent)

@@ -20,7 +20,7 @@ from ggprof.llamacpp import N_CTX, N_PROMPT
 from ggprof.machine.target import Target
 from ggprof.model.ggml import GGML_TYPES_BY_NAME
 from ggprof.model.gguf import GGUFHeader, read_model_files
-from ggprof.model.ranges import MAX_HEADER_BYTES
+from ggprof.model.ranges import HEADER_TIMEOUT_S, MAX_HEADER_BYTES
 from ggprof.model.spec import ModelSpec, model_from_headers
 from ggprof.model.stores import Candidate, Location, Scan, Skipped
 from ggprof.physics.roofline import PredictInputs, Prediction
@@ -39,6 +39,7 @@ class ChooseOptions:
     min_tok_s: float = 10.0
     remote: tuple[Member, ...] = ()  # machines a model that does not fit may be split over (RPC)
     max_header_bytes: int = MAX_HEADER_BYTES  # a remote model's header at most (--max-header-bytes)
+    header_timeout_s: float = HEADER_TIMEOUT_S  # the remote models' headers, all read at once (--header-timeout)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,7 +106,9 @@ def choose_models(
         from ggprof.model.hub import read_many
 
         models = [c.remote for c in remote if c.remote is not None]
-        read.update(zip(remote, read_many(models, options.max_header_bytes), strict=True))
+        read.update(
+            zip(remote, read_many(models, options.max_header_bytes, timeout_s=options.header_timeout_s), strict=True)
+        )
     for c in found.candidates:
         headers = read[c]
         try:

@@ -9,15 +9,20 @@ host is never used for the log's machine.
 
 from __future__ import annotations
 
+import array
+import io
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
 from ggprof.bench.context import RunContext
-from ggprof.bench.llamabench import backend_of_row, rows_from_text
+from ggprof.bench.llamabench import BadRows, backend_of_row, rows_from_text
 from ggprof.errors import BadInputError
 from ggprof.llamacpp import physical_batch
+from ggprof.logs.figures import BadFigure
 from ggprof.logs.model import LogModel, model_from_log
-from ggprof.logs.parse import Fact, LogDevice, LogRun, ParsedLog, Speed, flash_attn, parse_lines
+from ggprof.logs.parse import MAX_RUNS, Fact, LogDevice, LogRun, ParsedLog, Speed, flash_attn, parse_lines
 from ggprof.logs.text import Line, LogText
 from ggprof.logs.triage import Cause, backend_of, causes, gpu_device, is_partial, tiny_prefill
 from ggprof.machine.device import BuildFacts, Device
@@ -84,24 +89,48 @@ def check_log(
     spec: ModelSpec | None = None,
     backend: str | None = None,
 ) -> LogCheck:
-    parsed = _bench_json(log) or parse_lines(log.lines)
+    """Every speed of `log` judged; its lines are streamed through the parser once, never kept."""
+    try:
+        parsed = _bench_json(log.lines, log.name)
+        if not isinstance(parsed, ParsedLog):
+            parsed = parse_lines(parsed)
+    except BadFigure as e:
+        raise BadInputError(f"{log.name}: {e}") from None
     runs = [_check_run(i, r, log.name, ext, choice, spec, backend) for i, r in enumerate(parsed.runs)]
     return LogCheck(log=log, parsed=parsed, runs=runs, comparison=_compare(runs))
 
 
-def _bench_json(log: LogText) -> ParsedLog | None:
+_JSON_PROBE_LINES = 50  # llama-bench JSON names avg_ts within its first rows
+LOG_JSON_ITEMS = 400_000  # a log's llama-bench JSON is parsed whole: 9,000 real rows, about 40 MB
+
+
+def _bench_json(lines: Iterator[Line], name: str) -> ParsedLog | Iterator[Line]:
     """llama-bench's `-o json` / `-o jsonl` pasted as a log: its rows as the run's speeds (one
-    run per model file), each row's fields as facts. None when the log is not that."""
-    first = next((line.text for line in log.lines if line.text.strip()), "")
-    if not first.lstrip().startswith(("[", "{")) or not any('"avg_ts"' in line.text for line in log.lines[:50]):
-        return None
-    text = "\n".join(line.text for line in log.lines)
+    run per model file), each row's fields as facts. Else the log's lines, to be read as lines
+    (JSON of another shape or a broken paste too: its text is kept to be parsed, within the
+    log's caps, and its lines given back from it)."""
+    head = list(itertools.islice(lines, _JSON_PROBE_LINES))
+    first = next((line.text for line in head if line.text.strip()), "")
+    if not first.lstrip().startswith(("[", "{")) or not any('"avg_ts"' in line.text for line in head):
+        return itertools.chain(head, lines)
+    text, numbers = io.StringIO(), array.array("q")
+    for line in itertools.chain(head, lines):
+        text.write(line.text)
+        text.write("\n")
+        numbers.append(line.number)
     try:
-        rows = rows_from_text(text, log.name)
-    except BadInputError:
-        return None  # JSON of another shape, or a broken paste: read as lines
+        rows = rows_from_text(text.getvalue(), name, max_items=LOG_JSON_ITEMS)
+    except BadRows:
+        raise  # llama-bench's rows, but with a figure no run can have, or more than may be parsed
+    except BadInputError:  # JSON of another shape, or a broken paste: read as lines
+        text.seek(0)
+        return (Line(n, t.rstrip("\n")) for n, t in zip(numbers, text, strict=False))
     runs: dict[str, LogRun] = {}
+    dropped: set[str] = set()
     for row in rows:
+        if row.model_filename not in runs and len(runs) >= MAX_RUNS:
+            dropped.add(row.model_filename)  # a row of yet another model: no run kept for it
+            continue
         run = runs.setdefault(row.model_filename, LogRun(first_line=row.index))
         at = Line(row.index, f"row {row.index}: {row.model_filename or 'model'} {row.test} {row.avg_ts:g} t/s")
         run.setdefault(
@@ -138,7 +167,7 @@ def _bench_json(log: LogText) -> ParsedLog | None:
                 n_prompt=n if kind == "prefill" else None,
             )
         )
-    return ParsedLog(runs=list(runs.values()), formats=["llama-bench JSON"])
+    return ParsedLog(runs=list(runs.values()), formats=["llama-bench JSON"], runs_dropped=len(dropped))
 
 
 def _profile_for(run: LogRun, backend: str, ext: Extensions) -> tuple[Profile | None, str | None]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ggprof.logs.parse import Fact, LogRun
+from ggprof.logs.parse import MAX_RUNS, MAX_SPEEDS_IN_ALL, Fact, LogRun
+from ggprof.logs.text import MAX_LOG_BYTES, MAX_LOG_LINES
 from ggprof.pipelines.logcheck import LogCheck, Measurement, RunCheck
 from ggprof.report.triage import private
 from ggprof.report.verdict import TAG, finding_dict, finding_lines
@@ -158,6 +159,7 @@ def log_dict(c: LogCheck) -> dict[str, Any]:
         "log": c.log.name,
         "formats": c.parsed.formats,
         "bytes_read": c.log.bytes_read,
+        "lines_read": c.log.lines_read,
         "truncated": c.log.truncated,
         "bytes_skipped": list(c.log.skipped) if c.log.skipped else None,
         "lines_cut": c.log.cut_lines,
@@ -195,24 +197,37 @@ def _next_step(rc: RunCheck) -> str | None:
 def log_text(c: LogCheck) -> str:
     formats = ", ".join(c.parsed.formats) or "no known format"
     lines = [f"ggprof check --log: {clean_name(c.log.name, 80)} ({formats})"]
-    if c.log.skipped:
-        a, b = c.log.skipped
-        lines.append(
-            f"  a long log: its first and last {c.log.bytes_read / 2 / 2**20:.0f} MiB read, bytes {a:,}-{b:,} "
-            "(its middle) not; line numbers after the gap count from the gap"
-        )
-    elif c.log.truncated:
-        lines.append(f"  read the first {c.log.bytes_read / 2**20:.0f} MiB only; the rest of the log was not read")
-    if c.log.cut_lines:
-        lines.append(f"  {c.log.cut_lines:,} over-long lines were cut")
-    if c.parsed.runs_dropped:
-        lines.append(f"  {c.parsed.runs_dropped} earlier runs left out (more than {len(c.runs)} model loads)")
+    lines += _read_lines(c)
     for rc in c.runs:
         lines += _run_lines(rc, len(c.runs))
     if c.comparison:
         lines.append("compared:")
         lines += [f"  {clean_name(x, 300)}" for x in c.comparison]
     return "\n".join(lines) + "\n"
+
+
+def _read_lines(c: LogCheck) -> list[str]:
+    """What reading the log left out, with the caps that left it out."""
+    log, out = c.log, []
+    cap = f"ggprof reads at most {MAX_LOG_BYTES >> 20} MiB and {MAX_LOG_LINES:,} lines of a log"
+    lines = f"{log.lines_read:,} line{'s' if log.lines_read != 1 else ''}"
+    if log.skipped:
+        a, b = log.skipped
+        tail = log.bytes_read - a
+        out.append(
+            f"  a long log: its first {fmt_bytes(a)}{f' and last {fmt_bytes(tail)}' if tail else ''} read ({lines}; "
+            f"{cap}), bytes {a:,}-{b:,} (its middle) not; line numbers after the gap count from the gap"
+        )
+    elif log.truncated:
+        out.append(f"  read the first {fmt_bytes(log.bytes_read)} ({lines}) only ({cap}); the rest was not read")
+    if log.cut_lines:
+        out.append(f"  {log.cut_lines:,} over-long line{'s were' if log.cut_lines != 1 else ' was'} cut")
+    if c.parsed.runs_dropped:
+        out.append(
+            f"  {c.parsed.runs_dropped} earlier runs left out (a log keeps its last {MAX_RUNS} runs, "
+            f"{MAX_SPEEDS_IN_ALL:,} speeds in all)"
+        )
+    return out
 
 
 def _run_lines(rc: RunCheck, n_runs: int) -> list[str]:
