@@ -10,7 +10,7 @@ import ctypes
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ggprof import Backend, Detection, EfficiencyBand, Figure, hookimpl, run_tool
+from ggprof import Backend, Detection, EfficiencyBand, Figure, hookimpl, physical, run_tool
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
     from ggprof import Device, HostContext, ProfileDB
@@ -53,10 +53,14 @@ def parse_nvidia_smi(text: str, profiles: ProfileDB) -> list[Device]:
 
 
 def _mib(text: str) -> int | None:
+    """MiB as nvidia-smi prints them, as bytes: a figure no GPU has (1e300, negative, inf) is
+    dropped with a note naming nvidia-smi."""
     try:
-        return int(float(text) * (1 << 20))
+        value = float(text)
     except ValueError:
-        return None
+        return None  # "[N/A]", "[Not Supported]": not given
+    given = physical("memory_bytes", value * (1 << 20), "nvidia-smi")
+    return int(given) if given is not None else None
 
 
 def detect_nvml(profiles: ProfileDB) -> list[Device] | None:

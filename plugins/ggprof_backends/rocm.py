@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ggprof import Backend, Detection, EfficiencyBand, hookimpl, run_tool, with_gfx_target
+from ggprof import Backend, Detection, EfficiencyBand, hookimpl, physical, run_tool, with_gfx_target
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
     from ggprof import BuildFacts, Device, HostContext, ProfileDB
@@ -107,12 +107,8 @@ def parse_amd_smi(text: str, profiles: ProfileDB) -> list[Device]:
         )
         size = vram.get("size") if isinstance(vram, dict) else None
         mib = size.get("value") if isinstance(size, dict) else size
-        memory = (
-            int(float(mib) * (1 << 20))
-            if isinstance(mib, (int, float, str)) and str(mib).replace(".", "").isdigit()
-            else None
-        )
-        devices.append(gpu_device(profiles, "rocm", int(row.get("gpu", i)), name, memory))
+        memory = _bytes(mib, 1 << 20, "amd-smi")
+        devices.append(gpu_device(profiles, "rocm", _index(row.get("gpu"), i), name, memory))
     return devices
 
 
@@ -124,10 +120,28 @@ def parse_rocm_smi(text: str, profiles: ProfileDB) -> list[Device]:
             continue
         name = row.get("Card Series") or row.get("Card series") or row.get("Card SKU") or "AMD GPU"
         name = with_gfx_target(str(name), row.get("GFX Version"))
-        total = row.get("VRAM Total Memory (B)")
-        memory = int(total) if isinstance(total, (int, str)) and str(total).isdigit() else None
-        devices.append(gpu_device(profiles, "rocm", int(key[4:] or 0), name, memory))
+        memory = _bytes(row.get("VRAM Total Memory (B)"), 1, "rocm-smi")
+        devices.append(gpu_device(profiles, "rocm", _index(key[4:], 0), name, memory))
     return devices
+
+
+def _bytes(given: object, unit: int, tool: str) -> int | None:
+    """A memory figure a tool printed (a number, or its text), as bytes: one no GPU has is dropped
+    with a note naming the tool."""
+    if isinstance(given, bool) or not isinstance(given, (int, float, str)):
+        return None
+    try:
+        value = float(given) * unit
+    except (ValueError, OverflowError):
+        return None
+    kept = physical("memory_bytes", value, tool)
+    return int(kept) if kept is not None else None
+
+
+def _index(given: object, default: int) -> int:
+    """A device's index as a tool printed it (its order where it printed none we can use)."""
+    text = str(given)
+    return int(text) if text.isdigit() and len(text) <= 4 else default
 
 
 BACKEND = ROCmBackend()

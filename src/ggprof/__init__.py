@@ -40,6 +40,7 @@ _API = {
     "ProfileDB": "ggprof.machine.profiles",
     "RunContext": "ggprof.bench.context",
     "SwaPattern": "ggprof.model.spec",
+    "physical": "ggprof.machine.limits",
     "run_tool": "ggprof.machine.tools",
     "speed_fits": "ggprof.calibration",
     "fmt_bytes": "ggprof.units",
@@ -76,6 +77,7 @@ __all__ = [
     "fmt_bytes",
     "fmt_rate",
     "hookimpl",
+    "physical",
     "run_tool",
     "sig3",
     "speed_fits",
@@ -94,6 +96,7 @@ if TYPE_CHECKING:
     from ggprof.llamacpp import N_UBATCH
     from ggprof.machine.device import BuildFacts, Detection, Device, EfficiencyBand, ExpectedSpeed
     from ggprof.machine.host import HostContext
+    from ggprof.machine.limits import physical
     from ggprof.machine.profiles import ProfileDB, with_gfx_target
     from ggprof.machine.tools import run_tool
     from ggprof.model.spec import ModelSpec, SwaPattern

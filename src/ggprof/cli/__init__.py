@@ -17,7 +17,8 @@ import click
 
 from ggprof.cli.base import ClosedPipe, cli, extensions, invocation, swa_default
 from ggprof.errors import ExitStatus, GGProfError
-from ggprof.machine.tools import tool_timeout_cap_s
+from ggprof.machine.profiles import SEARCHES
+from ggprof.machine.tools import tool_notes, tool_timeout_cap_s
 from ggprof.units import clean_name
 
 MAX_ERROR_CHARS = 500  # one error line, however long the name or message from outside
@@ -47,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; every failure becomes one `Error: ...` line and a documented status."""
     extensions.cache_clear()  # resolved afresh for each invocation (tests run many in one process)
     swa_default.cache_clear()
+    SEARCHES.reset()  # each command's profile-pattern searches are bounded in all
+    tool_notes()  # and its vendor tools' notes are its own
     invocation[:] = list(argv) if argv is not None else sys.argv[1:]
     previous = {s: signal.signal(s, _on_sigterm) for s in ENDING_SIGNALS}
     try:

@@ -19,6 +19,7 @@ from ggprof.machine.facts import HostFacts, gather_facts
 from ggprof.machine.measurements import MAX_BANDWIDTH_SPREAD, REFINE_READS, BandwidthMeasurement, SgemmMeasurement
 from ggprof.machine.memory import MemoryConfig, detect_memory
 from ggprof.machine.profiles import ProfileDB
+from ggprof.machine.tools import tool_notes
 
 __all__ = ["Detector", "HostContext", "HostFacts", "HostReport", "describe_host"]
 
@@ -141,6 +142,7 @@ def describe_host(
         facts=facts, memory=memory, bandwidth=bandwidth, sgemm=sgemm, profiles=profiles, refused_bandwidth=refused
     )
     detections = [_detect(d, context) for d in detectors]
+    warnings += tool_notes()  # a vendor tool cut off, or a figure of one out of its physical range
     return HostReport(
         context=context,
         measured_at=measured_at,

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ggprof.machine.limits import physical
 from ggprof.machine.tools import run_tool
+from ggprof.units import clean_name
 
 # SMBIOS memory type codes (Win32_PhysicalMemory.SMBIOSMemoryType).
 _SMBIOS_TYPES = {
@@ -87,8 +89,8 @@ def parse_udevadm(text: str) -> MemoryConfig | None:
         speed = _int(props.get(f"MEMORY_DEVICE_{i}_CONFIGURED_SPEED_MTS")) or _int(
             props.get(f"MEMORY_DEVICE_{i}_SPEED_MTS")
         )
-        modules.append(MemoryModule(size, props.get(f"MEMORY_DEVICE_{i}_TYPE"), speed))
-    return MemoryConfig(tuple(modules), "udevadm DMI") if modules else None
+        modules.append(_module(size, props.get(f"MEMORY_DEVICE_{i}_TYPE"), speed, "udevadm"))
+    return _config(modules, "udevadm DMI", "udevadm")
 
 
 def _json(text: str) -> Any:
@@ -111,8 +113,8 @@ def parse_windows_cim(text: str) -> MemoryConfig | None:
             continue
         speed = _int(row.get("ConfiguredClockSpeed")) or _int(row.get("Speed"))
         mtype = _SMBIOS_TYPES.get(_int(row.get("SMBIOSMemoryType")) or 0)
-        modules.append(MemoryModule(_int(row["Capacity"]) or 0, mtype, speed))
-    return MemoryConfig(tuple(modules), "Win32_PhysicalMemory") if modules else None
+        modules.append(_module(_int(row["Capacity"]) or 0, mtype, speed, "Win32_PhysicalMemory"))
+    return _config(modules, "Win32_PhysicalMemory", "Win32_PhysicalMemory")
 
 
 def parse_system_profiler(text: str) -> MemoryConfig | None:
@@ -124,8 +126,8 @@ def parse_system_profiler(text: str) -> MemoryConfig | None:
             size = _size_text(item.get("dimm_size", ""))
             speed = _int(str(item.get("dimm_speed", "")).split(" ")[0])
             if size:
-                modules.append(MemoryModule(size, item.get("dimm_type"), speed))
-    return MemoryConfig(tuple(modules), "system_profiler") if modules else None
+                modules.append(_module(size, item.get("dimm_type"), speed, "system_profiler"))
+    return _config(modules, "system_profiler", "system_profiler")
 
 
 def parse_smbios(blob: bytes) -> MemoryConfig | None:
@@ -139,11 +141,11 @@ def parse_smbios(blob: bytes) -> MemoryConfig | None:
         if stype == 17 and length >= 0x17:
             module = _smbios_module(blob[pos : pos + length])
             if module is not None:
-                modules.append(module)
+                modules.append(_module(module.size_bytes, module.type, module.speed_mts, "SMBIOS"))
         if stype == 127:  # end of table
             break
         pos = strings_end + 2
-    return MemoryConfig(tuple(modules), "SMBIOS (/sys/firmware/dmi)") if modules else None
+    return _config(modules, "SMBIOS (/sys/firmware/dmi)", "SMBIOS")
 
 
 def _smbios_module(rec: bytes) -> MemoryModule | None:
@@ -187,6 +189,25 @@ def detect_memory() -> MemoryConfig | None:
         out = run_tool(["system_profiler", "SPMemoryDataType", "-json"], timeout_s=15)
         return parse_system_profiler(out) if out else None
     return None
+
+
+def _module(size: int, mtype: object, speed: int | None, tool: str) -> MemoryModule | None:
+    """A module as a tool described it; its size and speed each in their physical range (a
+    figure outside it is dropped, with a note naming the tool), None without a size."""
+    kept = physical("module_bytes", size, tool)
+    if kept is None:
+        return None
+    mts = physical("transfer_mts", speed, tool)
+    return MemoryModule(int(kept), clean_name(mtype, 20) if isinstance(mtype, str) else None, int(mts) if mts else None)
+
+
+def _config(modules: list[MemoryModule | None], source: str, tool: str) -> MemoryConfig | None:
+    """The modules a tool listed; more than any machine holds is no configuration (dropped, with
+    a note): a peak of 10,000 channels would claim petabytes a second."""
+    found = tuple(m for m in modules if m is not None)
+    if not found or physical("memory_modules", len(found), tool) is None:
+        return None
+    return MemoryConfig(found, source)
 
 
 def _int(value: object) -> int | None:

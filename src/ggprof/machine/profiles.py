@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 import sys
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -183,6 +184,7 @@ class Profile:
         best = 0
         name = device_name[:MAX_DEVICE_NAME_CHARS]
         for pattern in self.match:
+            SEARCHES.spend(self.path or self.id)
             try:
                 m = regex.search(pattern, name, regex.IGNORECASE, timeout=MATCH_TIMEOUT_S)
             except TimeoutError:
@@ -194,6 +196,32 @@ class Profile:
             if m:
                 best = max(best, len(m.group(0)) or 1)
         return best
+
+
+class SearchBudget:
+    """What matching device names against profiles' `match` patterns may take in one command, in
+    all: MAX_PATTERN_SEARCHES searches and PATTERN_BUDGET_S seconds (each search also has its own
+    MATCH_TIMEOUT_S). Thousands of quick patterns in a user profile end in one error line naming
+    the profiles' folder, not a command that runs on."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.count, self.started = 0, time.monotonic()
+
+    def spend(self, where: object) -> None:
+        self.count += 1
+        if self.count > MAX_PATTERN_SEARCHES or time.monotonic() - self.started > PATTERN_BUDGET_S:
+            raise ProfileError(
+                f"{clean_name(where)}: the profiles' `match` patterns took more than {MAX_PATTERN_SEARCHES:,} "
+                f"searches or {PATTERN_BUDGET_S:g} s in one command; shorten the `match` lists of your profiles"
+            )
+
+
+MAX_PATTERN_SEARCHES = 200_000  # the built-in profiles use ~400 patterns; a command matches a few devices
+PATTERN_BUDGET_S = 3.0
+SEARCHES = SearchBudget()  # reset by the CLI for each command
 
 
 _GFX_TARGET = re.compile(r"gfx[0-9a-f]{3,5}")
@@ -403,6 +431,7 @@ class _Validator:
         for p in patterns:
             if len(p) > MAX_PATTERN_CHARS:
                 raise self.error(name, f"a pattern longer than {MAX_PATTERN_CHARS} characters")
+            SEARCHES.spend(self.path)  # compiling one counts as a search: thousands cost seconds
             try:
                 regex.compile(p)
             except regex.error as e:
