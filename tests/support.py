@@ -20,9 +20,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psutil
+
+if TYPE_CHECKING:
+    from ggprof.history.store import RunRecord
 
 THIRDPARTY = Path(__file__).parent / "thirdparty"
 H200 = Path(__file__).parent / "data" / "h200"  # recorded by benchmarks/device_cuda.sh
@@ -51,6 +54,12 @@ class CliResult:
     exit_code: int
     stdout: str
     stderr: str
+
+
+class RunCli(Protocol):
+    """The `run_cli` fixture: `ggprof ARGS` through ggprof.cli.main (`in_process`)."""
+
+    def __call__(self, *args: str) -> CliResult: ...
 
 
 def in_process(*args: str) -> CliResult:
@@ -98,11 +107,11 @@ def as_bounded_process(
     hostile-input test's own limits. `stdin`: a file given as its standard input."""
     import threading
 
-    stdin_file = open(stdin, "rb") if stdin is not None else subprocess.DEVNULL  # noqa: SIM115
+    stdin_file = open(stdin, "rb") if stdin is not None else None  # noqa: SIM115
     start = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "ggprof", *args],
-        stdin=stdin_file,
+        stdin=subprocess.DEVNULL if stdin_file is None else stdin_file,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, **(env or {})},
@@ -118,8 +127,8 @@ def as_bounded_process(
                 peak = max(peak, watched.memory_info().rss)
             reader.join(0.02)
     finally:
-        if stdin is not None:
-            stdin_file.close()  # type: ignore[union-attr]
+        if stdin_file is not None:
+            stdin_file.close()
         alive = reader.is_alive()
         if alive:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -227,7 +236,7 @@ def llama_child(proc: subprocess.Popen[str], timeout_s: float = 60) -> psutil.Pr
 
 
 # -- a history database, written through the store (its numbers made up: the store does not care)
-def history_record(name: str = "model", tg: float = 50.0) -> Any:
+def history_record(name: str = "model", tg: float = 50.0) -> RunRecord:
     """A run as `ggprof bench` keeps one (its numbers made up: the store does not care)."""
     rows = [
         {"n_prompt": 512, "n_gen": 0, "n_depth": 0, "avg_ts": 400.0, "stddev_ts": 4.0},
@@ -262,7 +271,7 @@ def judged(r: CliResult) -> dict[str, Any]:
     3 suspicious, 4 impossible): which verdict a real run on this machine gets is the machine's;
     that the status follows it is ggprof's."""
     assert r.stdout, r.stderr
-    d = json.loads(r.stdout)
+    d: dict[str, Any] = json.loads(r.stdout)
     assert r.exit_code == {"plausible": 0, "unknown": 0, "suspicious": 3, "impossible": 4}[d["verdict"]], r.stderr
     return d
 

@@ -17,6 +17,7 @@ import pytest
 from ggprof_backends import _diagnosis
 from ggprof_backends.rocm import FLASH_ATTN_NO_ROCWMMA, HIPBLASLT_OFF, HIPBLASLT_UNKNOWN, HIPBLASLT_UNSET
 from ggprof_backends.vulkan import AMDVLK, AMDVLK_SLOW, HONEYKRISP, HONEYKRISP_SLOW
+from support import RunCli
 
 from ggprof.machine.profiles import ProfileDB, builtin_dir
 from ggprof.pipelines.calibrate import References, ResultRow, load_dataset
@@ -109,7 +110,7 @@ def test_a_pasted_amdvlk_log_names_the_driver_and_radv_is_plausible() -> None:
     assert prefill(d)["severity"] == "plausible"
 
 
-def test_amdvlk_is_no_cause_on_a_build_it_led(rows: list[ResultRow], refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_amdvlk_is_no_cause_on_a_build_it_led(rows: list[ResultRow], refs: References, run_cli: RunCli) -> None:
     """At b6735 AMDVLK ran prompts faster than RADV: its run made 4x slower is suspicious, but
     the driver is not named; the generic causes are."""
     from ggprof.pipelines.calibrate import judge_row
@@ -130,8 +131,8 @@ def test_amdvlk_is_no_cause_on_a_build_it_led(rows: list[ResultRow], refs: Refer
     ],
 )
 def test_a_slow_rocm_prompt_names_rocblas_without_hipblaslt_by_the_setting(
-    rows: list[ResultRow], refs: References, run_cli, setting: str | None, named: str | None, check: str | None
-) -> None:  # type: ignore[no-untyped-def]
+    rows: list[ResultRow], refs: References, run_cli: RunCli, setting: str | None, named: str | None, check: str | None
+) -> None:
     """kyuz0's ROCm 6.4.3 run with ROCBLAS_USE_HIPBLASLT=0 (348 tok/s, 0.36x of the same with 1),
     as a report gives it: with the setting 0 the cause is rocBLAS without hipBLASLt alone; unset
     (rocBLAS's default decides) it is the first cause to check; with 1 it is ruled out and the
@@ -160,7 +161,7 @@ def test_a_slow_rocm_prompt_names_rocblas_without_hipblaslt_by_the_setting(
     assert (check in f["evidence"]) if check else not any("ROCBLAS_USE_HIPBLASLT" in e for e in f["evidence"])
 
 
-def test_the_setting_is_rocms_and_a_log_or_json_carries_its_own(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_the_setting_is_rocms_and_a_log_or_json_carries_its_own(refs: References, run_cli: RunCli) -> None:
     model = str(refs.spec("llama2-7b-q4_0").path)
     r = run_cli("check", model, "--pp", "300", "--device", "ryzen-ai-max-395", "--backend", "vulkan",
                 "--rocblas-use-hipblaslt", "0")  # fmt: skip
@@ -198,8 +199,8 @@ def test_the_honeykrisp_figures_are_the_scoreboards_same_chip_ratios() -> None:
         ("ryzen-ai-max-395", AMDVLK, "radv", None),
     ],
 )
-def test_check_takes_the_banners_driver(refs: References, run_cli, device: str, row_driver: str, given: str,
-                                        named: str | None) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+def test_check_takes_the_banners_driver(refs: References, run_cli: RunCli, device: str, row_driver: str, given: str,
+                                        named: str | None) -> None:  # fmt: skip
     """A report's prompt, made 4x slower, judged with the driver its banner named (--vulkan-driver,
     the banner's spelling or AMDVLK's common name, any case): a driver known to be slow is the
     cause and the evidence names it; RADV is not named as a cause."""
@@ -223,7 +224,7 @@ def test_check_takes_the_banners_driver(refs: References, run_cli, device: str, 
         assert f["causes"] == [named]
 
 
-def test_the_driver_is_vulkans_and_one_short_printable_name(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_the_driver_is_vulkans_and_one_short_printable_name(refs: References, run_cli: RunCli) -> None:
     model = str(refs.spec("llama2-7b-q4_0").path)
     r = run_cli("check", model, "--pp", "30", "--device", "apple-m1", "--backend", "metal", "--vulkan-driver", "x")
     assert r.exit_code == 2 and "give it with --backend vulkan" in r.stderr
@@ -265,8 +266,8 @@ def test_the_flash_attention_figures_are_the_files_pairs(rows: list[ResultRow]) 
     ],
 )
 def test_a_slow_rocm_prompt_with_flash_attention_names_rocwmma(
-    rows: list[ResultRow], refs: References, run_cli, args: tuple[str, ...], where: str | None
-) -> None:  # type: ignore[no-untyped-def]
+    rows: list[ResultRow], refs: References, run_cli: RunCli, args: tuple[str, ...], where: str | None
+) -> None:
     """kyuz0's b6182 run with flash attention on and no rocWMMA kernels (687 tok/s), made 4x
     slower as a report gives it: a build of August 2025 names those kernels first among the causes
     to check; a build not given, last; a newer build or flash attention off, not at all."""
@@ -287,7 +288,7 @@ def test_a_slow_rocm_prompt_with_flash_attention_names_rocwmma(
     assert f"flash attention {args[-1]}" in f["evidence"]
 
 
-def test_llama_bench_json_says_its_flash_attention(refs: References, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_llama_bench_json_says_its_flash_attention(refs: References, run_cli: RunCli, tmp_path: Path) -> None:
     """lhl/strix-halo-testing's llama-bench JSON of b6077 without rocWMMA's kernels
     (tests/data/SOURCES.md): each row's `flash_attn` is read (true/false; 1/0 on newer builds, -1
     for auto, which says nothing), and its rows made 4x slower name the kernels only with it on."""
@@ -326,7 +327,7 @@ def test_a_pasted_llama_bench_table_says_each_rows_flash_attention() -> None:
     assert "flash attention on" in f["evidence"]
 
 
-def test_an_apple_banner_names_its_driver_and_moltenvk_is_no_cause(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_an_apple_banner_names_its_driver_and_moltenvk_is_no_cause(refs: References, run_cli: RunCli) -> None:
     """The banners of llama.cpp#11256 (an M1 Pro on macOS, MoltenVK) and of an Asahi M2 Pro
     (Honeykrisp, with the chip's codename in its own parentheses): the driver is the last
     parenthesis either way; a slow prompt on MoltenVK names no driver, on Honeykrisp it does."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 import pytest
-from support import as_process, judged, started
+from support import RunCli, as_process, judged, started
 
 from ggprof.machine.profiles import ProfileDB
 
@@ -293,7 +293,7 @@ def test_the_thread_probe_invocation_only_where_the_decode_verdict_turns_on_it(
 
 
 @pytest.mark.slow
-def test_a_profile_asks_llama_bench_for_its_devices_once(llama_tools: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_profile_asks_llama_bench_for_its_devices_once(llama_tools: Path, tmp_path: Path, run_cli: RunCli) -> None:
     """The build's backends are asked once per run (`llama-bench --list-devices` is a process
     start): a wrapper around the real llama-bench counts its invocations."""
     from ggprof.model.synth import SHAPES, write_model

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import THIRDPARTY, as_process, install_example, judged
+from support import THIRDPARTY, RunCli, as_process, install_example, judged
 
 from ggprof import hookspecs
 from ggprof.plugins import backends, plugin_infos, plugin_manager, reset
@@ -24,7 +24,7 @@ def test_builtin_backends_load_by_import() -> None:
     assert set(backends()) == BUILTIN_BACKENDS
 
 
-def test_plugins_json(run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_plugins_json(run_cli: RunCli) -> None:
     r = run_cli("plugins", "--json")
     assert r.exit_code == 0
     rows = {row["name"]: row for row in json.loads(r.stdout)}
@@ -66,7 +66,9 @@ def test_ggprof_plugins_env_restricts(tmp_path: Path) -> None:
     }
 
 
-def test_the_cpu_backend_cannot_be_turned_off(run_cli, gemma_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_cpu_backend_cannot_be_turned_off(
+    run_cli: RunCli, gemma_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """GGPROF_PLUGINS="" loads no optional plugin, and still judges a CPU run: 1 tok/s against
     100 GB/s (a ceiling of ~400 tok/s) is below the CPU's band, said by the cpu plugin."""
     monkeypatch.setenv("GGPROF_PLUGINS", "")
@@ -124,7 +126,7 @@ def test_hooks_keep_pluggys_order_wrappers_and_isolate_a_failure(monkeypatch: py
 
     class Wrapper:
         @hookimpl(wrapper=True)
-        def judge(self, case: object):  # type: ignore[no-untyped-def]
+        def judge(self, case: object):
             answers = yield
             rec.seen.append(f"wrapper saw {sum(len(a) for a in answers)}")
             return answers

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from ggufs import LLAMA_8B_GQA_F16, LLAMA_8B_MHA_F16, LLAMA_70B_F16, Q4_8B_TIED, Q4_K_LLAMA, Shape, write_model
+from support import RunCli
 
 from ggprof.figures import Figure
 from ggprof.machine.device import Device, EfficiencyBand
@@ -200,7 +201,7 @@ PREDICT_KEYS = {
 }
 
 
-def test_predict_json_with_profile_device(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_predict_json_with_profile_device(tmp_path: Path, run_cli: RunCli) -> None:
     path = write_model(tmp_path / "8b.gguf", Q4_8B_TIED)[0]
     r = run_cli("predict", str(path), "--device", "ddr5-5600-dual", "--json")
     assert r.exit_code == 0, r.stderr
@@ -236,7 +237,7 @@ def test_predict_json_with_profile_device(tmp_path: Path, run_cli) -> None:  # t
         (["--n-gpu-layers", "-2", "--device", "rtx-4090"], "Error: Invalid value for '-ngl'"),
     ],
 )
-def test_bad_flags_one_line_exit_2(args: list[str], error: str, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_bad_flags_one_line_exit_2(args: list[str], error: str, tmp_path: Path, run_cli: RunCli) -> None:
     path = write_model(tmp_path / "m.gguf", Shape())[0]
     r = run_cli("predict", str(path), *args)
     assert r.exit_code == 2
@@ -244,8 +245,8 @@ def test_bad_flags_one_line_exit_2(args: list[str], error: str, tmp_path: Path, 
 
 
 def test_default_device_is_this_host_with_cached_measurement(
-    tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
     path = write_model(tmp_path / "m.gguf", Shape())[0]
     from ggprof.machine.host import describe_host

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from support import RunCli
 
 from ggprof.bench.context import RunContext
 from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo
@@ -89,7 +90,7 @@ def test_why_the_thread_curve_stops(
 
 
 @pytest.mark.slow
-def test_batch_sweep_on_gemma_shares_the_weights(gemma_path: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_batch_sweep_on_gemma_shares_the_weights(gemma_path: Path, tmp_path: Path, run_cli: RunCli) -> None:
     host = json.loads(run_cli("host", "--quick", "--json").stdout)
     svg = tmp_path / "batch.svg"
     args = ("--parallel", "1,4", "-n", "32", "-r", "2", "-t", "2", "--json", "--plot", str(svg))
@@ -112,7 +113,7 @@ def test_batch_sweep_on_gemma_shares_the_weights(gemma_path: Path, tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_thread_sweep_on_gemma_names_the_best_count(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_thread_sweep_on_gemma_names_the_best_count(gemma_path: Path, run_cli: RunCli) -> None:
     facts = gather_facts()
     png = Path(os.environ["GGPROF_CONFIG_DIR"]).parent / "threads.png"
     r = run_cli(
@@ -142,7 +143,7 @@ def test_thread_sweep_on_gemma_names_the_best_count(gemma_path: Path, run_cli) -
 
 
 @pytest.mark.slow
-def test_bench_sweeps_a_list_of_threads(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_bench_sweeps_a_list_of_threads(gemma_path: Path, run_cli: RunCli) -> None:
     r = run_cli("bench", str(gemma_path), "-p", "16", "-n", "8", "-r", "1", "-t", "1,2", "--json")
     rows = json.loads(r.stdout)
     assert r.exit_code == 0 and [(row["n_threads"], row["n_prompt"], row["n_gen"]) for row in rows] == [
@@ -162,12 +163,12 @@ def test_bench_sweeps_a_list_of_threads(gemma_path: Path, run_cli) -> None:  # t
         (["profile", "-t", "1,2"], "profile runs at one -t; --threads-sweep sweeps"),
     ],
 )
-def test_bad_sweep_flags(args: list[str], error: str, gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_bad_sweep_flags(args: list[str], error: str, gemma_path: Path, run_cli: RunCli) -> None:
     r = run_cli(args[0], str(gemma_path), *args[1:])
     assert r.exit_code == 2 and error in r.stderr and r.stderr.count("\n") == 1, r.stderr
 
 
-def test_a_batch_sweep_that_would_not_fit_is_refused_with_the_figure(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_batch_sweep_that_would_not_fit_is_refused_with_the_figure(gemma_path: Path, run_cli: RunCli) -> None:
     free = psutil.virtual_memory().available
     r = run_cli("bench", str(gemma_path), "--parallel", "1,4096", "-n", "30000")
     assert r.exit_code == 2 and r.stderr.startswith("Error: --parallel 4096 needs ") and "of RAM is free" in r.stderr
@@ -195,6 +196,6 @@ def test_plot_without_matplotlib_says_how_to_install_it(
         (["profile", "--plot", "x.txt"], "--plot x.txt: give a .png or .svg file"),
     ],
 )
-def test_plot_needs_its_sweep(args: list[str], error: str, gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_plot_needs_its_sweep(args: list[str], error: str, gemma_path: Path, run_cli: RunCli) -> None:
     r = run_cli(args[0], str(gemma_path), *args[1:])
     assert r.exit_code == 2 and error in r.stderr

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from ggprof_backends._diagnosis import OTHER_LOAD_CPU_PERCENT
 from ggufs import LLAMA_70B_F16, Q4_8B_TIED, Shape, write_model
+from support import RunCli
 
 from ggprof.bench.context import RunContext
 from ggprof.bench.results import ThreadProbe
@@ -30,7 +31,7 @@ def judge(case: JudgeCase) -> Verdict:
     return judge_with(case, ext.backends, ext.extra_findings)
 
 
-def efficiency_band(spec: object, device: Device):  # type: ignore[no-untyped-def]
+def efficiency_band(spec: object, device: Device):
     return extensions().backends[device.backend].efficiency_band(None, device)
 
 
@@ -43,7 +44,7 @@ def q4_8b(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_model(tmp_path_factory.mktemp("m") / "8b-q4.gguf", Q4_8B_TIED)[0]
 
 
-def check(run_cli, *args: str) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
+def check(run_cli: RunCli, *args: str) -> tuple[int, dict]:
     r = run_cli("check", *args, "--json")
     d = json.loads(r.stdout)
     assert r.exit_code == d["exit_status"], r.stderr  # the status the verdict maps to
@@ -55,7 +56,7 @@ def codes(d: dict) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("device", [["--bandwidth", "90", "--backend", "cpu"], ["--device", "ddr5-5600-dual"]])
-def test_worked_example_50_impossible_13_plausible(q4_8b: Path, device: list[str], run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_worked_example_50_impossible_13_plausible(q4_8b: Path, device: list[str], run_cli: RunCli) -> None:
     code, d = check(run_cli, str(q4_8b), "--tg", "50", *device)
     assert (code, d["verdict"]) == (4, "impossible")
     assert set(d) >= CHECK_KEYS
@@ -73,14 +74,14 @@ def test_worked_example_50_impossible_13_plausible(q4_8b: Path, device: list[str
     assert "DECODE_PLAUSIBLE" in codes(d)
 
 
-def test_check_text_output(q4_8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_check_text_output(q4_8b: Path, run_cli: RunCli) -> None:
     r = run_cli("check", str(q4_8b), "--tg", "50", "--bandwidth", "90")
     assert r.exit_code == 4
     assert "[IMPOSSIBLE] DECODE_ABOVE_CEILING" in r.stdout and "verdict: IMPOSSIBLE (exit status 4)" in r.stdout
     assert all(len(line) <= 80 for line in r.stdout.splitlines())
 
 
-def test_prefill_above_compute_ceiling(q4_8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_prefill_above_compute_ceiling(q4_8b: Path, run_cli: RunCli) -> None:
     code, d = check(run_cli, str(q4_8b), "--pp", "100000", "--device", "rtx-4090")
     assert (code, d["verdict"]) == (4, "impossible") and "PREFILL_ABOVE_CEILING" in codes(d)
     # llama.cpp on a 4090 prefills an 8B Q4 model at ~10-12k tok/s (llama.cpp discussion 15013)
@@ -94,7 +95,7 @@ def test_prefill_above_compute_ceiling(q4_8b: Path, run_cli) -> None:  # type: i
     assert (code, d["verdict"]) == (0, "unknown") and "PREFILL_NO_PEAK" in codes(d)
 
 
-def test_full_offload_that_cannot_fit_is_impossible(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_full_offload_that_cannot_fit_is_impossible(tmp_path: Path, run_cli: RunCli) -> None:
     model = write_model(tmp_path / "70b.gguf", LLAMA_70B_F16)[0]
     code, d = check(run_cli, str(model), "--tg", "5", "--device", "rtx-4090")
     assert code == 4 and "MODEL_DOES_NOT_FIT" in codes(d)
@@ -102,7 +103,9 @@ def test_full_offload_that_cannot_fit_is_impossible(tmp_path: Path, run_cli) -> 
     assert "MODEL_DOES_NOT_FIT" not in codes(d)
 
 
-def test_missing_figures_are_unknown_never_guessed(q4_8b: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_missing_figures_are_unknown_never_guessed(
+    q4_8b: Path, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")  # no vendor tools: no GPU on this host
     code, d = check(run_cli, str(q4_8b), "--tg", "10", "--backend", "cuda")
     assert (code, d["verdict"]) == (0, "unknown") and "NO_BANDWIDTH" in codes(d)
@@ -231,7 +234,7 @@ def test_gpu_partial_offload_is_the_named_cause(tmp_path: Path) -> None:
     assert v.findings[0].causes[0].startswith("partial offload: 17 of 37 layers ran on the CPU")
 
 
-def test_llama_bench_results(gemma_path: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_llama_bench_results(gemma_path: Path, tmp_path: Path, run_cli: RunCli) -> None:
     """Real llama-bench output (recorded on this machine, CPU, 2 threads)."""
     src = DATA / "llama-bench-gemma3-270m.json"
     code, d = check(run_cli, str(gemma_path), "--llama-bench", str(src), "--bandwidth", "30")
@@ -256,7 +259,7 @@ def test_llama_bench_results(gemma_path: Path, tmp_path: Path, run_cli) -> None:
     assert (code, d["verdict"]) == (4, "impossible")
 
 
-def test_llama_bench_bad_input(tmp_path: Path, gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_llama_bench_bad_input(tmp_path: Path, gemma_path: Path, run_cli: RunCli) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"nope": 1}')
     r = run_cli("check", str(gemma_path), "--llama-bench", str(bad))
@@ -278,7 +281,7 @@ PROFILE_KEYS = {
 
 
 @pytest.mark.slow
-def test_profile_gemma_end_to_end(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_profile_gemma_end_to_end(gemma_path: Path, run_cli: RunCli) -> None:
     """An honest run of the real Gemma model on 2 threads, with the thread probe (1 thread)
     giving the compute roof the band is capped by. What holds whatever else this machine is
     running: it is never impossible, and a verdict that is not plausible names why, from what
@@ -307,7 +310,7 @@ def test_profile_gemma_end_to_end(gemma_path: Path, run_cli) -> None:  # type: i
 
 
 @pytest.mark.slow
-def test_profile_oversubscribed_threads_is_named(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_profile_oversubscribed_threads_is_named(tmp_path: Path, run_cli: RunCli) -> None:
     """A real run with 4x the cores this process may use: the run context records it and the CPU
     plugin names it with the fix, whether or not it slowed this tiny model below the band."""
     from ggprof.machine.facts import gather_facts
