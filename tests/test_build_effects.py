@@ -12,6 +12,7 @@ import json
 import re
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ggprof_backends import _diagnosis
@@ -38,18 +39,31 @@ def refs(tmp_path_factory: pytest.TempPathFactory) -> References:
     return References(tmp_path_factory.mktemp("refs"))
 
 
+def facts(r: ResultRow) -> dict[str, object]:
+    """The row's build facts, as the file gives them."""
+    given = r.raw["build_facts"]
+    assert isinstance(given, dict), r.label
+    return given
+
+
+def number(r: ResultRow) -> int:
+    """The row's build number (every row of the file has one)."""
+    assert r.build.number is not None, r.label
+    return r.build.number
+
+
 def pairs(rows: list[ResultRow], fact: str, base: str) -> list[tuple[ResultRow, ResultRow]]:
     """(row, its pair with `fact` set to `base`): prefill results of one source, build and flash
     attention whose other build facts are the same."""
 
     def key(r: ResultRow) -> tuple[object, ...]:
-        facts = dict(r.raw["build_facts"])  # type: ignore[call-overload]
-        facts.pop(fact)
-        return (r.source.split("/blob/")[0], r.raw["build_number"], r.raw["flash_attn"], tuple(sorted(facts.items())))
+        others = dict(facts(r))
+        others.pop(fact)
+        return (r.source.split("/blob/")[0], r.raw["build_number"], r.raw["flash_attn"], tuple(sorted(others.items())))
 
-    pp = [r for r in rows if r.kind == "pp" and fact in r.raw["build_facts"]]  # type: ignore[operator]
-    on = {key(r): r for r in pp if r.raw["build_facts"][fact] == base}  # type: ignore[index]
-    return [(r, on[key(r)]) for r in pp if r.raw["build_facts"][fact] != base and key(r) in on]  # type: ignore[index]
+    pp = [r for r in rows if r.kind == "pp" and fact in facts(r)]
+    on = {key(r): r for r in pp if facts(r)[fact] == base}
+    return [(r, on[key(r)]) for r in pp if facts(r)[fact] != base and key(r) in on]
 
 
 def test_every_row_is_sourced_at_a_commit_and_records_its_build(rows: list[ResultRow]) -> None:
@@ -69,12 +83,12 @@ def test_the_figures_the_causes_quote_are_the_files_pairs(rows: list[ResultRow])
     against RADV: ahead up to the last build the diagnosis names, far behind at b9187."""
     ratios: dict[str, list[float]] = {"old": [], "new": []}
     for off, on in pairs(rows, "rocblas_use_hipblaslt", "1"):
-        rocm = off.raw["build_facts"].get("rocm", "")  # type: ignore[attr-defined]
+        rocm = facts(off).get("rocm", "")
         ratios["old" if rocm in ("", "6.4.3") else "new"].append(off.tok_s / on.tok_s)
     assert len(ratios["old"]) >= 8 and len(ratios["new"]) >= 8
     assert statistics.median(ratios["old"]) == pytest.approx(_diagnosis.HIPBLASLT_OFF_PREFILL_OLD_ROCM, abs=0.01)
     assert statistics.median(ratios["new"]) == pytest.approx(_diagnosis.HIPBLASLT_OFF_PREFILL_NEW_ROCM, abs=0.01)
-    by_build = {(amdvlk.build.number, amdvlk.raw["flash_attn"]): amdvlk.tok_s / radv.tok_s
+    by_build = {(number(amdvlk), amdvlk.raw["flash_attn"]): amdvlk.tok_s / radv.tok_s
                 for amdvlk, radv in pairs(rows, "vulkan_driver", "radv")}  # fmt: skip
     assert by_build[(9187, 1)] == pytest.approx(_diagnosis.AMDVLK_PREFILL_VS_RADV, abs=0.01)
     ahead = [number for (number, _), ratio in by_build.items() if ratio > 1]
@@ -82,17 +96,19 @@ def test_the_figures_the_causes_quote_are_the_files_pairs(rows: list[ResultRow])
     assert all(ratio < 1 for (number, _), ratio in by_build.items() if number > max(ahead))
 
 
-def checked_log(name: str) -> dict:  # type: ignore[type-arg]
+def checked_log(name: str) -> dict[str, Any]:
     from support import in_process
 
     r = in_process("check", "--log", str(LOGS / name), "--json")
     assert "Traceback" not in r.stderr
-    return json.loads(r.stdout)
+    d: dict[str, Any] = json.loads(r.stdout)
+    return d
 
 
-def prefill(d: dict) -> dict:  # type: ignore[type-arg]
+def prefill(d: dict[str, Any]) -> dict[str, Any]:
     m = next(m for m in d["measurements"] if m["kind"] == "prefill")
-    return next(f for f in m["findings"] if f["code"].startswith("PREFILL"))
+    f: dict[str, Any] = next(f for f in m["findings"] if f["code"].startswith("PREFILL"))
+    return f
 
 
 def test_a_pasted_amdvlk_log_names_the_driver_and_radv_is_plausible() -> None:
@@ -239,11 +255,11 @@ def test_the_driver_is_vulkans_and_one_short_printable_name(refs: References, ru
 def test_the_flash_attention_figures_are_the_files_pairs(rows: list[ResultRow]) -> None:
     """ROCm runs without rocWMMA's kernels, hipBLASLt on, flash attention on against off (one
     source, build and ROCm each): about 0.7x up to the last build the cause names, a gain after."""
-    pp = [r for r in rows if r.backend == "rocm" and r.kind == "pp" and not r.raw["build_facts"]["rocwmma_fattn"]]  # type: ignore[index]
+    pp = [r for r in rows if r.backend == "rocm" and r.kind == "pp" and not facts(r)["rocwmma_fattn"]]
     pp = [r for r in pp if r.build.rocblas_use_hipblaslt == "1"]
 
-    def key(r: ResultRow) -> tuple[object, ...]:
-        return (r.source.split("/blob/")[0], r.build.number, r.raw["build_facts"].get("rocm"))  # type: ignore[attr-defined]
+    def key(r: ResultRow) -> tuple[str, int, object]:
+        return (r.source.split("/blob/")[0], number(r), facts(r).get("rocm"))
 
     off = {key(r): r.tok_s for r in pp if not r.raw["flash_attn"]}
     ratios = {key(r): r.tok_s / off[key(r)] for r in pp if r.raw["flash_attn"] and key(r) in off}
@@ -274,7 +290,7 @@ def test_a_slow_rocm_prompt_with_flash_attention_names_rocwmma(
     row = next(
         r for r in rows
         if r.backend == "rocm" and r.kind == "pp" and r.build.number == 6182 and r.raw["flash_attn"]
-        and not r.raw["build_facts"]["rocwmma_fattn"] and r.build.rocblas_use_hipblaslt == "1"  # type: ignore[index]
+        and not facts(r)["rocwmma_fattn"] and r.build.rocblas_use_hipblaslt == "1"
     )  # fmt: skip
     model = str(refs.spec(row.model_ref).path)
     r = run_cli("check", model, "--pp", f"{row.tok_s / 4:.2f}", "--device", row.profile.id, "--backend", "rocm",
