@@ -73,7 +73,9 @@ def test_every_row_is_sourced_and_its_device_profiled(rows: list[ResultRow], pro
         ({"backend": "metal"}, "dataset line 2: backend 'metal' is not one of"),
     ],
 )
-def test_a_bad_row_is_rejected_naming_it(tmp_path: Path, profiles: ProfileDB, change: dict, message: str) -> None:
+def test_a_bad_row_is_rejected_naming_it(
+    tmp_path: Path, profiles: ProfileDB, change: dict[str, object], message: str
+) -> None:
     good = json.loads(next(line for line in DATASET.read_text().splitlines() if '"cuda"' in line))
     bad = {k: v for k, v in {**good, **change}.items() if v is not None}
     path = tmp_path / "rows.jsonl"
@@ -270,7 +272,10 @@ def test_levels_recover_known_effects_and_pull_thin_ones_toward_the_level_above(
     assert levels.terms["old build"] == pytest.approx(math.log(0.6), abs=0.03)
     e = levels.effects
     b1 = e["class"]["vendor-b discrete"] + e["architecture"]["b1"]  # as fast as the fit
-    at = lambda cls, arch: math.exp(e["class"][cls] + e["architecture"][arch] - b1)  # noqa: E731
+
+    def at(cls: str, arch: str) -> float:
+        return math.exp(e["class"][cls] + e["architecture"][arch] - b1)
+
     assert at("vendor-a discrete", "a1") == pytest.approx(1.2, rel=0.05)
     # a new device of an architecture seen on n devices moves about n/(n+1) of the way
     assert 0.7 < at("vendor-b discrete", "b0") < 0.85  # two devices at 0.7
@@ -315,7 +320,11 @@ def test_an_old_build_is_judged_by_its_era(rows: list[ResultRow], refs: Referenc
     base = ["check", model, "--device", "rx-5700-xt", "--backend", "vulkan", "--json"]
     card = [r for r in rows if (r.profile.id, r.backend, r.kind) == ("rx-5700-xt", "vulkan", "tg")]
     old, new = (next(r for r in card if str(r.build.date).startswith(d)) for d in ("2024-03", "2025-05"))
-    verdict = lambda *extra: json.loads(run_cli(*base, *extra).stdout)["verdict"]  # noqa: E731
+
+    def verdict(*extra: str) -> str:
+        said: str = json.loads(run_cli(*base, *extra).stdout)["verdict"]
+        return said
+
     assert verdict("--tg", str(old.tok_s)) == "suspicious"
     assert verdict("--tg", str(old.tok_s), "--build", "b2400") == "plausible"
     assert verdict("--tg", str(new.tok_s)) == "plausible"
@@ -471,6 +480,7 @@ def test_a_build_without_matrix_cores_has_the_vector_units_ceiling(
         return out["verdict"], out["predictions"][0]["peak_flops_per_s"], finding["expected"]
 
     profile = card["none"].profile
+    assert profile.peak_fp32_tflops is not None and profile.peak_fp16_tflops is not None
     verdict, peak, _ = judged(card["none"].tok_s, "--matrix-cores", "none", "--build", str(card["none"].build.number))
     assert verdict == "plausible"
     assert peak == pytest.approx(2 * profile.peak_fp32_tflops * 1e12, rel=1e-6)
@@ -640,7 +650,7 @@ def test_a_vendor_level_judges_a_class_the_data_lacks() -> None:
     total, low, high, why = levels.offset(orin)
     assert levels.level_of(orin) == "vendor"
     assert total == pytest.approx(-0.25)
-    assert (low, high) == (pytest.approx(-0.5), pytest.approx(0.5))
+    assert (low, high) == pytest.approx((-0.5, 0.5))
     assert "vulkan on nvidia GPUs of any kind (6 devices)" in why
     discrete = device_from_profile(profiles.get("rtx-3090"))
     assert levels.level_of(discrete) == "class"
