@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 from ggprof_backends._diagnosis import OTHER_LOAD_CPU_PERCENT
@@ -15,7 +16,7 @@ from support import RunCli
 from ggprof.bench.context import RunContext
 from ggprof.bench.results import ThreadProbe
 from ggprof.figures import Figure
-from ggprof.machine.device import Device
+from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.machine.profiles import ProfileDB
 from ggprof.machine.target import device_from_profile
 from ggprof.model.spec import load_model
@@ -24,6 +25,9 @@ from ggprof.plugins import extensions
 from ggprof.verdict.finding import JudgeCase, Verdict
 from ggprof.verdict.judge import judge as judge_with
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 
 def judge(case: JudgeCase) -> Verdict:
     """Judge as the CLI does: the installed backends and every plugin's extra findings."""
@@ -31,7 +35,7 @@ def judge(case: JudgeCase) -> Verdict:
     return judge_with(case, ext.backends, ext.extra_findings)
 
 
-def efficiency_band(spec: object, device: Device):
+def efficiency_band(spec: object, device: Device) -> EfficiencyBand:
     return extensions().backends[device.backend].efficiency_band(None, device)
 
 
@@ -44,14 +48,14 @@ def q4_8b(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_model(tmp_path_factory.mktemp("m") / "8b-q4.gguf", Q4_8B_TIED)[0]
 
 
-def check(run_cli: RunCli, *args: str) -> tuple[int, dict]:
+def check(run_cli: RunCli, *args: str) -> tuple[int, dict[str, Any]]:
     r = run_cli("check", *args, "--json")
-    d = json.loads(r.stdout)
+    d: dict[str, Any] = json.loads(r.stdout)
     assert r.exit_code == d["exit_status"], r.stderr  # the status the verdict maps to
     return r.exit_code, d
 
 
-def codes(d: dict) -> dict[str, dict]:
+def codes(d: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {f["code"]: f for f in d["findings"]}
 
 
@@ -135,22 +139,38 @@ def cpu_device(gbs: float, llc: int | None = None) -> Device:
     )
 
 
-def cpu_case(tmp_path: Path, tg: float, device: Device, **ctx: object) -> JudgeCase:
+class ContextChanges(TypedDict, total=False):
+    """The RunContext fields a CPU case changes."""
+
+    n_threads: int
+    physical_cores: int
+    efficiency_cores: int
+    simd_compiled: tuple[str, ...]
+    cpu_load_during_percent: float
+    ram_available_before_bytes: int
+    swap_used_after_bytes: int
+    page_cache_fraction_before: float
+    governor: str
+    cpu_freq_max_mhz: float
+    cpu_freq_after_mhz: float
+
+
+def cpu_case(tmp_path: Path, tg: float, device: Device, **ctx: Unpack[ContextChanges]) -> JudgeCase:
     spec = load_model(write_model(tmp_path / "m.gguf", Shape(n_layers=4, n_embd=512, n_ff=1024, vocab=2000))[0])
     p = predict(spec, device, PredictInputs(), efficiency_band(spec, device))
-    context = RunContext(
-        **{
-            "backends_used": ("cpu",),
-            "n_threads": 8,
-            "physical_cores": 8,
-            "simd_compiled": ("AVX2",),
-            "cpu_load_during_percent": 2.0,
-            "swap_used_before_bytes": 0,
-            "swap_used_after_bytes": 0,
-            "ram_available_before_bytes": 32 * 10**9,
-            **ctx,
-        }
-    )  # type: ignore[arg-type]
+    context = replace(
+        RunContext(
+            backends_used=("cpu",),
+            n_threads=8,
+            physical_cores=8,
+            simd_compiled=("AVX2",),
+            cpu_load_during_percent=2.0,
+            swap_used_before_bytes=0,
+            swap_used_after_bytes=0,
+            ram_available_before_bytes=32 * 10**9,
+        ),
+        **ctx,
+    )
     return JudgeCase(
         model=spec, backend="cpu", prediction=p, measured_tg_tok_s=tg, n_prompt=512, tg_cv=0.01, context=context
     )
@@ -160,6 +180,7 @@ def test_model_in_llc_is_not_called_impossible(tmp_path: Path) -> None:
     case = cpu_case(tmp_path, 1e6, cpu_device(30, llc=256 * 2**20))
     v = judge(case)
     assert v.severity == "unknown" and v.findings[0].code == "DECODE_CEILING_NOT_APPLICABLE"
+    assert case.prediction is not None
     reported = replace(
         case, prediction=replace(case.prediction, device=cpu_device(30)), context=None, source="reported"
     )
@@ -176,6 +197,7 @@ def test_a_run_this_machine_made_is_never_impossible_on_the_host_figure_alone(tm
     assert "more than the 30.0 GB/s measured on this host" in f.title and "ggprof host --refresh" in (f.next_step or "")
     assert judge(replace(case, source="reported", context=None)).severity == "impossible"
     profiled = replace(cpu_device(30), bandwidth=Figure(30e9, "profile", "ddr5-5600-dual"))
+    assert case.prediction is not None
     assert judge(replace(case, prediction=replace(case.prediction, device=profiled))).severity == "impossible"
 
 
@@ -192,7 +214,7 @@ def test_a_run_this_machine_made_is_never_impossible_on_the_host_figure_alone(tm
         ({"governor": "powersave"}, "powersave governor"),
     ],
 )
-def test_slow_cpu_causes_from_the_run_context(tmp_path: Path, ctx: dict, cause: str) -> None:
+def test_slow_cpu_causes_from_the_run_context(tmp_path: Path, ctx: ContextChanges, cause: str) -> None:
     v = judge(cpu_case(tmp_path, 1.0, cpu_device(50), **ctx))
     assert v.severity == "suspicious"
     f = v.findings[0]
