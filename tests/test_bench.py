@@ -9,6 +9,7 @@ import json
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ggufs import Shape, write_model
@@ -25,10 +26,11 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_synth(SHAPES["tiny"], "q4_0", tmp_path_factory.mktemp("synth") / "tiny.gguf")
 
 
-def bench_json(run_cli: RunCli, *args: str) -> list[dict]:
+def bench_json(run_cli: RunCli, *args: str) -> list[dict[str, Any]]:
     r = run_cli("bench", *args, "--json")
     assert r.exit_code == 0, r.stderr
-    return json.loads(r.stdout)  # type: ignore[no-any-return]
+    rows: list[dict[str, Any]] = json.loads(r.stdout)
+    return rows
 
 
 def test_gemma_pp_tg_consistent(gemma_path: Path, run_cli: RunCli) -> None:
@@ -87,6 +89,7 @@ def test_run_context_is_recorded(tiny: Path) -> None:
     params = BenchParams(model=tiny, n_prompt=(8,), n_gen=(2,), reps=1, n_threads=facts.default_threads)
     result = run_bench(params, facts)
     ctx = result.context
+    assert ctx.physical_cores is not None
     assert ctx.n_threads == ctx.physical_cores - (ctx.efficiency_cores or 0)
     assert ctx.backends_used == ("cpu",) and ctx.n_gpu_layers_offloaded == 0
     assert "cpu" in ctx.backends_compiled and ctx.llama_cpp_python_version

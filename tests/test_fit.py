@@ -7,7 +7,9 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ggufs import F16, Q4_K, Shape, write_model
@@ -92,7 +94,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def fit_json(run_cli: RunCli, *args: str) -> tuple[int, dict]:
+def fit_json(run_cli: RunCli, *args: str) -> tuple[int, dict[str, Any]]:
     r = run_cli("fit", *args, "--json")
     assert r.stdout, r.stderr
     return r.exit_code, json.loads(r.stdout)
@@ -198,10 +200,10 @@ def test_an_unreadable_folder_is_skipped(home: Path, monkeypatch: pytest.MonkeyP
     locked = home / ".lmstudio" / "models" / "acme"
     real_scandir = os.scandir
 
-    def scandir(path: object):
+    def scandir(path: str | os.PathLike[str]) -> Iterator[os.DirEntry[str]]:
         if Path(str(path)) == locked:
             raise PermissionError(13, "Permission denied", str(path))
-        return real_scandir(path)  # type: ignore[arg-type]
+        return real_scandir(path)
 
     monkeypatch.setattr(os, "scandir", scandir)
     found = Scan()

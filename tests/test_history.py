@@ -11,6 +11,7 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -33,10 +34,11 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def history_json(run_cli: RunCli, db: Path, *args: str) -> list[dict]:
+def history_json(run_cli: RunCli, db: Path, *args: str) -> list[dict[str, Any]]:
     r = run_cli("history", "--db", str(db), "--json", *args)
     assert r.exit_code == 0, r.stderr
-    return json.loads(r.stdout)  # type: ignore[no-any-return]
+    runs: list[dict[str, Any]] = json.loads(r.stdout)
+    return runs
 
 
 @pytest.mark.slow
@@ -121,7 +123,7 @@ def test_two_processes_writing_at_once_both_succeed(tiny: Path, tmp_path: Path) 
     assert sorted(int(err.split("saved as run ")[1].split()[0]) for _, err in outs) == [1, 2]
 
 
-def write_v1(db: Path, payload: dict) -> None:
+def write_v1(db: Path, payload: dict[str, Any]) -> None:
     conn = sqlite3.connect(db)
     conn.executescript(SCHEMA_V1)
     conn.execute(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ggufs import LLAMA_3_1_8B_F16, write_model
@@ -94,10 +95,11 @@ N_EMBD, N_VOCAB = 4096, 128256  # LLAMA_3_1_8B_F16
 DEPTH = 100 + 100 // 2  # a sequence's average depth: the prompt and half the generated tokens
 
 
-def _plan(llama8b: Path, run_cli: RunCli, *args: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
+def _plan(llama8b: Path, run_cli: RunCli, *args: str) -> dict[str, Any]:
     r = run_cli("plan", str(llama8b), *SMALL_LOAD, *args, "--json")
     assert r.exit_code == 0, r.stderr
-    return json.loads(r.stdout)  # type: ignore[no-any-return]
+    d: dict[str, Any] = json.loads(r.stdout)
+    return d
 
 
 def test_a_model_split_over_two_devices_gains_memory_not_speed(llama8b: Path, run_cli: RunCli) -> None:

@@ -9,6 +9,7 @@ import re
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TypedDict
 
 import psutil
 import pytest
@@ -60,6 +61,14 @@ def tg_result(threads: int, tg: float, pp: float) -> BenchResult:
     return result(rows, n_threads=threads)
 
 
+class CoreCounts(TypedDict, total=False):
+    """The host's cores a case changes."""
+
+    physical_cores: int
+    logical_cores: int
+    efficiency_cores: int
+
+
 @pytest.mark.parametrize(
     ("facts_change", "curve", "bandwidth", "reason"),
     [
@@ -80,7 +89,7 @@ def tg_result(threads: int, tg: float, pp: float) -> BenchResult:
     ],
 )
 def test_why_the_thread_curve_stops(
-    facts_change: dict, curve: list[float], bandwidth: float | None, reason: str
+    facts_change: CoreCounts, curve: list[float], bandwidth: float | None, reason: str
 ) -> None:
     facts = replace(gather_facts(), cpus=None, **facts_change)  # the cores given, no affinity or quota
     runs = [tg_result(n, tg, 10 * tg) for n, tg in enumerate(curve, 1)]
