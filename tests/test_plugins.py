@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import THIRDPARTY, RunCli, as_process, install_example, judged
@@ -126,7 +128,7 @@ def test_hooks_keep_pluggys_order_wrappers_and_isolate_a_failure(monkeypatch: py
 
     class Wrapper:
         @hookimpl(wrapper=True)
-        def judge(self, case: object):
+        def judge(self, case: object) -> Generator[None, list[list[Finding]], list[list[Finding]]]:
             answers = yield
             rec.seen.append(f"wrapper saw {sum(len(a) for a in answers)}")
             return answers
@@ -284,9 +286,9 @@ def test_an_outside_engine_runs_and_is_judged(tmp_path: Path, gemma_path: Path) 
     assert (decode["code"], d["verdict"]) == ("DECODE_ABOVE_CEILING", "impossible")
 
 
-def statistics_mean_ts(row: dict[str, object]) -> float:
+def statistics_mean_ts(row: dict[str, Any]) -> float:
     """tok/s of a recorded row, from its own samples (as llama-bench computes avg_ts)."""
-    n = int(row["n_prompt"] or row["n_gen"])  # type: ignore[call-overload]
-    samples = row["samples_ns"]
+    n = int(row["n_prompt"] or row["n_gen"])
+    samples: list[int] = row["samples_ns"]
     assert isinstance(samples, list)
     return sum(n / (ns / 1e9) for ns in samples) / len(samples)

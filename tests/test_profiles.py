@@ -9,14 +9,14 @@ import pytest
 from support import RunCli
 
 from ggprof.errors import BadInputError, ProfileError
-from ggprof.machine.profiles import ProfileDB
+from ggprof.machine.profiles import Profile, ProfileDB
 
 
-def get_profile(profile_id: str):
+def get_profile(profile_id: str) -> Profile:
     return ProfileDB.default().get(profile_id)
 
 
-def match_profile(name: str, cores: int | None):
+def match_profile(name: str, cores: int | None) -> tuple[Profile | None, str | None]:
     return ProfileDB.default().match(name, cores)
 
 

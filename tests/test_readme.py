@@ -63,7 +63,7 @@ def test_each_command_loads_from_the_module_the_group_names() -> None:
 
     for name, module in COMMAND_MODULES.items():
         cli.load_builtin(name)
-        assert cli.commands[name].callback.__module__ == f"ggprof.cli.{module}", name  # type: ignore[union-attr]
+        assert cli.commands[name].callback.__module__ == f"ggprof.cli.{module}", name
 
 
 def test_version_answered_early_says_what_click_says(run_cli: RunCli) -> None:
