@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from support import RunCli, clean_output, database
 
 hostile_text = st.text(
-    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",), include_characters="\x1b\x07\x9b\r"),
+    alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"], include_characters="\x1b\x07\x9b\r"),
     min_size=1,
     max_size=40,
 )
@@ -39,7 +40,7 @@ def test_compare_of_hostile_llama_bench_files_prints_no_control_code(
     """A llama-bench file's fields are text from outside: a depth that is a string of escape
     codes names no test and reaches no terminal."""
     folder = tmp_path_factory.mktemp("files")
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"n_prompt": 0, "n_gen": 128, "n_depth": f"\x1b]0;{text}\x07", "avg_ts": 50.0, "stddev_ts": 1.0},
         {"n_prompt": 512, "n_gen": 0, "n_depth": 0, "avg_ts": 400.0, "stddev_ts": 4.0, "model_type": f"\x1b[31m{text}"},
     ]
