@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from support import (
 )
 
 from ggprof.pipelines.extensions import Extensions
+from ggprof.pipelines.judged import Judged
+from ggprof.verdict.finding import Severity
 
 
 # -- 3. nothing blocks: FIFOs and hostile patterns ---------------------------------------------------
@@ -157,7 +160,7 @@ def test_a_file_truncated_while_it_is_read_is_one_error_line(tmp_path: Path, mon
         read_header(path)
 
 
-def _verdicts_and_lines(index: int, judged) -> list:
+def _verdicts_and_lines(index: int, judged: Iterator[Judged]) -> list[tuple[int, Severity, list[str]]]:
     from ggprof.report.verdict import judged_lines
 
     return [(index, j.verdict.severity, judged_lines(j)) for j in judged]

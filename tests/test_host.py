@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from support import RunCli
 
+from ggprof.machine.device import Detection
 from ggprof.machine.memory import parse_system_profiler, parse_udevadm, parse_windows_cim
 from ggprof.machine.profiles import ProfileDB
 from ggprof.pipelines.extensions import Extensions
@@ -68,7 +69,7 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return bin_dir
 
 
-def detect(backend: str):
+def detect(backend: str) -> Detection:
     from ggprof.machine.host import describe_host
     from ggprof.plugins import extensions
 
