@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
 import pytest
 from support import RunCli
@@ -18,6 +19,9 @@ from support import RunCli
 from ggprof.machine.cpus import CpuBudget, cgroup_quota, parse_cpu_list, read_budget
 from ggprof.machine.measurements import BandwidthMeasurement, KernelResult
 from ggprof.pipelines.extensions import Extensions
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PASS_S = 0.05
 
@@ -100,13 +104,13 @@ def test_every_read_after_the_probe_uses_the_kernel_it_picked(monkeypatch: pytes
 
     calls: list[str] = []
 
-    def slow_or(x: object) -> None:
+    def slow_or(x: np.ndarray) -> None:
         calls.append("or")
         time.sleep(0.3)
 
-    def recorded_max(x: object) -> None:
+    def recorded_max(x: np.ndarray) -> None:
         calls.append("max")
-        stream._max_doubles(x)  # type: ignore[arg-type]
+        stream._max_doubles(x)
 
     monkeypatch.setattr(stream, "_READ_FUNCTIONS", {"or": slow_or, "max": recorded_max})
     m = stream.measure_bandwidth(2, None, 0, quick=True)  # no free RAM reported: 64 MiB arrays
@@ -194,6 +198,15 @@ def fake_root(
     return root
 
 
+class RootChanges(TypedDict, total=False):
+    """What a fake root's cgroups and affinity set say."""
+
+    affinity: str
+    v2: dict[str, str]
+    v1: tuple[str, str]
+    cgroup_path: str
+
+
 @pytest.mark.parametrize(
     ("kwargs", "usable", "limited_by", "quota"),
     [
@@ -219,9 +232,9 @@ def fake_root(
     ],
 )
 def test_the_cpu_budget_is_the_smallest_of_cores_affinity_and_quota(
-    tmp_path: Path, kwargs: dict[str, object], usable: int, limited_by: str, quota: float | None
+    tmp_path: Path, kwargs: RootChanges, usable: int, limited_by: str, quota: float | None
 ) -> None:
-    root = fake_root(tmp_path, **kwargs)  # type: ignore[arg-type]
+    root = fake_root(tmp_path, **kwargs)
     budget = read_budget(16, 16, root=root)
     assert (budget.usable, budget.limited_by) == (usable, limited_by)
     assert budget.quota_cpus == (pytest.approx(quota) if quota is not None else None)
