@@ -107,11 +107,11 @@ def as_bounded_process(
     hostile-input test's own limits. `stdin`: a file given as its standard input."""
     import threading
 
-    stdin_file = open(stdin, "rb") if stdin is not None else None  # noqa: SIM115
+    stdin_file = open(stdin, "rb") if stdin is not None else subprocess.DEVNULL  # noqa: SIM115
     start = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "ggprof", *args],
-        stdin=subprocess.DEVNULL if stdin_file is None else stdin_file,
+        stdin=stdin_file,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, **(env or {})},
@@ -127,8 +127,8 @@ def as_bounded_process(
                 peak = max(peak, watched.memory_info().rss)
             reader.join(0.02)
     finally:
-        if stdin_file is not None:
-            stdin_file.close()
+        if stdin is not None:
+            stdin_file.close()  # type: ignore[union-attr]
         alive = reader.is_alive()
         if alive:
             os.killpg(proc.pid, signal.SIGKILL)

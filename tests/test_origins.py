@@ -14,7 +14,6 @@ process behind.
 from __future__ import annotations
 
 import json
-import ssl
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TypedDict
@@ -47,12 +46,12 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[ssl.SSLContext, Path]:
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path]:
     return tls_context(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture
-def env(tmp_path: Path, tls: tuple[ssl.SSLContext, Path]) -> dict[str, str]:
+def env(tmp_path: Path, tls: tuple[object, Path]) -> dict[str, str]:
     return {
         "HF_TOKEN": SECRET,
         "HF_HOME": str(tmp_path / "hf-home"),
@@ -62,15 +61,15 @@ def env(tmp_path: Path, tls: tuple[ssl.SSLContext, Path]) -> dict[str, str]:
 
 
 @pytest.fixture
-def hubs(tiny: Path, tls: tuple[ssl.SSLContext, Path]) -> Iterator[dict[str, HubServer]]:
+def hubs(tiny: Path, tls: tuple[object, Path]) -> Iterator[dict[str, HubServer]]:
     """Four servers of the same repository: plain and TLS (each also answering plain HTTP on its
     port), and a second of each on another port."""
     ctx = tls[0]
     with (
         HubServer() as plain,
         HubServer() as plain2,
-        HubServer(tls=ctx) as secure,
-        HubServer(tls=ctx) as secure2,
+        HubServer(tls=ctx) as secure,  # type: ignore[arg-type]
+        HubServer(tls=ctx) as secure2,  # type: ignore[arg-type]
     ):
         for hub in (plain, plain2, secure, secure2):
             hub.repos[REPO] = Repo({FILE: tiny})
