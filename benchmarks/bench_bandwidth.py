@@ -55,7 +55,8 @@ def build_reference() -> Path:
 def run(cmd: list[str], pin: str | None, env: dict[str, str] | None = None) -> dict[str, float]:
     full = (["taskset", "-c", pin] if pin is not None else []) + cmd
     out = subprocess.run(full, capture_output=True, text=True, check=True, env={**os.environ, **(env or {})})
-    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return figures
 
 
 def pair(ref: Path, threads: int, size: int, pin: str | None, ggprof_first: bool) -> tuple[float, float]:

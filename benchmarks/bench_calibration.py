@@ -30,6 +30,7 @@ def models() -> dict[str, Path]:
 
 def main() -> None:
     from ggprof.bench.results import BenchParams
+    from ggprof.engines.python import PythonEngine
     from ggprof.machine.facts import gather_facts
     from ggprof.machine.target import DeviceChoice
     from ggprof.model.spec import load_model
@@ -54,7 +55,7 @@ def main() -> None:
             params = BenchParams(
                 model=path, n_prompt=(args.p,), n_gen=(args.n,), n_depth=(0, args.depth), reps=args.r, n_threads=threads
             )
-            report = run_profile(spec, params, DeviceChoice(), ext)
+            report = run_profile(spec, params, DeviceChoice(), ext, PythonEngine())  # profile's default engine
             for j in report.judged:
                 e = j.verdict.expected
                 if j.tg is None or e is None:

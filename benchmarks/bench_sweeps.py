@@ -22,17 +22,19 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 ENV = {**os.environ, "GGPROF_CACHE_DIR": tempfile.mkdtemp(prefix="ggprof-sweeps-")}
 
 
-def ggprof(*args: str) -> dict:  # type: ignore[type-arg]
+def ggprof(*args: str) -> dict[str, Any]:
     r = subprocess.run([sys.executable, "-m", "ggprof", *args], capture_output=True, text=True, check=False, env=ENV)
     if not r.stdout:
         sys.exit(f"ggprof {' '.join(args)} failed: {r.stderr.strip()}")
-    return json.loads(r.stdout)  # type: ignore[no-any-return]
+    d: dict[str, Any] = json.loads(r.stdout)
+    return d
 
 
 def spread(values: list[float]) -> str:

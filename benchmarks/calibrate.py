@@ -150,7 +150,10 @@ def main() -> int:
             by=lambda v: ceiling_unknown(v.row, refs.spec(v.row.model_ref)) or "ceiling known",
         )
     )
-    known_pp = lambda v: v.row.kind == "pp" and ceiling_known(v.row, refs.spec(v.row.model_ref))  # noqa: E731
+
+    def known_pp(v: RowVerdict) -> bool:
+        return v.row.kind == "pp" and ceiling_known(v.row, refs.spec(v.row.model_ref))
+
     print(
         table(
             "... prefill where the compute ceiling is known, by the level each band rested on",
@@ -239,7 +242,7 @@ def build_effects(points: Points, refs: References, ext: Extensions) -> str:
     for key, judged in sorted(groups.items()):
         n = len(judged)
         sus = sum(v.severity in ("suspicious", "impossible") for v, _ in judged)
-        named = sum(bool(word) and any(word in c for c in v.causes) for v, word in judged)
+        named = sum(bool(word and any(word in c for c in v.causes)) for v, word in judged)
         cause = f"{named / n:11.0%}" if judged[0][1] else f"{'-':>11s}"
         lines.append(f"{key:76s} {n:5d} {sus / n:10.0%} {cause}")
     return "\n".join(lines)

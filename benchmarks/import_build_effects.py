@@ -43,7 +43,7 @@ def git(repo: str, *args: str) -> str:
     return subprocess.run(["git", "--git-dir", repo, *args], check=True, capture_output=True, text=True).stdout
 
 
-def base(source: str, build: str, number: int, date: str, backend: str, facts: dict[str, object]) -> dict:
+def base(source: str, build: str, number: int, date: str, backend: str, facts: dict[str, object]) -> dict[str, object]:
     return {
         "source": source,
         "llama_cpp_build": build,
@@ -59,7 +59,7 @@ def base(source: str, build: str, number: int, date: str, backend: str, facts: d
     }
 
 
-def kyuz0_rows(repo: str) -> list[dict]:
+def kyuz0_rows(repo: str) -> list[dict[str, object]]:
     rows = []
     for commit in KYUZ0_COMMITS:
         full = git(repo, "rev-parse", commit).strip()
@@ -107,7 +107,7 @@ def kyuz0_rows(repo: str) -> list[dict]:
     return rows
 
 
-def lhl_rows(repo: str) -> list[dict]:
+def lhl_rows(repo: str) -> list[dict[str, object]]:
     path = "llm-bench/llama-2-7b.Q4_0/results.jsonl"
     full = git(repo, "rev-parse", "HEAD").strip()
     rows = []

@@ -8,8 +8,15 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from support import RunCli
+
+    from ggprof.machine.profiles import ProfileDB
+    from ggprof.pipelines.extensions import Extensions
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -60,14 +67,14 @@ def llama_tools() -> Path:
 
 
 @pytest.fixture
-def ext():  # type: ignore[no-untyped-def]
+def ext() -> Extensions:
     """What the installed plugins add, resolved as the CLI resolves it."""
     from ggprof.plugins import extensions
 
     return extensions()
 
 
-def profiles():  # type: ignore[no-untyped-def]
+def profiles() -> ProfileDB:
     """The built-in and user profiles (as the CLI sees them with no plugin folders)."""
     from ggprof.machine.profiles import ProfileDB
 
@@ -75,7 +82,7 @@ def profiles():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def run_cli():  # type: ignore[no-untyped-def]
+def run_cli() -> RunCli:
     """Run `ggprof ARGS` in-process through ggprof.cli.main, as the console script does."""
     from support import in_process
 

@@ -128,9 +128,12 @@ class ReplayServer:
     """`with ReplayServer(routes) as url:` a server on a free local port."""
 
     def __init__(self, routes: dict[tuple[str, str], Route]) -> None:
-        handler = type("Handler", (_Handler,), {"routes": routes, "requests": []})
-        self.handler = handler
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        class Handler(_Handler):  # this server's own routes and requests
+            pass
+
+        Handler.routes, Handler.requests = routes, []
+        self.handler = Handler
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
 
     @property

@@ -20,9 +20,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psutil
+
+if TYPE_CHECKING:
+    from ggprof.history.store import RunRecord
 
 THIRDPARTY = Path(__file__).parent / "thirdparty"
 H200 = Path(__file__).parent / "data" / "h200"  # recorded by benchmarks/device_cuda.sh
@@ -51,6 +54,12 @@ class CliResult:
     exit_code: int
     stdout: str
     stderr: str
+
+
+class RunCli(Protocol):
+    """The `run_cli` fixture: `ggprof ARGS` through ggprof.cli.main (`in_process`)."""
+
+    def __call__(self, *args: str) -> CliResult: ...
 
 
 def in_process(*args: str) -> CliResult:
@@ -270,7 +279,7 @@ def llama_child(proc: subprocess.Popen[str], timeout_s: float = 60) -> psutil.Pr
 
 
 # -- a history database, written through the store (its numbers made up: the store does not care)
-def history_record(name: str = "model", tg: float = 50.0) -> Any:
+def history_record(name: str = "model", tg: float = 50.0) -> RunRecord:
     """A run as `ggprof bench` keeps one (its numbers made up: the store does not care)."""
     rows = [
         {"n_prompt": 512, "n_gen": 0, "n_depth": 0, "avg_ts": 400.0, "stddev_ts": 4.0},
@@ -305,7 +314,7 @@ def judged(r: CliResult) -> dict[str, Any]:
     3 suspicious, 4 impossible): which verdict a real run on this machine gets is the machine's;
     that the status follows it is ggprof's."""
     assert r.stdout, r.stderr
-    d = json.loads(r.stdout)
+    d: dict[str, Any] = json.loads(r.stdout)
     assert r.exit_code == {"plausible": 0, "unknown": 0, "suspicious": 3, "impossible": 4}[d["verdict"]], r.stderr
     return d
 

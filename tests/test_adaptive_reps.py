@@ -7,10 +7,16 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support import RunCli
 
-from ggprof.bench.stopping import StopRule
+from ggprof.bench.stopping import PlausibleRange, StopRule
+from ggprof.engines.python import PythonEngine
+from ggprof.machine.device import Detection
+from ggprof.machine.host import HostReport
+from ggprof.pipelines.extensions import Extensions
 from ggprof.stats import mean_ci95
 
 
@@ -60,19 +66,19 @@ def test_a_test_whose_interval_lies_where_the_verdict_is_plausible_stops() -> No
     """100 and 104 tok/s: sd 2.83, t(1) = 12.706: 102 +- 25.4 (76.6-127.4), far from the 3%
     target; inside a plausible range of 10-1,000 tok/s the verdict cannot change: stop. With
     the range's low end at 90 the interval reaches across it: go on."""
-    steady = StopRule(target=0.03, ranges=(("pp@0", 10.0, 1000.0, 0.0),))
+    steady = StopRule(target=0.03, ranges=(PlausibleRange("pp@0", 10.0, 1000.0, 0.0),))
     reason = steady.reason([100.0, 104.0], key="pp@0")
     assert reason == (
         "stopped after 2: 102 +- 25.4 tok/s (95% CI, 24.9%), wholly where the verdict is plausible (10.0-1,000 tok/s)"
     )
     assert steady.reason([100.0, 104.0], key="tg@0") is None  # no range for that test
-    edge = StopRule(target=0.03, ranges=(("pp@0", 90.0, 1000.0, 0.0),))
+    edge = StopRule(target=0.03, ranges=(PlausibleRange("pp@0", 90.0, 1000.0, 0.0),))
     assert edge.reason([100.0, 104.0], key="pp@0") is None
     # repetitions 30 apart (CV 25%): RUN_TOO_NOISY territory, not a settled verdict
     assert steady.reason([100.0, 140.0], key="pp@0") is None
 
 
-def host_pinned_at(ext, bandwidth_bytes_per_s: float):  # type: ignore[no-untyped-def]
+def host_pinned_at(ext: Extensions, bandwidth_bytes_per_s: float) -> HostReport:
     """This host as detected, its CPU's bandwidth pinned (as if measured) at the figure given."""
     from dataclasses import replace
 
@@ -88,7 +94,7 @@ def host_pinned_at(ext, bandwidth_bytes_per_s: float):  # type: ignore[no-untype
     return replace(found, detections=detections)
 
 
-def test_the_plausible_ranges_come_from_the_prediction_before_the_run(gemma_path: Path, ext) -> None:  # type: ignore[no-untyped-def]
+def test_the_plausible_ranges_come_from_the_prediction_before_the_run(gemma_path: Path, ext: Extensions) -> None:
     """On this host's CPU at 90 GB/s (given): decode is plausible below the ceiling (bytes a
     token reads over 90 GB/s) plus the smallest tolerance, 5%, and above the band's low end
     less 5%; a CPU prefill has a ceiling but no band, so only the ceiling bounds it."""
@@ -122,7 +128,7 @@ def test_the_plausible_ranges_come_from_the_prediction_before_the_run(gemma_path
     assert tg[3] == pytest.approx(2 * 0.50 * 0.95, rel=1e-9)
 
 
-def test_a_local_cpu_server_gets_the_ranges_at_its_own_threads(gemma_path: Path, ext) -> None:  # type: ignore[no-untyped-def]
+def test_a_local_cpu_server_gets_the_ranges_at_its_own_threads(gemma_path: Path, ext: Extensions) -> None:
     """A llama-server on this machine whose process mapped no GPU library runs on this host's
     CPU, whatever -ngl the command line says: its decode range carries the compute roof of a
     probe at half the server's threads (4 -> 2: one doubling, 50% at the low end, less 5%).
@@ -168,7 +174,7 @@ def test_one_repetition_settles_a_result_far_inside_its_verdict() -> None:
     """Plausible from 10 to 1,000 tok/s: 100 lies 10x above the low end and 10x below the high
     one, more than the 2x margin: one repetition settles it. 600 is within 2x of 1,000 and 15
     within 2x of 10: they need the interval of several. Without a range, one never does."""
-    rule = StopRule(target=0.03, ranges=(("pp@0", 10.0, 1000.0, 0.0),))
+    rule = StopRule(target=0.03, ranges=(PlausibleRange("pp@0", 10.0, 1000.0, 0.0),))
     assert rule.reason([100.0], key="pp@0") == (
         "stopped after 1: 100 tok/s lies over 2x inside the range where its verdict is plausible "
         "(10.0-1,000 tok/s); repetitions differ far less"
@@ -182,7 +188,7 @@ def test_one_repetition_settles_a_result_far_inside_its_verdict() -> None:
 def test_the_margin_reaches_the_child() -> None:
     from ggprof.bench.stopping import stop_rule
 
-    sent = StopRule(target=0.03, ranges=(("pp@0", 10.0, 1000.0, 0.0),), single_margin=3.0)
+    sent = StopRule(target=0.03, ranges=(PlausibleRange("pp@0", 10.0, 1000.0, 0.0),), single_margin=3.0)
     assert stop_rule(sent.request()) == sent
     got = stop_rule(sent.request())
     assert got is not None
@@ -194,7 +200,7 @@ def test_a_decode_probe_lowers_the_low_end_to_its_compute_roof() -> None:
     """Plausible from 30 tok/s before the run; the probe, at 20 tok/s with a roof of 1.14 per
     probe tok/s, puts the compute roof's low end at 22.8. Repetitions 34.5 and 35.5: sd
     0.707, t(1) = 12.706: 35 +- 6.35 (28.65-41.35), across 30 but inside 22.8-90."""
-    rule = StopRule(target=0.03, ranges=(("tg@0", 30.0, 90.0, 1.14),))
+    rule = StopRule(target=0.03, ranges=(PlausibleRange("tg@0", 30.0, 90.0, 1.14),))
     assert rule.reason([34.5, 35.5], key="tg@0") is None
     assert rule.reason([34.5, 35.5], key="tg@0", probe_tok_s=20.0) == (
         "stopped after 2: 35.0 +- 6.35 tok/s (95% CI, 18.2%), wholly where the verdict is plausible (22.8-90.0 tok/s)"
@@ -204,7 +210,7 @@ def test_a_decode_probe_lowers_the_low_end_to_its_compute_roof() -> None:
 
 
 @pytest.mark.slow
-def test_profile_repeats_until_the_answer_is_known(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_profile_repeats_until_the_answer_is_known(gemma_path: Path, run_cli: RunCli) -> None:
     model = gemma_path
     r = run_cli("profile", str(model), "-p", "32", "-n", "16", "-t", "1", "--json", "--no-save")
     d = json.loads(r.stdout)
@@ -223,7 +229,7 @@ def test_profile_repeats_until_the_answer_is_known(gemma_path: Path, run_cli) ->
 
 
 @pytest.mark.slow
-def test_a_fixed_count_is_kept(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_fixed_count_is_kept(gemma_path: Path, run_cli: RunCli) -> None:
     model = gemma_path
     d = json.loads(
         run_cli("profile", str(model), "-p", "32", "-n", "16", "-t", "1", "-r", "3", "--json", "--no-save").stdout
@@ -232,18 +238,18 @@ def test_a_fixed_count_is_kept(gemma_path: Path, run_cli) -> None:  # type: igno
     assert [row["stop_reason"] for row in d["bench"]] == [None, None]
 
 
-class BuiltWith:
+class BuiltWith(PythonEngine):
     """The python engine as if its llama-cpp-python had been built with these backends."""
 
-    def __new__(cls, *backends: str):  # type: ignore[no-untyped-def]
-        from ggprof.engines.python import PythonEngine
+    def __init__(self, *backends: str) -> None:
+        super().__init__()
+        self.backends = backends
 
-        engine = PythonEngine()
-        engine.compiled_backends = lambda: backends  # type: ignore[method-assign]
-        return engine
+    def compiled_backends(self) -> tuple[str, ...]:
+        return self.backends
 
 
-def h200_host(ext, tmp_path: Path, monkeypatch, gpus: int = 1):  # type: ignore[no-untyped-def]
+def h200_host(ext: Extensions, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: int = 1) -> HostReport:
     """This host's CPU with the H200 nvidia-smi recorded (tests/data/h200), `gpus` of them:
     NVML (on a machine with a GPU) and other GPU backends left out, whatever this machine has."""
     from dataclasses import replace
@@ -256,7 +262,7 @@ def h200_host(ext, tmp_path: Path, monkeypatch, gpus: int = 1):  # type: ignore[
     monkeypatch.setattr("ggprof_backends.cuda._load_nvml", lambda: None)
     found = describe_host(ext.backends.values(), ext.profiles, measure=False)
 
-    def copies(d):  # type: ignore[no-untyped-def]
+    def copies(d: Detection) -> Detection:
         kept = [x for x in d.devices if x.backend in ("cpu", "cuda")]
         return replace(d, devices=[x for x in kept for _ in range(gpus if x.backend == "cuda" else 1)])
 
@@ -264,7 +270,9 @@ def h200_host(ext, tmp_path: Path, monkeypatch, gpus: int = 1):  # type: ignore[
     return replace(found, detections=detections)
 
 
-def test_a_gpu_holding_every_layer_gets_its_ranges_before_the_run(gemma_path: Path, ext, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_gpu_holding_every_layer_gets_its_ranges_before_the_run(
+    gemma_path: Path, ext: Extensions, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A CUDA build on a host with one GPU (the recorded H200) and every layer offloaded: the
     device is known before the run, so decode stops where its verdict cannot change, up to
     the ceiling (bytes a token reads over the H200's bandwidth) plus 5%; no thread probe (a
@@ -308,7 +316,7 @@ def test_ranges_for_a_gpu_are_dropped_by_a_run_on_the_cpu() -> None:
     interval rule and loses only the ranges."""
     from ggprof.bench.stopping import StopRule, stop_rule
 
-    rule = StopRule(ranges=(("tg@0", 100.0, 2000.0, 0.0),), ranges_backend="cuda")
+    rule = StopRule(ranges=(PlausibleRange("tg@0", 100.0, 2000.0, 0.0),), ranges_backend="cuda")
     sent = stop_rule(rule.request())
     assert sent == rule
     assert rule.for_backends(("cuda", "cpu")) is rule
@@ -330,7 +338,7 @@ class VirtualLlama:
     def perf_counter_ns(self) -> int:
         return self.now_ns
 
-    def llama_decode(self, ctx, batch) -> int:  # type: ignore[no-untyped-def]
+    def llama_decode(self, ctx: object, batch: object) -> int:
         if self.threads == 1:
             self.now_ns += int(self.probe_ms[(self.probe_steps // 16) % len(self.probe_ms)] * 1e6)
             self.probe_steps += 1
@@ -338,19 +346,21 @@ class VirtualLlama:
             self.now_ns += int(self.step_ms * 1e6)
         return 0
 
-    def llama_set_n_threads(self, ctx, n: int, n_batch: int) -> None:  # type: ignore[no-untyped-def]
+    def llama_set_n_threads(self, ctx: object, n: int, n_batch: int) -> None:
         self.threads = n
 
-    def llama_batch_get_one(self, tokens, n: int) -> int:  # type: ignore[no-untyped-def]
+    def llama_batch_get_one(self, tokens: object, n: int) -> int:
         return n
 
-    def llama_memory_clear(self, *args) -> None:  # type: ignore[no-untyped-def]
+    def llama_memory_clear(self, *args: object) -> None:
         pass
 
     llama_synchronize = llama_free = llama_memory_clear
 
 
-def virtual_row(monkeypatch, step_ms: float, probe_ms: list[float], low_tok_s: float) -> dict:  # type: ignore[no-untyped-def]
+def virtual_row(
+    monkeypatch: pytest.MonkeyPatch, step_ms: float, probe_ms: list[float], low_tok_s: float
+) -> dict[str, Any]:
     """The child's tg128 at 2 threads with its probe at 1 (16 tokens a repetition), stopping
     on a range plausible from `low_tok_s` (before the probe), roof 1.14 per probe tok/s: the
     row it emits."""
@@ -361,22 +371,26 @@ def virtual_row(monkeypatch, step_ms: float, probe_ms: list[float], low_tok_s: f
     fake = VirtualLlama(step_ms, probe_ms)
     monkeypatch.setattr(child, "time", fake)
     monkeypatch.setattr(child.Child, "open_context", lambda self, *a, **k: setattr(self, "ctx", "ctx"))
-    rule = StopRule(ranges=(("tg@0", low_tok_s, 1000.0, 1.14),))
+    rule = StopRule(ranges=(PlausibleRange("tg@0", low_tok_s, 1000.0, 1.14),))
     out = io.StringIO()
     c = child.Child(out, {"n_threads": 2, "probe_threads": 1, "n_batch": 512, "n_ubatch": 512, "stop": rule.request()})
-    c.ll, c.mem, c.gpu_offload, c.n_vocab, c.bos = fake, None, False, 100, None
+    c.ll = fake  # type: ignore[assignment]  # llama_cpp's module, as the virtual clock answers it
+    c.mem, c.gpu_offload, c.n_vocab, c.bos = None, False, 100, None
     c.run_test(None, {"name": "tg128", "n_prompt": 0, "n_gen": 128, "n_depth": 0})
-    (row,) = [json.loads(line) for line in out.getvalue().splitlines() if '"row"' in line]
+    rows: list[dict[str, Any]] = [json.loads(line) for line in out.getvalue().splitlines() if '"row"' in line]
+    (row,) = rows
     return row
 
 
-def probe_repetitions(monkeypatch, step_ms: float, probe_ms: list[float], low_tok_s: float) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+def probe_repetitions(
+    monkeypatch: pytest.MonkeyPatch, step_ms: float, probe_ms: list[float], low_tok_s: float
+) -> tuple[int, int]:
     """(decode repetitions, probe repetitions) of `virtual_row`."""
     row = virtual_row(monkeypatch, step_ms, probe_ms, low_tok_s)
     return len(row["samples_ns"]), len(row["probe"]["samples_ns"]) if row["probe"] else 0
 
 
-def test_the_probe_repeats_only_where_the_decode_verdict_turns_on_it(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_probe_repeats_only_where_the_decode_verdict_turns_on_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """A probe whose two repetitions part by 15% (68 and 78 ms a token: 14.7 and 12.8 tok/s)
     is far from known within 3% (alone it would run on to 'too noisy' after 4). Its
     interval's upper end, mean 13.8 + t(1) 12.7 x sd 1.33 / sqrt 2 = 25.7 tok/s, x the roof
@@ -394,7 +408,7 @@ def test_the_probe_repeats_only_where_the_decode_verdict_turns_on_it(monkeypatch
     assert probe_repetitions(monkeypatch, 1000 / 27, [68.0], low_tok_s=100.0) == (2, 2)
 
 
-def test_a_decode_wholly_inside_its_range_runs_no_thread_probe(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_decode_wholly_inside_its_range_runs_no_thread_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     """The probe only lowers the low end of the range where the decode is plausible (to the
     compute roof): a decode that never falls below the range's own low end (100 tok/s here)
     has its verdict without it. The virtual clock's repetitions are equal (95% CI of 0)."""
@@ -407,7 +421,7 @@ def test_a_decode_wholly_inside_its_range_runs_no_thread_probe(monkeypatch) -> N
     assert probe_repetitions(monkeypatch, 1000 / 90, [68.0], low_tok_s=100.0) == (1, 2)
 
 
-def test_a_skipped_probe_says_so(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_skipped_probe_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     row = virtual_row(monkeypatch, 1000 / 150, [68.0], low_tok_s=100.0)
     assert row["probe"] is None
     assert row["stop_reason"].startswith("stopped after 2: 150 +- 0 tok/s")

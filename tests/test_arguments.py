@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support import RunCli
 
 from ggprof.errors import BadInputError
 from ggprof.pipelines.runs import int_list
@@ -30,12 +31,12 @@ PLAN = ("--prompt", "10", "--gen", "10", "--tpot-slo", "50", "--device", "h100-s
         (["plot", "99999999999999999999", "-o", "x.png"], "is not in the range 1<=x<=9223372036854775807"),
     ],
 )
-def test_one_line_exit_2(args: list[str], error: str, gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_one_line_exit_2(args: list[str], error: str, gemma_path: Path, run_cli: RunCli) -> None:
     r = run_cli(*[str(gemma_path) if a == "M" else a for a in args])
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and error in r.stderr, r.stderr
 
 
-def test_llama_bench_spellings_of_a_backend_are_known(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_llama_bench_spellings_of_a_backend_are_known(gemma_path: Path, run_cli: RunCli) -> None:
     """`--backend CUDA` (as llama-bench prints it) is the cuda backend, not UNKNOWN_BACKEND."""
     for spelling in ("CUDA", "cuda", " Cuda "):
         r = run_cli("check", str(gemma_path), "--tg", "100", "--backend", spelling, "--device", "h100-sxm", "--json")

@@ -10,11 +10,13 @@ from pathlib import Path
 import psutil
 import pytest
 from ggufs import Shape, write_model
-from support import as_process, bench_rows, row
+from support import RunCli, as_process, bench_rows, row
 
 
 # -- 1. a noisy claim does not escape its verdict -----------------------------------------------
-def test_huge_stddev_does_not_make_an_impossible_claim_plausible(tmp_path: Path, gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_huge_stddev_does_not_make_an_impossible_claim_plausible(
+    tmp_path: Path, gemma_path: Path, run_cli: RunCli
+) -> None:
     rows = bench_rows(tmp_path / "r.json", [row(avg_ts=1000.0, stddev_ts=1000.0)])
     r = run_cli("check", str(gemma_path), "--llama-bench", str(rows), "--device", "ddr5-5600-dual", "--json")
     d = json.loads(r.stdout)
@@ -27,7 +29,7 @@ def test_huge_stddev_does_not_make_an_impossible_claim_plausible(tmp_path: Path,
     assert 89.6e9 / size < d["decode_ceiling_tok_s"] < 89.6e9 / (size - 16 * 2**20)
 
 
-def test_tiny_claim_with_huge_stddev_is_suspicious(tmp_path: Path, gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_tiny_claim_with_huge_stddev_is_suspicious(tmp_path: Path, gemma_path: Path, run_cli: RunCli) -> None:
     rows = bench_rows(tmp_path / "r.json", [row(avg_ts=1.0, stddev_ts=100.0)])
     r = run_cli("check", str(gemma_path), "--llama-bench", str(rows), "--device", "ddr5-5600-dual", "--json")
     d = json.loads(r.stdout)
@@ -49,7 +51,7 @@ def test_tiny_claim_with_huge_stddev_is_suspicious(tmp_path: Path, gemma_path: P
         (["--tg", "10", "--flops", "inf"], "--flops 'inf' TFLOP/s is outside"),
     ],
 )
-def test_check_flags_refuse_nonsense(args: list[str], error: str, gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_check_flags_refuse_nonsense(args: list[str], error: str, gemma_path: Path, run_cli: RunCli) -> None:
     r = run_cli("check", str(gemma_path), "--bandwidth", "90", *args)
     assert r.exit_code == 2 and r.stderr.startswith("Error: ") and error in r.stderr, r.stderr
     assert r.stderr.count("\n") == 1
@@ -72,15 +74,15 @@ def test_check_flags_refuse_nonsense(args: list[str], error: str, gemma_path: Pa
         ({"n_gpu_layers": "all"}, "field 'n_gpu_layers' must be a whole number from -1"),
     ],
 )
-def test_llama_bench_rows_are_validated(  # type: ignore[no-untyped-def]
-    fields: dict[str, object], error: str, tmp_path: Path, gemma_path: Path, run_cli
+def test_llama_bench_rows_are_validated(
+    fields: dict[str, object], error: str, tmp_path: Path, gemma_path: Path, run_cli: RunCli
 ) -> None:
     rows = bench_rows(tmp_path / "r.json", [row(**fields)])
     r = run_cli("check", str(gemma_path), "--llama-bench", str(rows), "--bandwidth", "90")
     assert r.exit_code == 2 and error in r.stderr and r.stderr.count("\n") == 1, r.stderr
 
 
-def test_deeply_nested_json_is_bad_input(tmp_path: Path, gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_deeply_nested_json_is_bad_input(tmp_path: Path, gemma_path: Path, run_cli: RunCli) -> None:
     deep = tmp_path / "deep.json"
     # within the items one row may parse into, nested past what the parser recurses through
     deep.write_text('[{"avg_ts": 1, "x": ' + "[" * 1200 + "]" * 1200 + "}]")
@@ -92,7 +94,7 @@ def test_deeply_nested_json_is_bad_input(tmp_path: Path, gemma_path: Path, run_c
     assert r.exit_code == 2 and "more JSON items than 0 llama-bench rows hold (at most 1,000); not parsed" in r.stderr
 
 
-def test_model_with_no_tensors_is_bad_input(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_model_with_no_tensors_is_bad_input(tmp_path: Path, run_cli: RunCli) -> None:
     import gguf
 
     path = tmp_path / "empty.gguf"
@@ -113,7 +115,7 @@ def test_model_with_no_tensors_is_bad_input(tmp_path: Path, run_cli) -> None:  #
     ("field", "value"),
     [("memory_bandwidth_gbs", "inf"), ("memory_bandwidth_gbs", "1e308"), ("memory_gb", "nan"), ("gpu_cores", "10**12")],
 )
-def test_profile_figures_are_bounded(field: str, value: str, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_profile_figures_are_bounded(field: str, value: str, run_cli: RunCli) -> None:
     user = Path(os.environ["GGPROF_CONFIG_DIR"]) / "profiles"
     user.mkdir(parents=True, exist_ok=True)
     toml_value = str(eval(value)) if value == "10**12" else value
@@ -147,21 +149,21 @@ def test_tool_timeout_environment_is_validated(value: str) -> None:
         (["--json", "-o", "csv"], "--json and -o csv contradict each other"),
     ],
 )
-def test_bench_flags_refuse_nonsense(args: list[str], error: str, gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_bench_flags_refuse_nonsense(args: list[str], error: str, gemma_path: Path, run_cli: RunCli) -> None:
     r = run_cli("bench", str(gemma_path), *args)
     assert r.exit_code == 2 and error in r.stderr, r.stderr
 
 
 # -- 9. flags are never silently wrong --------------------------------------------------------------------
 @pytest.mark.slow
-def test_threads_above_the_cores_are_warned(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_threads_above_the_cores_are_warned(gemma_path: Path, run_cli: RunCli) -> None:
     n = psutil.cpu_count(logical=True) + 1
     r = run_cli("bench", str(gemma_path), "-p", "8", "-n", "2", "-r", "1", "-t", str(n), "--json")
     assert r.exit_code == 0 and f"warning: -t {n} is more than this machine's" in r.stderr
 
 
 @pytest.mark.slow
-def test_an_unknown_architecture_says_what_llama_cpp_said(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_an_unknown_architecture_says_what_llama_cpp_said(tmp_path: Path, run_cli: RunCli) -> None:
     path = write_model(tmp_path / "odd.gguf", Shape(arch="notanarch"))[0]
     r = run_cli("bench", str(path), "-p", "8", "-n", "2", "-r", "1")
     assert r.exit_code == 2 and "unknown model architecture" in r.stderr, r.stderr

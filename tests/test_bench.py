@@ -9,10 +9,11 @@ import json
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ggufs import Shape, write_model
-from support import llama_child, started
+from support import RunCli, llama_child, started
 
 from ggprof.model.synth import SHAPES
 from ggprof.model.synth import write_model as write_synth
@@ -25,13 +26,14 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_synth(SHAPES["tiny"], "q4_0", tmp_path_factory.mktemp("synth") / "tiny.gguf")
 
 
-def bench_json(run_cli, *args: str) -> list[dict]:  # type: ignore[no-untyped-def]
+def bench_json(run_cli: RunCli, *args: str) -> list[dict[str, Any]]:
     r = run_cli("bench", *args, "--json")
     assert r.exit_code == 0, r.stderr
-    return json.loads(r.stdout)  # type: ignore[no-any-return]
+    rows: list[dict[str, Any]] = json.loads(r.stdout)
+    return rows
 
 
-def test_gemma_pp_tg_consistent(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_gemma_pp_tg_consistent(gemma_path: Path, run_cli: RunCli) -> None:
     rows = bench_json(run_cli, str(gemma_path), "-p", "32", "-n", "8", "-r", "2")
     pp, tg = rows
     assert (pp["n_prompt"], pp["n_gen"], tg["n_prompt"], tg["n_gen"]) == (32, 0, 0, 8)
@@ -63,7 +65,7 @@ def test_step_times_add_up_to_the_sample(tiny: Path) -> None:
     assert all(t > s for t, s in zip(pp.ttft_ns, pp.samples_ns, strict=True))
 
 
-def test_depths_and_output_formats(tiny: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_depths_and_output_formats(tiny: Path, run_cli: RunCli) -> None:
     args = (str(tiny), "-p", "16", "-n", "4", "-d", "0,64", "-r", "2")
     rows = bench_json(run_cli, *args)
     assert [(r["n_prompt"], r["n_gen"], r["n_depth"]) for r in rows] == [(16, 0, 0), (0, 4, 0), (16, 0, 64), (0, 4, 64)]
@@ -87,6 +89,7 @@ def test_run_context_is_recorded(tiny: Path) -> None:
     params = BenchParams(model=tiny, n_prompt=(8,), n_gen=(2,), reps=1, n_threads=facts.default_threads)
     result = run_bench(params, facts)
     ctx = result.context
+    assert ctx.physical_cores is not None
     assert ctx.n_threads == ctx.physical_cores - (ctx.efficiency_cores or 0)
     assert ctx.backends_used == ("cpu",) and ctx.n_gpu_layers_offloaded == 0
     assert "cpu" in ctx.backends_compiled and ctx.llama_cpp_python_version
@@ -96,7 +99,7 @@ def test_run_context_is_recorded(tiny: Path) -> None:
     assert ctx.cpu_load_during_percent is not None and 0 <= ctx.cpu_load_during_percent <= 100
 
 
-def test_model_llama_cpp_refuses(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_model_llama_cpp_refuses(tmp_path: Path, run_cli: RunCli) -> None:
     """A header our reader accepts but llama.cpp refuses (no output_norm): the child's reason, exit 2."""
     shape = Shape(n_layers=1, n_embd=64, n_heads=2, n_kv_heads=2, n_ff=64, vocab=300)
     path = write_model(tmp_path / "broken.gguf", shape)[0]
@@ -122,7 +125,7 @@ def test_killed_child_becomes_one_error(gemma_path: Path, tmp_path: Path) -> Non
     assert out == ""
 
 
-def test_timeout(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_timeout(gemma_path: Path, run_cli: RunCli) -> None:
     r = run_cli("bench", str(gemma_path), "-p", "512", "-n", "128", "-r", "20", "--timeout", "2")
     assert r.exit_code == 5
     assert "timed out after 2 s (--timeout)" in r.stderr and r.stderr.count("\n") == 1
@@ -141,14 +144,14 @@ def test_timeout(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-
     ],
 )
 @pytest.mark.parametrize("command", ["bench", "profile"])
-def test_bad_flags(command: str, args: list[str], error: str, tiny: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_bad_flags(command: str, args: list[str], error: str, tiny: Path, run_cli: RunCli) -> None:
     """One line, before anything is measured (profile says when it starts measuring the host)."""
     r = run_cli(command, str(tiny), *args)
     assert r.exit_code == 2
     assert r.stderr.count("\n") == 1 and error in r.stderr, r.stderr
 
 
-def test_progress_on_stderr_json_on_stdout(tiny: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_progress_on_stderr_json_on_stdout(tiny: Path, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GGPROF_PROGRESS", "1")
     from ggprof.cli import progress
 
@@ -158,7 +161,7 @@ def test_progress_on_stderr_json_on_stdout(tiny: Path, run_cli, monkeypatch: pyt
     assert json.loads(r.stdout)[0]["n_prompt"] == 8
 
 
-def test_default_model_is_synthetic(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_default_model_is_synthetic(run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path))
     rows = bench_json(run_cli, "-p", "8", "-n", "2", "-r", "1")
     assert "synth" in rows[0]["model_filename"] and rows[0]["model_n_params"] == SHAPES["small"].n_params

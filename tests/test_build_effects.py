@@ -12,11 +12,13 @@ import json
 import re
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ggprof_backends import _diagnosis
 from ggprof_backends.rocm import FLASH_ATTN_NO_ROCWMMA, HIPBLASLT_OFF, HIPBLASLT_UNKNOWN, HIPBLASLT_UNSET
 from ggprof_backends.vulkan import AMDVLK, AMDVLK_SLOW, HONEYKRISP, HONEYKRISP_SLOW
+from support import RunCli
 
 from ggprof.machine.profiles import ProfileDB, builtin_dir
 from ggprof.pipelines.calibrate import References, ResultRow, load_dataset
@@ -37,18 +39,31 @@ def refs(tmp_path_factory: pytest.TempPathFactory) -> References:
     return References(tmp_path_factory.mktemp("refs"))
 
 
+def facts(r: ResultRow) -> dict[str, object]:
+    """The row's build facts, as the file gives them."""
+    given = r.raw["build_facts"]
+    assert isinstance(given, dict), r.label
+    return given
+
+
+def number(r: ResultRow) -> int:
+    """The row's build number (every row of the file has one)."""
+    assert r.build.number is not None, r.label
+    return r.build.number
+
+
 def pairs(rows: list[ResultRow], fact: str, base: str) -> list[tuple[ResultRow, ResultRow]]:
     """(row, its pair with `fact` set to `base`): prefill results of one source, build and flash
     attention whose other build facts are the same."""
 
     def key(r: ResultRow) -> tuple[object, ...]:
-        facts = dict(r.raw["build_facts"])  # type: ignore[call-overload]
-        facts.pop(fact)
-        return (r.source.split("/blob/")[0], r.raw["build_number"], r.raw["flash_attn"], tuple(sorted(facts.items())))
+        others = dict(facts(r))
+        others.pop(fact)
+        return (r.source.split("/blob/")[0], r.raw["build_number"], r.raw["flash_attn"], tuple(sorted(others.items())))
 
-    pp = [r for r in rows if r.kind == "pp" and fact in r.raw["build_facts"]]  # type: ignore[operator]
-    on = {key(r): r for r in pp if r.raw["build_facts"][fact] == base}  # type: ignore[index]
-    return [(r, on[key(r)]) for r in pp if r.raw["build_facts"][fact] != base and key(r) in on]  # type: ignore[index]
+    pp = [r for r in rows if r.kind == "pp" and fact in facts(r)]
+    on = {key(r): r for r in pp if facts(r)[fact] == base}
+    return [(r, on[key(r)]) for r in pp if facts(r)[fact] != base and key(r) in on]
 
 
 def test_every_row_is_sourced_at_a_commit_and_records_its_build(rows: list[ResultRow]) -> None:
@@ -68,12 +83,12 @@ def test_the_figures_the_causes_quote_are_the_files_pairs(rows: list[ResultRow])
     against RADV: ahead up to the last build the diagnosis names, far behind at b9187."""
     ratios: dict[str, list[float]] = {"old": [], "new": []}
     for off, on in pairs(rows, "rocblas_use_hipblaslt", "1"):
-        rocm = off.raw["build_facts"].get("rocm", "")  # type: ignore[attr-defined]
+        rocm = facts(off).get("rocm", "")
         ratios["old" if rocm in ("", "6.4.3") else "new"].append(off.tok_s / on.tok_s)
     assert len(ratios["old"]) >= 8 and len(ratios["new"]) >= 8
     assert statistics.median(ratios["old"]) == pytest.approx(_diagnosis.HIPBLASLT_OFF_PREFILL_OLD_ROCM, abs=0.01)
     assert statistics.median(ratios["new"]) == pytest.approx(_diagnosis.HIPBLASLT_OFF_PREFILL_NEW_ROCM, abs=0.01)
-    by_build = {(amdvlk.build.number, amdvlk.raw["flash_attn"]): amdvlk.tok_s / radv.tok_s
+    by_build = {(number(amdvlk), amdvlk.raw["flash_attn"]): amdvlk.tok_s / radv.tok_s
                 for amdvlk, radv in pairs(rows, "vulkan_driver", "radv")}  # fmt: skip
     assert by_build[(9187, 1)] == pytest.approx(_diagnosis.AMDVLK_PREFILL_VS_RADV, abs=0.01)
     ahead = [number for (number, _), ratio in by_build.items() if ratio > 1]
@@ -81,17 +96,19 @@ def test_the_figures_the_causes_quote_are_the_files_pairs(rows: list[ResultRow])
     assert all(ratio < 1 for (number, _), ratio in by_build.items() if number > max(ahead))
 
 
-def checked_log(name: str) -> dict:  # type: ignore[type-arg]
+def checked_log(name: str) -> dict[str, Any]:
     from support import in_process
 
     r = in_process("check", "--log", str(LOGS / name), "--json")
     assert "Traceback" not in r.stderr
-    return json.loads(r.stdout)
+    d: dict[str, Any] = json.loads(r.stdout)
+    return d
 
 
-def prefill(d: dict) -> dict:  # type: ignore[type-arg]
+def prefill(d: dict[str, Any]) -> dict[str, Any]:
     m = next(m for m in d["measurements"] if m["kind"] == "prefill")
-    return next(f for f in m["findings"] if f["code"].startswith("PREFILL"))
+    f: dict[str, Any] = next(f for f in m["findings"] if f["code"].startswith("PREFILL"))
+    return f
 
 
 def test_a_pasted_amdvlk_log_names_the_driver_and_radv_is_plausible() -> None:
@@ -109,7 +126,7 @@ def test_a_pasted_amdvlk_log_names_the_driver_and_radv_is_plausible() -> None:
     assert prefill(d)["severity"] == "plausible"
 
 
-def test_amdvlk_is_no_cause_on_a_build_it_led(rows: list[ResultRow], refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_amdvlk_is_no_cause_on_a_build_it_led(rows: list[ResultRow], refs: References, run_cli: RunCli) -> None:
     """At b6735 AMDVLK ran prompts faster than RADV: its run made 4x slower is suspicious, but
     the driver is not named; the generic causes are."""
     from ggprof.pipelines.calibrate import judge_row
@@ -130,8 +147,8 @@ def test_amdvlk_is_no_cause_on_a_build_it_led(rows: list[ResultRow], refs: Refer
     ],
 )
 def test_a_slow_rocm_prompt_names_rocblas_without_hipblaslt_by_the_setting(
-    rows: list[ResultRow], refs: References, run_cli, setting: str | None, named: str | None, check: str | None
-) -> None:  # type: ignore[no-untyped-def]
+    rows: list[ResultRow], refs: References, run_cli: RunCli, setting: str | None, named: str | None, check: str | None
+) -> None:
     """kyuz0's ROCm 6.4.3 run with ROCBLAS_USE_HIPBLASLT=0 (348 tok/s, 0.36x of the same with 1),
     as a report gives it: with the setting 0 the cause is rocBLAS without hipBLASLt alone; unset
     (rocBLAS's default decides) it is the first cause to check; with 1 it is ruled out and the
@@ -160,7 +177,7 @@ def test_a_slow_rocm_prompt_names_rocblas_without_hipblaslt_by_the_setting(
     assert (check in f["evidence"]) if check else not any("ROCBLAS_USE_HIPBLASLT" in e for e in f["evidence"])
 
 
-def test_the_setting_is_rocms_and_a_log_or_json_carries_its_own(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_the_setting_is_rocms_and_a_log_or_json_carries_its_own(refs: References, run_cli: RunCli) -> None:
     model = str(refs.spec("llama2-7b-q4_0").path)
     r = run_cli("check", model, "--pp", "300", "--device", "ryzen-ai-max-395", "--backend", "vulkan",
                 "--rocblas-use-hipblaslt", "0")  # fmt: skip
@@ -198,8 +215,8 @@ def test_the_honeykrisp_figures_are_the_scoreboards_same_chip_ratios() -> None:
         ("ryzen-ai-max-395", AMDVLK, "radv", None),
     ],
 )
-def test_check_takes_the_banners_driver(refs: References, run_cli, device: str, row_driver: str, given: str,
-                                        named: str | None) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+def test_check_takes_the_banners_driver(refs: References, run_cli: RunCli, device: str, row_driver: str, given: str,
+                                        named: str | None) -> None:  # fmt: skip
     """A report's prompt, made 4x slower, judged with the driver its banner named (--vulkan-driver,
     the banner's spelling or AMDVLK's common name, any case): a driver known to be slow is the
     cause and the evidence names it; RADV is not named as a cause."""
@@ -223,7 +240,7 @@ def test_check_takes_the_banners_driver(refs: References, run_cli, device: str, 
         assert f["causes"] == [named]
 
 
-def test_the_driver_is_vulkans_and_one_short_printable_name(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_the_driver_is_vulkans_and_one_short_printable_name(refs: References, run_cli: RunCli) -> None:
     model = str(refs.spec("llama2-7b-q4_0").path)
     r = run_cli("check", model, "--pp", "30", "--device", "apple-m1", "--backend", "metal", "--vulkan-driver", "x")
     assert r.exit_code == 2 and "give it with --backend vulkan" in r.stderr
@@ -238,11 +255,11 @@ def test_the_driver_is_vulkans_and_one_short_printable_name(refs: References, ru
 def test_the_flash_attention_figures_are_the_files_pairs(rows: list[ResultRow]) -> None:
     """ROCm runs without rocWMMA's kernels, hipBLASLt on, flash attention on against off (one
     source, build and ROCm each): about 0.7x up to the last build the cause names, a gain after."""
-    pp = [r for r in rows if r.backend == "rocm" and r.kind == "pp" and not r.raw["build_facts"]["rocwmma_fattn"]]  # type: ignore[index]
+    pp = [r for r in rows if r.backend == "rocm" and r.kind == "pp" and not facts(r)["rocwmma_fattn"]]
     pp = [r for r in pp if r.build.rocblas_use_hipblaslt == "1"]
 
-    def key(r: ResultRow) -> tuple[object, ...]:
-        return (r.source.split("/blob/")[0], r.build.number, r.raw["build_facts"].get("rocm"))  # type: ignore[attr-defined]
+    def key(r: ResultRow) -> tuple[str, int, object]:
+        return (r.source.split("/blob/")[0], number(r), facts(r).get("rocm"))
 
     off = {key(r): r.tok_s for r in pp if not r.raw["flash_attn"]}
     ratios = {key(r): r.tok_s / off[key(r)] for r in pp if r.raw["flash_attn"] and key(r) in off}
@@ -265,15 +282,15 @@ def test_the_flash_attention_figures_are_the_files_pairs(rows: list[ResultRow]) 
     ],
 )
 def test_a_slow_rocm_prompt_with_flash_attention_names_rocwmma(
-    rows: list[ResultRow], refs: References, run_cli, args: tuple[str, ...], where: str | None
-) -> None:  # type: ignore[no-untyped-def]
+    rows: list[ResultRow], refs: References, run_cli: RunCli, args: tuple[str, ...], where: str | None
+) -> None:
     """kyuz0's b6182 run with flash attention on and no rocWMMA kernels (687 tok/s), made 4x
     slower as a report gives it: a build of August 2025 names those kernels first among the causes
     to check; a build not given, last; a newer build or flash attention off, not at all."""
     row = next(
         r for r in rows
         if r.backend == "rocm" and r.kind == "pp" and r.build.number == 6182 and r.raw["flash_attn"]
-        and not r.raw["build_facts"]["rocwmma_fattn"] and r.build.rocblas_use_hipblaslt == "1"  # type: ignore[index]
+        and not facts(r)["rocwmma_fattn"] and r.build.rocblas_use_hipblaslt == "1"
     )  # fmt: skip
     model = str(refs.spec(row.model_ref).path)
     r = run_cli("check", model, "--pp", f"{row.tok_s / 4:.2f}", "--device", row.profile.id, "--backend", "rocm",
@@ -287,7 +304,7 @@ def test_a_slow_rocm_prompt_with_flash_attention_names_rocwmma(
     assert f"flash attention {args[-1]}" in f["evidence"]
 
 
-def test_llama_bench_json_says_its_flash_attention(refs: References, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_llama_bench_json_says_its_flash_attention(refs: References, run_cli: RunCli, tmp_path: Path) -> None:
     """lhl/strix-halo-testing's llama-bench JSON of b6077 without rocWMMA's kernels
     (tests/data/SOURCES.md): each row's `flash_attn` is read (true/false; 1/0 on newer builds, -1
     for auto, which says nothing), and its rows made 4x slower name the kernels only with it on."""
@@ -326,7 +343,7 @@ def test_a_pasted_llama_bench_table_says_each_rows_flash_attention() -> None:
     assert "flash attention on" in f["evidence"]
 
 
-def test_an_apple_banner_names_its_driver_and_moltenvk_is_no_cause(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_an_apple_banner_names_its_driver_and_moltenvk_is_no_cause(refs: References, run_cli: RunCli) -> None:
     """The banners of llama.cpp#11256 (an M1 Pro on macOS, MoltenVK) and of an Asahi M2 Pro
     (Honeykrisp, with the chip's codename in its own parentheses): the driver is the last
     parenthesis either way; a slow prompt on MoltenVK names no driver, on Honeykrisp it does."""

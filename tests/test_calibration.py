@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from ggprof_backends.cuda import nvml_bandwidth, parse_nvidia_smi
+from support import RunCli
 
 from ggprof.calibration import committed_fits
 from ggprof.errors import BadInputError
@@ -21,6 +22,7 @@ from ggprof.machine.device import BuildFacts
 from ggprof.machine.profiles import ProfileDB, builtin_dir
 from ggprof.physics.expected import build_codes
 from ggprof.pipelines.calibrate import References, ResultRow, ceiling_unknown, judge_row, load_dataset, regress_all
+from ggprof.pipelines.extensions import Extensions
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT / "benchmarks" / "data" / "llama-cpp-results.jsonl"
@@ -42,7 +44,7 @@ def rows(profiles: ProfileDB) -> list[ResultRow]:
     return load_dataset(DATASET, profiles)
 
 
-def test_every_row_is_sourced_and_its_device_profiled(rows: list[ResultRow], profiles) -> None:  # type: ignore[no-untyped-def]
+def test_every_row_is_sourced_and_its_device_profiled(rows: list[ResultRow], profiles: ProfileDB) -> None:
     assert len(rows) >= 300
     assert {r.backend for r in rows} >= {"cuda", "metal", "rocm", "vulkan"}
     for r in rows:
@@ -71,7 +73,9 @@ def test_every_row_is_sourced_and_its_device_profiled(rows: list[ResultRow], pro
         ({"backend": "metal"}, "dataset line 2: backend 'metal' is not one of"),
     ],
 )
-def test_a_bad_row_is_rejected_naming_it(tmp_path: Path, profiles, change: dict, message: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_row_is_rejected_naming_it(
+    tmp_path: Path, profiles: ProfileDB, change: dict[str, object], message: str
+) -> None:
     good = json.loads(next(line for line in DATASET.read_text().splitlines() if '"cuda"' in line))
     bad = {k: v for k, v in {**good, **change}.items() if v is not None}
     path = tmp_path / "rows.jsonl"
@@ -135,8 +139,8 @@ CASES = [
 
 @pytest.mark.parametrize(("backend", "hardware", "ref"), CASES)
 def test_published_rows_plausible_and_slowed_rows_suspicious(
-    rows: list[ResultRow], refs: References, ext, backend: str, hardware: str, ref: str
-) -> None:  # type: ignore[no-untyped-def]
+    rows: list[ResultRow], refs: References, ext: Extensions, backend: str, hardware: str, ref: str
+) -> None:
     picked = [r for r in rows if (r.backend, r.hardware, r.model_ref) == (backend, hardware, ref)]
     assert picked
     for row in picked:
@@ -147,7 +151,9 @@ def test_published_rows_plausible_and_slowed_rows_suspicious(
         assert set(slowed.codes) & {"DECODE_BELOW_BAND", "PREFILL_BELOW_BAND"}
 
 
-def test_check_with_a_published_bandwidth_says_what_the_band_rests_on(rows, refs, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_check_with_a_published_bandwidth_says_what_the_band_rests_on(
+    rows: list[ResultRow], refs: References, run_cli: RunCli
+) -> None:
     row = next(r for r in rows if r.hardware == "Apple M2 Ultra 60-core GPU" and r.kind == "tg")
     model = refs.spec(row.model_ref).path
     r = run_cli("check", str(model), "--tg", str(row.tok_s), "--bandwidth", "800", "--backend", "metal", "--json")
@@ -159,7 +165,7 @@ def test_check_with_a_published_bandwidth_says_what_the_band_rests_on(rows, refs
     assert r.exit_code == 3 and "DECODE_BELOW_BAND" in r.stdout
 
 
-def test_cuda_detection_from_a_recorded_h200(profiles) -> None:  # type: ignore[no-untyped-def]
+def test_cuda_detection_from_a_recorded_h200(profiles: ProfileDB) -> None:
     """nvidia-smi and NVML as recorded on an H200 (benchmarks/device_cuda.sh, 2026-11-29)."""
     (device,) = parse_nvidia_smi((H200 / "nvidia-smi-query.csv").read_text(), profiles)
     assert (device.name, device.profile_id, device.architecture) == ("NVIDIA H200", "h200", "hopper")
@@ -223,7 +229,7 @@ def test_a_result_far_off_the_fit_is_left_out_and_named() -> None:
     assert clean.left_out == ()
 
 
-def test_an_h100_result_is_plausible_with_its_architecture_and_without(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_an_h100_result_is_plausible_with_its_architecture_and_without(refs: References, run_cli: RunCli) -> None:
     """Llama 3 8B Q4_K_M at 144 tok/s on an H100 PCIe (XiongjieDai's published result): 31% of
     the bandwidth ceiling, which the flat band called suspicious."""
     model = str(refs.spec("llama3-8b-q4_k_m").path)
@@ -266,7 +272,10 @@ def test_levels_recover_known_effects_and_pull_thin_ones_toward_the_level_above(
     assert levels.terms["old build"] == pytest.approx(math.log(0.6), abs=0.03)
     e = levels.effects
     b1 = e["class"]["vendor-b discrete"] + e["architecture"]["b1"]  # as fast as the fit
-    at = lambda cls, arch: math.exp(e["class"][cls] + e["architecture"][arch] - b1)  # noqa: E731
+
+    def at(cls: str, arch: str) -> float:
+        return math.exp(e["class"][cls] + e["architecture"][arch] - b1)
+
     assert at("vendor-a discrete", "a1") == pytest.approx(1.2, rel=0.05)
     # a new device of an architecture seen on n devices moves about n/(n+1) of the way
     assert 0.7 < at("vendor-b discrete", "b0") < 0.85  # two devices at 0.7
@@ -278,7 +287,7 @@ def test_levels_recover_known_effects_and_pull_thin_ones_toward_the_level_above(
     assert fit_levels("vulkan", "decode", [o for o in obs if o.device in {"gpu0", "gpu1"}]) is None
 
 
-def test_a_band_says_which_level_it_rests_on(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_band_says_which_level_it_rests_on(refs: References, run_cli: RunCli) -> None:
     """The same reported speed on devices the data knows less and less of: one it holds (judged
     by its own results), one whose architecture it holds (RDNA 2 on Vulkan), one known by its
     class (no CDNA 1 card has a ROCm result, two AMD datacenter GPUs have), one known only by its
@@ -302,7 +311,7 @@ def test_a_band_says_which_level_it_rests_on(refs: References, run_cli) -> None:
         assert "the build not given: taken as b4200 or later" in text
 
 
-def test_an_old_build_is_judged_by_its_era(rows: list[ResultRow], refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_an_old_build_is_judged_by_its_era(rows: list[ResultRow], refs: References, run_cli: RunCli) -> None:
     """The RX 5700 XT on the March 2024 Vulkan pull request (37.8 tok/s, PR #5835) is slow for
     today's llama.cpp (suspicious without its build) and ordinary for its own (--build, as
     llama-bench's build_number or a log's build line would give it); the same card on a 2025
@@ -311,7 +320,11 @@ def test_an_old_build_is_judged_by_its_era(rows: list[ResultRow], refs: Referenc
     base = ["check", model, "--device", "rx-5700-xt", "--backend", "vulkan", "--json"]
     card = [r for r in rows if (r.profile.id, r.backend, r.kind) == ("rx-5700-xt", "vulkan", "tg")]
     old, new = (next(r for r in card if str(r.build.date).startswith(d)) for d in ("2024-03", "2025-05"))
-    verdict = lambda *extra: json.loads(run_cli(*base, *extra).stdout)["verdict"]  # noqa: E731
+
+    def verdict(*extra: str) -> str:
+        said: str = json.loads(run_cli(*base, *extra).stdout)["verdict"]
+        return said
+
     assert verdict("--tg", str(old.tok_s)) == "suspicious"
     assert verdict("--tg", str(old.tok_s), "--build", "b2400") == "plausible"
     assert verdict("--tg", str(new.tok_s)) == "plausible"
@@ -348,7 +361,7 @@ def test_a_build_is_dated_by_its_number() -> None:
         assert unknown.age_years is None and build_codes(unknown) == {}
 
 
-def test_a_prefill_is_judged_by_its_build_age(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_prefill_is_judged_by_its_build_age(refs: References, run_cli: RunCli) -> None:
     """The Radeon Pro W7900 on Vulkan, b4327 (December 2024, KHR_coopmat): 1,813 tok/s of
     prompt is ordinary for a build that old and slow for a current one; the verdict says
     which build it assumed and what the build's age is worth."""
@@ -368,7 +381,7 @@ def test_a_prefill_is_judged_by_its_build_age(refs: References, run_cli) -> None
     assert judged("--pp", "1813.49", "--build", "9174")[0] == "suspicious"
 
 
-def test_an_nv_coopmat2_prefill_is_not_aged(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_an_nv_coopmat2_prefill_is_not_aged(refs: References, run_cli: RunCli) -> None:
     """The RTX 3090 on Vulkan's NV_coopmat2 path in May 2025 (PR #13506: Llama 3 8B Q4_0 at
     4,279 tok/s, a build of about b5380) ran at the share of its ceiling the same card reaches
     on 2026 builds: its band is a current build's, while the same build on KHR_coopmat is
@@ -450,8 +463,8 @@ def test_a_pasted_log_gives_its_build_and_vulkan_banner() -> None:
 
 
 def test_a_build_without_matrix_cores_has_the_vector_units_ceiling(
-    rows: list[ResultRow], refs: References, run_cli
-) -> None:  # type: ignore[no-untyped-def]
+    rows: list[ResultRow], refs: References, run_cli: RunCli
+) -> None:
     """The same Arc B580 on the same week's builds (PR #14001, Windows): 490.89 tok/s pp512
     before the PR (matrix cores: none) and 1631.44 after (KHR_coopmat). Each is judged on the
     ceiling of the units it used: the XMX peak with matrix cores, twice the FP32 rate without
@@ -467,6 +480,7 @@ def test_a_build_without_matrix_cores_has_the_vector_units_ceiling(
         return out["verdict"], out["predictions"][0]["peak_flops_per_s"], finding["expected"]
 
     profile = card["none"].profile
+    assert profile.peak_fp32_tflops is not None and profile.peak_fp16_tflops is not None
     verdict, peak, _ = judged(card["none"].tok_s, "--matrix-cores", "none", "--build", str(card["none"].build.number))
     assert verdict == "plausible"
     assert peak == pytest.approx(2 * profile.peak_fp32_tflops * 1e12, rel=1e-6)
@@ -484,7 +498,7 @@ def test_a_build_without_matrix_cores_has_the_vector_units_ceiling(
     assert r.exit_code == 2 and "give it with --backend vulkan" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_rocm_quantized_prompts_are_judged_on_the_int8_dot_units(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_rocm_quantized_prompts_are_judged_on_the_int8_dot_units(refs: References, run_cli: RunCli) -> None:
     """llama.cpp's HIP backend multiplies quantized weights with its MMQ kernels, in int8 dot
     products (v_dot4 on RDNA 2 and Vega 20, four times the FP32 rate): on ROCm an RX 6700 XT's
     and an MI50's Q4_0 prompt is judged on that rate, an F16 prompt (rocBLAS) on the packed-FP16
@@ -549,8 +563,8 @@ def test_vulkan_int8_dot_kernels_are_known_by_banner_build_and_weights() -> None
 
 
 def test_int8_dot_products_set_the_vulkan_ceiling_of_a_chip_without_matrix_cores(
-    rows: list[ResultRow], refs: References, run_cli
-) -> None:  # type: ignore[no-untyped-def]
+    rows: list[ResultRow], refs: References, run_cli: RunCli
+) -> None:
     """The RX 6700 XT (RDNA 2: no matrix cores; V_DOT4_I32_I8 at four times its FP32 rate, twice
     its packed FP16) on Vulkan, Llama 2 7B Q4_0: a build that ran the int8 dot kernels is judged
     on their ceiling, one that did not on the vector units', and where the banner or the build
@@ -636,7 +650,7 @@ def test_a_vendor_level_judges_a_class_the_data_lacks() -> None:
     total, low, high, why = levels.offset(orin)
     assert levels.level_of(orin) == "vendor"
     assert total == pytest.approx(-0.25)
-    assert (low, high) == (pytest.approx(-0.5), pytest.approx(0.5))
+    assert (low, high) == pytest.approx((-0.5, 0.5))
     assert "vulkan on nvidia GPUs of any kind (6 devices)" in why
     discrete = device_from_profile(profiles.get("rtx-3090"))
     assert levels.level_of(discrete) == "class"
@@ -683,7 +697,7 @@ def test_a_generation_level_carries_an_architecture_to_its_other_class() -> None
     assert "vulkan on the xe2 generation (3 devices)" in why
 
 
-def test_a_band_rests_on_a_generation_the_data_holds(rows: list[ResultRow], refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_band_rests_on_a_generation_the_data_holds(rows: list[ResultRow], refs: References, run_cli: RunCli) -> None:
     """An A100 on Vulkan: no Vulkan result of a datacenter Ampere part, but the generation's
     GeForce cards have them, so its decode band rests on the Ampere generation and says on
     how many devices."""

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from ggufs import Shape, write_model
 from support import (
+    RunCli,
     as_process,
     install_example,
     raising_plugin,
@@ -160,7 +161,9 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-def test_a_history_that_cannot_be_written_keeps_the_verdicts_status(tiny_model: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_history_that_cannot_be_written_keeps_the_verdicts_status(
+    tiny_model: Path, tmp_path: Path, run_cli: RunCli
+) -> None:
     """`profile --db` on a link to a missing folder: the verdict is printed and is the exit
     status; the failed save is a warning naming the database."""
     db = tmp_path / "db.db"
@@ -172,7 +175,9 @@ def test_a_history_that_cannot_be_written_keeps_the_verdicts_status(tiny_model: 
 
 
 @pytest.mark.parametrize("where", ["missing folder", "fifo", "/dev/full", "folder", "suffix"])
-def test_a_plot_path_that_cannot_be_written_is_refused_before_the_run(where: str, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_plot_path_that_cannot_be_written_is_refused_before_the_run(
+    where: str, tmp_path: Path, run_cli: RunCli
+) -> None:
     target = {
         "missing folder": str(tmp_path / "nowhere" / "x.png"),
         "fifo": str(tmp_path / "fifo.png"),

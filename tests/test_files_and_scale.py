@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from ggufs import Shape, write_model
 from support import (
+    RunCli,
     as_process,
     bench_rows,
     row,
 )
+
+from ggprof.pipelines.extensions import Extensions
+from ggprof.pipelines.judged import Judged
+from ggprof.verdict.finding import Severity
 
 
 # -- 3. nothing blocks: FIFOs and hostile patterns ---------------------------------------------------
@@ -73,8 +79,8 @@ def test_catastrophic_match_pattern_does_not_hang_host(tmp_path: Path) -> None:
 
 
 # -- 6. common paths ------------------------------------------------------------------------------
-def test_partial_offload_without_a_cpu_figure_says_what_to_do(  # type: ignore[no-untyped-def]
-    tmp_path: Path, gemma_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch
+def test_partial_offload_without_a_cpu_figure_says_what_to_do(
+    tmp_path: Path, gemma_path: Path, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A first run: nothing measured, and (as in a VM) no memory modules to read a figure from."""
     from ggprof.machine import host
@@ -85,8 +91,8 @@ def test_partial_offload_without_a_cpu_figure_says_what_to_do(  # type: ignore[n
     assert r.exit_code == 2 and "CPU bandwidth is unknown: run `ggprof host` first" in r.stderr
 
 
-def test_partial_offload_with_a_measured_host_is_predicted(  # type: ignore[no-untyped-def]
-    tmp_path: Path, gemma_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch
+def test_partial_offload_with_a_measured_host_is_predicted(
+    tmp_path: Path, gemma_path: Path, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert as_process("host", "--quick", env={"GGPROF_CACHE_DIR": str(tmp_path)}).exit_code == 0
     monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path))
@@ -95,7 +101,7 @@ def test_partial_offload_with_a_measured_host_is_predicted(  # type: ignore[no-u
     assert r.exit_code == 0 and d["n_gpu_layers"] == 0 and d["bandwidth_source"] == "profile"
 
 
-def test_a_split_shard_that_does_not_exist_is_refused(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_split_shard_that_does_not_exist_is_refused(tmp_path: Path, run_cli: RunCli) -> None:
     for i in (1, 2):
         write_model(tmp_path / f"m-0000{i}-of-00002.gguf", Shape())
     r = run_cli("inspect", str(tmp_path / "m-00009-of-00002.gguf"))
@@ -154,13 +160,13 @@ def test_a_file_truncated_while_it_is_read_is_one_error_line(tmp_path: Path, mon
         read_header(path)
 
 
-def _verdicts_and_lines(index: int, judged) -> list:  # type: ignore[no-untyped-def]
+def _verdicts_and_lines(index: int, judged: Iterator[Judged]) -> list[tuple[int, Severity, list[str]]]:
     from ggprof.report.verdict import judged_lines
 
     return [(index, j.verdict.severity, judged_lines(j)) for j in judged]
 
 
-def test_many_rows_judged_on_every_core_give_what_one_process_gives(gemma_path: Path, ext) -> None:  # type: ignore[no-untyped-def]
+def test_many_rows_judged_on_every_core_give_what_one_process_gives(gemma_path: Path, ext: Extensions) -> None:
     """2,500 rows (over the threshold for worker processes): the same verdicts and lines, in
     the same order, as judged in this process."""
     from ggprof.figures import Figure

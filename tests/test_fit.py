@@ -7,10 +7,13 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ggufs import F16, Q4_K, Shape, write_model
+from support import RunCli
 
 # Sparse-data GGUFs with real headers: the bytes a token reads are these shapes' own.
 SMALL = Shape(
@@ -91,13 +94,13 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def fit_json(run_cli, *args: str) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
+def fit_json(run_cli: RunCli, *args: str) -> tuple[int, dict[str, Any]]:
     r = run_cli("fit", *args, "--json")
     assert r.stdout, r.stderr
     return r.exit_code, json.loads(r.stdout)
 
 
-def test_scan_of_the_default_places_ranks_and_picks(home: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_scan_of_the_default_places_ranks_and_picks(home: Path, run_cli: RunCli) -> None:
     code, d = fit_json(run_cli, *DEVICE, "--ctx", "4096", "--min-tok-s", "5")
     models = {m["name"]: m for m in d["models"]}
     assert code == 0 and set(models) == {
@@ -123,7 +126,7 @@ def test_scan_of_the_default_places_ranks_and_picks(home: Path, run_cli) -> None
     assert {s["store"] for s in d["scanned"] if s["exists"]} == {"ollama", "lm-studio", "huggingface", "llama.cpp"}
 
 
-def test_json_keys_and_figures_of_one_model(home: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_json_keys_and_figures_of_one_model(home: Path, run_cli: RunCli) -> None:
     large = home / ".lmstudio" / "models" / "acme" / "large-GGUF" / "large-Q4_K_M.gguf"
     code, d = fit_json(run_cli, str(large), *DEVICE, "--ctx", "4096")
     (m,) = d["models"]
@@ -153,7 +156,7 @@ def test_json_keys_and_figures_of_one_model(home: Path, run_cli) -> None:  # typ
     assert code == 0 and d["skipped"] == [] and d["scanned"] == []
 
 
-def test_a_gpu_too_small_gets_the_best_split(home: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_gpu_too_small_gets_the_best_split(home: Path, run_cli: RunCli) -> None:
     large = home / ".lmstudio" / "models" / "acme" / "large-GGUF" / "large-Q4_K_M.gguf"
     ggprof_host = run_cli("host", "--quick")  # the split's CPU part needs this host's bandwidth
     assert ggprof_host.exit_code == 0
@@ -164,13 +167,13 @@ def test_a_gpu_too_small_gets_the_best_split(home: Path, run_cli) -> None:  # ty
     assert d["models"][0]["n_gpu_layers"] == 33  # 24 GB: everything offloaded (-ngl all)
 
 
-def test_the_human_table_fits_100_columns(home: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_the_human_table_fits_100_columns(home: Path, run_cli: RunCli) -> None:
     r = run_cli("fit", *DEVICE, "--min-tok-s", "5")
     assert r.exit_code == 0 and "* large-Q4_K_M" in r.stdout
     assert max(len(line) for line in r.stdout.splitlines()) <= 100
 
 
-def test_ollama_and_lm_studio_references(home: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_ollama_and_lm_studio_references(home: Path, run_cli: RunCli) -> None:
     r = run_cli("inspect", "ollama:medium", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["n_layers"] == 16
     r = run_cli("inspect", "ollama:huge:70b", "--json")
@@ -183,7 +186,7 @@ def test_ollama_and_lm_studio_references(home: Path, run_cli) -> None:  # type: 
     assert r.exit_code == 2 and "points to a missing blob" in r.stderr
 
 
-def test_bad_paths_are_skipped_with_the_reason(home: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_bad_paths_are_skipped_with_the_reason(home: Path, tmp_path: Path, run_cli: RunCli) -> None:
     good = home / ".cache" / "llama.cpp" / "short.gguf"
     code, d = fit_json(run_cli, str(good), str(tmp_path / "missing"), *DEVICE, "--ctx", "1024")
     assert code == 0 and [m["name"] for m in d["models"]] == ["short"]
@@ -197,10 +200,10 @@ def test_an_unreadable_folder_is_skipped(home: Path, monkeypatch: pytest.MonkeyP
     locked = home / ".lmstudio" / "models" / "acme"
     real_scandir = os.scandir
 
-    def scandir(path: object):  # type: ignore[no-untyped-def]
+    def scandir(path: str | os.PathLike[str]) -> Iterator[os.DirEntry[str]]:
         if Path(str(path)) == locked:
             raise PermissionError(13, "Permission denied", str(path))
-        return real_scandir(path)  # type: ignore[arg-type]
+        return real_scandir(path)
 
     monkeypatch.setattr(os, "scandir", scandir)
     found = Scan()
@@ -210,7 +213,7 @@ def test_an_unreadable_folder_is_skipped(home: Path, monkeypatch: pytest.MonkeyP
     ]
 
 
-def test_nothing_readable_is_one_error_line(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_nothing_readable_is_one_error_line(tmp_path: Path, run_cli: RunCli) -> None:
     junk = tmp_path / "junk.gguf"
     junk.write_text("nope")
     r = run_cli("fit", str(junk), str(tmp_path / "missing.gguf"), *DEVICE)
@@ -218,7 +221,7 @@ def test_nothing_readable_is_one_error_line(tmp_path: Path, run_cli) -> None:  #
     assert r.stderr.startswith(f"Error: no readable GGUF model in {junk}, {tmp_path / 'missing.gguf'}; ")
 
 
-def test_split_models_are_one_model(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_split_models_are_one_model(tmp_path: Path, run_cli: RunCli) -> None:
     folder = tmp_path / "split"
     folder.mkdir()
     shards = write_model(folder / "m.gguf", SHORT, split_max_tensors=8)  # gguf's own splitter
@@ -227,7 +230,7 @@ def test_split_models_are_one_model(tmp_path: Path, run_cli) -> None:  # type: i
     assert code == 0 and [m["name"] for m in d["models"]] == ["m"] and d["skipped"] == []
 
 
-def test_many_files_are_read_by_workers_with_the_same_result(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_many_files_are_read_by_workers_with_the_same_result(tmp_path: Path, run_cli: RunCli) -> None:
     from ggprof.pipelines.choose import PARALLEL_FROM_FILES
 
     folder = tmp_path / "many"
@@ -243,7 +246,7 @@ def test_many_files_are_read_by_workers_with_the_same_result(tmp_path: Path, run
 
 
 @pytest.mark.parametrize("ctx", [2048, 8192, 16384])
-def test_a_split_that_fits_holds_the_context_it_was_asked_for(ctx: int, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_split_that_fits_holds_the_context_it_was_asked_for(ctx: int, tmp_path: Path, run_cli: RunCli) -> None:
     """A 70B Q4_K split over a 24 GB GPU and 64 GB of RAM: when the row says it fits at --ctx N,
     its largest context is at least N (the KV of the layers in RAM counts against RAM, not the
     GPU: it once said "fits" and "max ctx 2,915" in one row)."""

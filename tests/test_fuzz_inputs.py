@@ -22,7 +22,7 @@ json_scalars = st.one_of(
     st.booleans(),
     st.integers(min_value=-(10**30), max_value=10**30),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=20),
 )
 json_values = st.recursive(
     json_scalars,

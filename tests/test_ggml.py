@@ -2,7 +2,8 @@
 
 import gguf
 
-from ggprof.model.ggml import FILE_TYPES, GGML_TYPES, KV_CACHE_TYPES, kv_cache_type
+from ggprof.model.ggml import FILE_TYPES, GGML_TYPES, kv_cache_type
+from ggprof.runfacts import KV_CACHE_TYPES
 
 
 def test_block_and_type_sizes_match_gguf_package() -> None:

@@ -16,6 +16,7 @@ import pytest
 from ggufs import Shape, write_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import RunCli
 
 from ggprof.errors import GGUFError
 from ggprof.model.archs import SWA_DEFAULTS
@@ -133,7 +134,7 @@ CASES: dict[str, tuple[bytes, str]] = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_bad_file_one_line_exit_2(case: str, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_bad_file_one_line_exit_2(case: str, tmp_path: Path, run_cli: RunCli) -> None:
     data, problem = CASES[case]
     path = tmp_path / "bad.gguf"
     path.write_bytes(data)
@@ -146,7 +147,7 @@ def test_bad_file_one_line_exit_2(case: str, tmp_path: Path, run_cli) -> None:  
     assert problem in lines[0]
 
 
-def test_missing_path_and_directory(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_missing_path_and_directory(tmp_path: Path, run_cli: RunCli) -> None:
     r = run_cli("inspect", str(tmp_path / "nope.gguf"))
     assert (r.exit_code, r.stderr) == (2, f"Error: {tmp_path / 'nope.gguf'}: no such file\n")
     r = run_cli("inspect", str(tmp_path))
@@ -169,7 +170,7 @@ def test_no_permission(tmp_path: Path) -> None:
     assert r.stderr == f"Error: {path}: permission denied\n"
 
 
-def test_split_with_missing_shard(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_split_with_missing_shard(tmp_path: Path, run_cli: RunCli) -> None:
     files = write_model(tmp_path / "m.gguf", Shape(), split_max_tensors=7)
     files[1].unlink()
     r = run_cli("inspect", str(files[0]))
@@ -186,7 +187,7 @@ def test_split_shard_out_of_place(tmp_path: Path) -> None:
         load_model(files[0])
 
 
-def test_control_characters_never_reach_the_terminal(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_control_characters_never_reach_the_terminal(tmp_path: Path, run_cli: RunCli) -> None:
     evil = "evil\x1b]0;pwned\x07\x1b[31mred\u202e\x9b2J"
     files = write_model(tmp_path / "evil.gguf", Shape(name=evil))
     text = run_cli("inspect", str(files[0])).stdout

@@ -11,10 +11,11 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
-from support import llama_child, started
+from support import RunCli, llama_child, started
 
 from ggprof.history.store import SCHEMA_V1, SCHEMA_VERSION
 
@@ -33,14 +34,15 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def history_json(run_cli, db: Path, *args: str) -> list[dict]:  # type: ignore[no-untyped-def]
+def history_json(run_cli: RunCli, db: Path, *args: str) -> list[dict[str, Any]]:
     r = run_cli("history", "--db", str(db), "--json", *args)
     assert r.exit_code == 0, r.stderr
-    return json.loads(r.stdout)  # type: ignore[no-any-return]
+    runs: list[dict[str, Any]] = json.loads(r.stdout)
+    return runs
 
 
 @pytest.mark.slow
-def test_runs_are_kept_listed_and_filtered(tiny: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_runs_are_kept_listed_and_filtered(tiny: Path, tmp_path: Path, run_cli: RunCli) -> None:
     db = tmp_path / "h.db"
     assert run_cli("bench", str(tiny), *QUICK, "--db", str(db)).exit_code == 0
     assert run_cli("bench", str(tiny), *QUICK, "--db", str(db), "--no-save").exit_code == 0
@@ -121,7 +123,7 @@ def test_two_processes_writing_at_once_both_succeed(tiny: Path, tmp_path: Path) 
     assert sorted(int(err.split("saved as run ")[1].split()[0]) for _, err in outs) == [1, 2]
 
 
-def write_v1(db: Path, payload: dict) -> None:
+def write_v1(db: Path, payload: dict[str, Any]) -> None:
     conn = sqlite3.connect(db)
     conn.executescript(SCHEMA_V1)
     conn.execute(
@@ -134,7 +136,7 @@ def write_v1(db: Path, payload: dict) -> None:
     conn.close()
 
 
-def test_migration_from_the_first_schema(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_migration_from_the_first_schema(tmp_path: Path, run_cli: RunCli) -> None:
     db = tmp_path / "v1.db"
     rows = json.loads((DATA / "llama-bench-gemma3-270m.json").read_text())
     write_v1(db, {"kind": "bench", "result": {"rows": rows, "context": {"backends_used": ["cpu"], "n_threads": 2}}})
@@ -149,7 +151,7 @@ def test_migration_from_the_first_schema(tmp_path: Path, run_cli) -> None:  # ty
 
 
 @pytest.mark.parametrize("command", [["history"], ["report"], ["compare", "1", "2"]])
-def test_a_newer_or_corrupt_database_is_refused_untouched(command: list[str], tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_newer_or_corrupt_database_is_refused_untouched(command: list[str], tmp_path: Path, run_cli: RunCli) -> None:
     newer = tmp_path / "newer.db"
     write_v1(newer, {"kind": "bench"})
     conn = sqlite3.connect(newer)
@@ -165,7 +167,7 @@ def test_a_newer_or_corrupt_database_is_refused_untouched(command: list[str], tm
         assert digest(db) == before and not Path(f"{db}-wal").exists()
 
 
-def test_compare_two_llama_bench_files(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_compare_two_llama_bench_files(tmp_path: Path, run_cli: RunCli) -> None:
     a = DATA / "llama-bench-gemma3-270m.json"
     rows = json.loads(a.read_text())
     rows[1]["samples_ts"] = [x * 1.5 for x in rows[1]["samples_ts"]]  # decode 1.5x faster
@@ -184,7 +186,7 @@ def test_compare_two_llama_bench_files(tmp_path: Path, run_cli) -> None:  # type
     assert "| tg16 |" in text and "| 1.500 | faster |" in text
 
 
-def test_compare_refuses_two_models(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_compare_refuses_two_models(tmp_path: Path, run_cli: RunCli) -> None:
     a = DATA / "llama-bench-gemma3-270m.json"
     rows = json.loads(a.read_text())
     for row in rows:
@@ -196,7 +198,7 @@ def test_compare_refuses_two_models(tmp_path: Path, run_cli) -> None:  # type: i
 
 
 @pytest.mark.slow
-def test_compare_two_saved_runs_names_what_else_differs(tiny: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_compare_two_saved_runs_names_what_else_differs(tiny: Path, tmp_path: Path, run_cli: RunCli) -> None:
     db = tmp_path / "h.db"
     for threads in ("1", "2"):
         assert run_cli("bench", str(tiny), *QUICK, "-t", threads, "--db", str(db)).exit_code == 0
@@ -207,7 +209,7 @@ def test_compare_two_saved_runs_names_what_else_differs(tiny: Path, tmp_path: Pa
 
 
 @pytest.mark.slow
-def test_report_and_plot_of_a_real_profile(tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_report_and_plot_of_a_real_profile(tmp_path: Path, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch) -> None:
     from ggprof.model.synth import SHAPES, write_model
 
     home = tmp_path / "home"
@@ -250,7 +252,7 @@ def test_report_and_plot_of_a_real_profile(tmp_path: Path, run_cli, monkeypatch:
     assert all(row["stop_reason"] for row in kept_rows["bench"])
 
 
-def test_predict_draws_its_roofline(gemma_path: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_predict_draws_its_roofline(gemma_path: Path, tmp_path: Path, run_cli: RunCli) -> None:
     svg = tmp_path / "predict.svg"
     r = run_cli("predict", str(gemma_path), "--device", "rtx-4090", "--plot", str(svg))
     drawn = svg.read_text()
@@ -258,8 +260,8 @@ def test_predict_draws_its_roofline(gemma_path: Path, tmp_path: Path, run_cli) -
     assert "decode, predicted (batch 1)" in drawn and "decode, measured" not in drawn
 
 
-def test_plot_of_a_bench_run_or_without_matplotlib(  # type: ignore[no-untyped-def]
-    gemma_path: Path, tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch
+def test_plot_of_a_bench_run_or_without_matplotlib(
+    gemma_path: Path, tmp_path: Path, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db = tmp_path / "v1.db"
     write_v1(db, {"kind": "bench", "result": {"rows": []}})

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from support import database
+from support import RunCli, database
 
 DAMAGES = [
     ("UPDATE runs SET payload = '{bad' WHERE id = 2", "2: its payload is not JSON"),
@@ -23,7 +23,7 @@ DAMAGES = [
 
 
 @pytest.mark.parametrize(("sql", "why"), DAMAGES)
-def test_a_damaged_row_is_skipped_and_named(sql: str, why: str, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_damaged_row_is_skipped_and_named(sql: str, why: str, tmp_path: Path, run_cli: RunCli) -> None:
     db = database(tmp_path / "h.db")
     with sqlite3.connect(db) as conn:
         conn.execute(sql)
@@ -38,7 +38,7 @@ def test_a_damaged_row_is_skipped_and_named(sql: str, why: str, tmp_path: Path, 
     assert run_cli("report", "1", "--db", str(db)).exit_code == 0
 
 
-def test_an_extra_column_is_ignored(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_an_extra_column_is_ignored(tmp_path: Path, run_cli: RunCli) -> None:
     db = database(tmp_path / "h.db")
     with sqlite3.connect(db) as conn:
         conn.execute("ALTER TABLE runs ADD COLUMN extra TEXT")

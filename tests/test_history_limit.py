@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support import database
+from support import RunCli, database
 
 
-def test_a_long_history_is_never_cut_without_a_word(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_long_history_is_never_cut_without_a_word(tmp_path: Path, run_cli: RunCli) -> None:
     db = database(tmp_path / "h.db", n=5)
     r = run_cli("history", "--db", str(db), "--json", "--limit", "2")
     assert [run["id"] for run in json.loads(r.stdout)] == [5, 4]

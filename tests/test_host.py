@@ -10,8 +10,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support import RunCli
 
+from ggprof.machine.device import Detection
 from ggprof.machine.memory import parse_system_profiler, parse_udevadm, parse_windows_cim
+from ggprof.machine.profiles import ProfileDB
+from ggprof.pipelines.extensions import Extensions
 
 # `nvidia-smi --query-gpu=index,name,memory.total,memory.free,clocks.max.memory
 #  --format=csv,noheader,nounits` (format per `nvidia-smi --help-query-gpu`)
@@ -65,7 +69,7 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return bin_dir
 
 
-def detect(backend: str):  # type: ignore[no-untyped-def]
+def detect(backend: str) -> Detection:
     from ggprof.machine.host import describe_host
     from ggprof.plugins import extensions
 
@@ -251,7 +255,6 @@ def test_cpu_profile_from_modules() -> None:
 
     from ggprof.machine.facts import gather_facts
     from ggprof.machine.host import HostContext
-    from ggprof.machine.profiles import ProfileDB
 
     ctx = HostContext(
         facts=gather_facts(), memory=parse_udevadm(UDEVADM), bandwidth=None, sgemm=None, profiles=ProfileDB.default()
@@ -290,7 +293,9 @@ HOST_KEYS = {
 }
 
 
-def test_host_quick_measures_then_reuses_cache(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_host_quick_measures_then_reuses_cache(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
     r = run_cli("host", "--json", "--no-measure")
     d = json.loads(r.stdout)
@@ -350,7 +355,9 @@ def _make_cached_measurement_noisy(cache: Path, spread: float) -> None:
     path.write_text(json.dumps(data))
 
 
-def test_a_noisy_cached_bandwidth_is_measured_again(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_noisy_cached_bandwidth_is_measured_again(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A cached figure whose repetitions disagreed by 61% is never reused quietly."""
     monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
     assert run_cli("host", "--json", "--quick").exit_code == 0
@@ -361,8 +368,8 @@ def test_a_noisy_cached_bandwidth_is_measured_again(run_cli, tmp_path: Path, mon
     assert "disagreed by 61% (over 50%): measured again" in r.stderr
 
 
-def test_a_noisy_bandwidth_that_cannot_be_remeasured_is_named_in_the_verdict(  # type: ignore[no-untyped-def]
-    run_cli, gemma_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_noisy_bandwidth_that_cannot_be_remeasured_is_named_in_the_verdict(
+    run_cli: RunCli, gemma_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`check` measures nothing: a verdict resting on a noisy cached figure says so (suspicious,
     exit 3); the same figure with honest repetitions adds no such finding."""
@@ -380,8 +387,8 @@ def test_a_noisy_bandwidth_that_cannot_be_remeasured_is_named_in_the_verdict(  #
 
 
 def test_a_quick_cached_figure_is_refined_by_the_next_runs(
-    ext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+    ext: Extensions, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A first run's quick figure (5 reads that agreed, cached here by hand so that a noisy
     machine cannot make it unreliable) takes 5 more real reads a run, on arrays of the same
     size, until it rests on 15 over 3 runs. A best-of figure never falls by it; the file keeps

@@ -170,7 +170,7 @@ PINNED = ("--bandwidth", "50", "--flops", "1", "-p", "16", "-n", "16", "-r", "1"
 
 
 @pytest.mark.parametrize("timings", [{"predicted_ms": 5e-324}, {"predicted_ms": 1e-12}, {"predicted_ms": 0}])
-def test_a_llama_server_claiming_no_time_is_judged_impossible(timings: dict, tmp_path: Path) -> None:
+def test_a_llama_server_claiming_no_time_is_judged_impossible(timings: dict[str, float], tmp_path: Path) -> None:
     """16 tokens in (next to) no time: more arithmetic than a 1 TFLOP/s device can do, whatever
     its caches hold."""
     model = write_model(tmp_path / "m.gguf", Shape())[0]
@@ -508,6 +508,7 @@ def test_a_llama_server_holding_back_the_bytes_of_a_character_is_timed_not_refus
     model = write_model(tmp_path / "m.gguf", Shape())[0]
     routes = llama_server_routes(model)
     whole = routes[("POST", "/completion")].answer
+    assert whole is not None
 
     def answer(body: Any) -> list[bytes]:
         chunks = whole(body)  # n_predict token events, then the last with the timings

@@ -88,6 +88,7 @@ def test_qwen35_27b_leaves_its_mtp_block_out_and_matches_llama_cpps_recurrent_me
     total, r_mib, s_mib = (float(x) for x in m.groups())
     assert 3 * 48 * r_values * 4 / MiB == pytest.approx(r_mib, abs=0.005)
     assert 3 * 48 * s_values * 4 / MiB == pytest.approx(s_mib, abs=0.005)
+    assert spec.state_bytes_per_sequence is not None
     assert 3 * spec.state_bytes_per_sequence / MiB == pytest.approx(total, abs=0.005)
     # the MTP block's weights are not read by a plain decode: the same model without it reads as much
     trunk = load_model(

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from ggufs import Shape, write_model
+from support import RunCli
 
 REQUIRED_KEYS = {
     "path",
@@ -30,7 +31,7 @@ REQUIRED_KEYS = {
 }
 
 
-def test_gemma_json(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_gemma_json(gemma_path: Path, run_cli: RunCli) -> None:
     r = run_cli("inspect", "--json", str(gemma_path))
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
@@ -48,7 +49,7 @@ def test_gemma_json(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyp
     assert d["file_size_bytes"] == gemma_path.stat().st_size
 
 
-def test_gemma_text_fits_80_columns(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_gemma_text_fits_80_columns(gemma_path: Path, run_cli: RunCli) -> None:
     r = run_cli("inspect", str(gemma_path))
     assert r.exit_code == 0
     lines = r.stdout.splitlines()
@@ -61,7 +62,7 @@ def test_gemma_text_fits_80_columns(gemma_path: Path, run_cli) -> None:  # type:
     assert "253 MB (241 MiB)" in text  # GB and GiB labelled
 
 
-def test_moe_split_and_per_layer_heads_in_json(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_moe_split_and_per_layer_heads_in_json(tmp_path: Path, run_cli: RunCli) -> None:
     files = write_model(
         tmp_path / "moe.gguf",
         Shape(n_layers=3, n_kv_heads=[2, 4, 1], n_experts=8, n_experts_used=2),
@@ -76,7 +77,7 @@ def test_moe_split_and_per_layer_heads_in_json(tmp_path: Path, run_cli) -> None:
     assert "2 of 8 used per token" in text and "KV heads 1-4" in text and "4 shards" in text
 
 
-def test_usage_errors_are_one_line(run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_usage_errors_are_one_line(run_cli: RunCli) -> None:
     r = run_cli("inspect")
     assert r.exit_code == 2
     assert r.stderr == "Error: Missing argument 'MODEL.gguf'.\n"

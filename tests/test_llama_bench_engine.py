@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 import pytest
-from support import as_process, judged, started
+from support import RunCli, as_process, judged, started
 
 from ggprof.machine.profiles import ProfileDB
 
@@ -92,8 +92,8 @@ def test_without_r_llama_bench_repeats_until_the_answer_is_known(llama_tools: Pa
     a warm-up), then again where the answer is not known yet; each row says why it stopped,
     and the report says so, from 3 (one invocation cannot stop after 1)."""
     # --ignore-load: the rule in full whatever else runs here (a busy machine gets a shorter one)
-    args = ("profile", str(gemma_path), "--engine", engine(llama_tools), "-p", "32", "-n", "8", "--no-save")
-    args += ("--ignore-load",)
+    args: tuple[str, ...] = ("profile", str(gemma_path), "--engine", engine(llama_tools), "-p", "32", "-n", "8")
+    args += ("--no-save", "--ignore-load")
     d = judged(as_process(*args, "--json", timeout_s=300))
     assert all(3 <= len(b["samples_ns"]) <= 10 and b["stop_reason"] for b in d["bench"])
     said = " ".join(as_process(*args, timeout_s=300).stdout.split())  # the report wraps its lines
@@ -222,9 +222,10 @@ def test_a_hanging_llama_bench_times_out(tmp_path: Path, gemma_path: Path) -> No
 def _named(proc: psutil.Process, name: str) -> bool:
     """Whether a process is `name` (a short-lived helper may be gone by the time it is asked)."""
     try:
-        return proc.name() == name
+        found: str = proc.name()
     except psutil.Error:
         return False
+    return found == name
 
 
 def test_ctrl_c_ends_llama_bench_and_its_process_group(tmp_path: Path, gemma_path: Path) -> None:
@@ -262,7 +263,7 @@ def test_the_thread_probe_invocation_only_where_the_decode_verdict_turns_on_it(
     lies wholly inside before any probe: no probe invocation (-t 1). From 150 tok/s, only the
     compute roof the probe measures can lower the low end: the probe runs."""
     from ggprof.bench.results import BenchParams
-    from ggprof.bench.stopping import StopRule
+    from ggprof.bench.stopping import PlausibleRange, StopRule
     from ggprof.engines.llama_bench import LlamaBenchEngine
     from ggprof.machine.facts import gather_facts
     from ggprof.model.spec import load_model
@@ -280,7 +281,7 @@ def test_the_thread_probe_invocation_only_where_the_decode_verdict_turns_on_it(
         f"row = json.loads({json.dumps(row)!r})\nrow.update(n_gen=n, avg_ts=n * 25.0)\nprint(json.dumps(row))\n"
     )
     fake.chmod(0o755)
-    rule = StopRule(ranges=(("tg@0", low_tok_s, 1000.0, 1.14),))
+    rule = StopRule(ranges=(PlausibleRange("tg@0", low_tok_s, 1000.0, 1.14),))
     params = BenchParams(
         model=gemma_path, n_prompt=(0,), n_gen=(4,), n_threads=2, probe_threads=1, stop=rule, repack="off"
     )
@@ -293,7 +294,7 @@ def test_the_thread_probe_invocation_only_where_the_decode_verdict_turns_on_it(
 
 
 @pytest.mark.slow
-def test_a_profile_asks_llama_bench_for_its_devices_once(llama_tools: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_profile_asks_llama_bench_for_its_devices_once(llama_tools: Path, tmp_path: Path, run_cli: RunCli) -> None:
     """The build's backends are asked once per run (`llama-bench --list-devices` is a process
     start): a wrapper around the real llama-bench counts its invocations."""
     from ggprof.model.synth import SHAPES, write_model

@@ -5,6 +5,7 @@ each log holds were read off it by hand; where the thread found the cause, it is
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ def checked(name: str | Path, *args: str) -> tuple[int, dict[str, Any]]:
 
 
 def facts(name: str, run: int = 0, *args: str) -> dict[str, Any]:
-    return checked(name, *args)[1]["runs"][run]["facts"]
+    found: dict[str, Any] = checked(name, *args)[1]["runs"][run]["facts"]
+    return found
 
 
 def speeds(d: dict[str, Any]) -> list[tuple[str, int | None]]:
@@ -714,6 +716,11 @@ def test_fuzzed_log_lines_are_a_verdict_or_one_line(tmp_path: Path) -> None:
     # no control characters: text so full of them is binary data, refused in one line (tested above)
     junk = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=12)
 
+    def cycled(values: list[str]) -> Callable[[re.Match[str]], str]:
+        """A replacement that gives `values` in turn, round and round."""
+        it = itertools.cycle(values)
+        return lambda _: next(it)
+
     @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(
         st.lists(
@@ -725,8 +732,7 @@ def test_fuzzed_log_lines_are_a_verdict_or_one_line(tmp_path: Path) -> None:
     def check(picked: list[tuple[str, list[str], str]]) -> None:
         lines = []
         for template, values, extra in picked:
-            it = itertools.cycle(values)
-            lines.append(re.sub(r"\d+(?:[.,]\d+)?", lambda _, it=it: next(it), template) + extra)
+            lines.append(re.sub(r"\d+(?:[.,]\d+)?", cycled(values), template) + extra)
         log = tmp_path / "fuzz.log"
         log.write_text("\n".join(lines), errors="surrogatepass")
         judged = in_process("check", "--log", str(log), "--device", "rtx-4090", "--json")

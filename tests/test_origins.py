@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 from ggufs import Shape, write_model
@@ -25,7 +26,16 @@ from support import as_bounded_process
 REPO = "org/tiny-GGUF"
 FILE = "tiny-Q8_0.gguf"
 SECRET = "hf_thisIsATestTokenNotARealOne1234"
-LIMITS = {"timeout_s": 60, "max_rss_bytes": 400 << 20}
+
+
+class Limits(TypedDict):
+    """as_bounded_process's limits on each ggprof run."""
+
+    timeout_s: float
+    max_rss_bytes: int
+
+
+LIMITS: Limits = {"timeout_s": 60, "max_rss_bytes": 400 << 20}
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ggufs import LLAMA_3_1_8B_F16, write_model
+from support import RunCli
 
 EXAMPLE = ("--qps", "10", "--prompt", "1500", "--gen", "500", "--tpot-slo", "20", "--device", "h100-sxm")
 
@@ -16,7 +18,7 @@ def llama8b(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_model(tmp_path_factory.mktemp("plan") / "llama-3.1-8b-f16.gguf", LLAMA_3_1_8B_F16)[0]
 
 
-def test_the_worked_example(llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_the_worked_example(llama8b: Path, run_cli: RunCli) -> None:
     """10 requests/s, 500 output tokens, TPOT 20 ms -> about 10 s a request -> about 100 in flight;
     at 2,000 tokens each holds about 0.25 GB of KV, about 25 GB in all, plus 16 GB of fp16
     weights: about 41 GB, so one 80 GB GPU suffices, its batch below the ridge point."""
@@ -38,7 +40,7 @@ def test_the_worked_example(llama8b: Path, run_cli) -> None:  # type: ignore[no-
     assert d["step_time_ms"] <= 20 and d["memory_per_device_bytes"] == int(80e9 * 0.95)
 
 
-def test_the_steps_are_shown_with_their_figures(llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_the_steps_are_shown_with_their_figures(llama8b: Path, run_cli: RunCli) -> None:
     text = run_cli("plan", str(llama8b), *EXAMPLE).stdout
     assert "1. Little's law: a request stays TTFT" in text and "10 requests/s x 10.0 s = 100 in flight" in text
     assert "2. Memory: KV 262 MB per sequence at 2,000 tokens x 101 = 26.5 GB" in text
@@ -47,7 +49,7 @@ def test_the_steps_are_shown_with_their_figures(llama8b: Path, run_cli) -> None:
     assert max(len(line) for line in text.splitlines()) <= 100
 
 
-def test_more_traffic_needs_more_devices(llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_more_traffic_needs_more_devices(llama8b: Path, run_cli: RunCli) -> None:
     one = json.loads(run_cli("plan", str(llama8b), *EXAMPLE, "--json").stdout)
     args = list(EXAMPLE)
     args[1] = "100"  # ten times the traffic
@@ -67,7 +69,7 @@ def test_more_traffic_needs_more_devices(llama8b: Path, run_cli) -> None:  # typ
         (("--ttft-slo", "0.5"), "--ttft-slo 0.5 ms is below the physical floor"),
     ],
 )
-def test_bad_input(change: tuple[str, str], error: str, llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input(change: tuple[str, str], error: str, llama8b: Path, run_cli: RunCli) -> None:
     args = list(EXAMPLE)
     if change[0] in args:
         args[args.index(change[0]) + 1] = change[1]
@@ -77,7 +79,7 @@ def test_bad_input(change: tuple[str, str], error: str, llama8b: Path, run_cli) 
     assert r.exit_code == 2 and error in r.stderr and r.stderr.count("\n") == 1, r.stderr
 
 
-def test_a_device_without_a_memory_size(llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_device_without_a_memory_size(llama8b: Path, run_cli: RunCli) -> None:
     r = run_cli(
         "plan", str(llama8b), "--qps", "1", "--prompt", "100", "--gen", "100", "--tpot-slo", "50", "--bandwidth", "3000"
     )
@@ -93,13 +95,14 @@ N_EMBD, N_VOCAB = 4096, 128256  # LLAMA_3_1_8B_F16
 DEPTH = 100 + 100 // 2  # a sequence's average depth: the prompt and half the generated tokens
 
 
-def _plan(llama8b: Path, run_cli, *args: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
+def _plan(llama8b: Path, run_cli: RunCli, *args: str) -> dict[str, Any]:
     r = run_cli("plan", str(llama8b), *SMALL_LOAD, *args, "--json")
     assert r.exit_code == 0, r.stderr
-    return json.loads(r.stdout)  # type: ignore[no-any-return]
+    d: dict[str, Any] = json.loads(r.stdout)
+    return d
 
 
-def test_a_model_split_over_two_devices_gains_memory_not_speed(llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_model_split_over_two_devices_gains_memory_not_speed(llama8b: Path, run_cli: RunCli) -> None:
     """16 GB of f16 weights on 12 GB cards: two of them hold one copy, and a step visits each in
     turn, so batch 1 takes the whole model's bytes over one card's bandwidth."""
     d = _plan(llama8b, run_cli, "--device", "rtx-3060")
@@ -109,7 +112,7 @@ def test_a_model_split_over_two_devices_gains_memory_not_speed(llama8b: Path, ru
     assert d["tpot_floor_ms"] == pytest.approx((read + kv_read) / RTX_3060_BYTES_PER_S * 1e3, rel=0.01)
 
 
-def test_one_device_short_of_memory_is_planned_over_the_rpc_machines(llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_one_device_short_of_memory_is_planned_over_the_rpc_machines(llama8b: Path, run_cli: RunCli) -> None:
     """The local 12 GB card and a remote one behind a 100 MB/s link: a step reads half the
     model on each card, and crosses the link once each way with one activation per sequence."""
     d = _plan(llama8b, run_cli, "--device", "rtx-3060", "--rpc-device", f"rtx-3060@{LINK}")
@@ -125,7 +128,7 @@ def test_one_device_short_of_memory_is_planned_over_the_rpc_machines(llama8b: Pa
     assert d["group_size"] == 2 and d["devices_needed"] % 2 == 0  # whole copies of the split
 
 
-def test_all_layers_remote_bring_every_sequences_logits_over_the_link(llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_all_layers_remote_bring_every_sequences_logits_over_the_link(llama8b: Path, run_cli: RunCli) -> None:
     """Both cards behind links, the output layer on the last: each sequence's logits (4 bytes x
     128,256) cross back every step, and a step at batch B moves B times as much."""
     remote = ("--rpc-device", f"rtx-3060@{LINK}")
@@ -138,7 +141,7 @@ def test_all_layers_remote_bring_every_sequences_logits_over_the_link(llama8b: P
     assert d["network_ms"] == pytest.approx((fixed + b * per_sequence) * 1e3, rel=1e-6)
 
 
-def test_a_model_one_device_holds_is_not_split(llama8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_model_one_device_holds_is_not_split(llama8b: Path, run_cli: RunCli) -> None:
     alone = _plan(llama8b, run_cli, "--device", "h100-sxm")
     d = _plan(llama8b, run_cli, "--device", "h100-sxm", "--rpc-device", f"rtx-3060@{LINK}")
     assert not d["split_over_rpc"] and d["why_split"] is None and d["links"] == []

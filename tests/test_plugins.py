@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from support import THIRDPARTY, as_process, install_example, judged
+from support import THIRDPARTY, RunCli, as_process, install_example, judged
 
 from ggprof import hookspecs
 from ggprof.plugins import backends, plugin_infos, plugin_manager, reset
@@ -24,7 +26,7 @@ def test_builtin_backends_load_by_import() -> None:
     assert set(backends()) == BUILTIN_BACKENDS
 
 
-def test_plugins_json(run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_plugins_json(run_cli: RunCli) -> None:
     r = run_cli("plugins", "--json")
     assert r.exit_code == 0
     rows = {row["name"]: row for row in json.loads(r.stdout)}
@@ -66,7 +68,9 @@ def test_ggprof_plugins_env_restricts(tmp_path: Path) -> None:
     }
 
 
-def test_the_cpu_backend_cannot_be_turned_off(run_cli, gemma_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_cpu_backend_cannot_be_turned_off(
+    run_cli: RunCli, gemma_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """GGPROF_PLUGINS="" loads no optional plugin, and still judges a CPU run: 1 tok/s against
     100 GB/s (a ceiling of ~400 tok/s) is below the CPU's band, said by the cpu plugin."""
     monkeypatch.setenv("GGPROF_PLUGINS", "")
@@ -124,7 +128,7 @@ def test_hooks_keep_pluggys_order_wrappers_and_isolate_a_failure(monkeypatch: py
 
     class Wrapper:
         @hookimpl(wrapper=True)
-        def judge(self, case: object):  # type: ignore[no-untyped-def]
+        def judge(self, case: object) -> Generator[None, list[list[Finding]], list[list[Finding]]]:
             answers = yield
             rec.seen.append(f"wrapper saw {sum(len(a) for a in answers)}")
             return answers
@@ -282,9 +286,9 @@ def test_an_outside_engine_runs_and_is_judged(tmp_path: Path, gemma_path: Path) 
     assert (decode["code"], d["verdict"]) == ("DECODE_ABOVE_CEILING", "impossible")
 
 
-def statistics_mean_ts(row: dict[str, object]) -> float:
+def statistics_mean_ts(row: dict[str, Any]) -> float:
     """tok/s of a recorded row, from its own samples (as llama-bench computes avg_ts)."""
-    n = int(row["n_prompt"] or row["n_gen"])  # type: ignore[call-overload]
-    samples = row["samples_ns"]
+    n = int(row["n_prompt"] or row["n_gen"])
+    samples: list[int] = row["samples_ns"]
     assert isinstance(samples, list)
     return sum(n / (ns / 1e9) for ns in samples) / len(samples)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from ggufs import LLAMA_8B_GQA_F16, LLAMA_8B_MHA_F16, LLAMA_70B_F16, Q4_8B_TIED, Q4_K_LLAMA, Shape, write_model
+from support import RunCli
 
 from ggprof.figures import Figure
 from ggprof.machine.device import Device, EfficiencyBand
@@ -83,6 +84,7 @@ def test_70b_fp16_at_3_35_tb_s(tmp_path: Path) -> None:
     assert p.tpot_floor_ms == pytest.approx(42, rel=0.04)  # "~42 ms per token"
     assert p.decode_intensity_flops_per_byte == pytest.approx(1.0, rel=0.01)  # "intensity ~1 FLOP/byte"
     assert p.ridge_flops_per_byte == pytest.approx(295, abs=1)  # H100: 990 TFLOP/s / 3.35 TB/s
+    assert p.ridge_flops_per_byte is not None
     assert p.prefill_intensity_flops_per_byte > p.ridge_flops_per_byte  # prefill sits under the compute roof
 
 
@@ -124,6 +126,7 @@ def test_batch_max_on_an_80_gb_gpu(tmp_path: Path) -> None:
     assert p_mha.placement.gpu_weight_bytes == weights
     # what is left after the weights holds batch_max sequences of 4 GiB of KV each (8192 tokens x
     # 32 layers x 32 heads x 128 x 2 x 2 bytes), the compute buffers less than one more
+    assert p_mha.batch_max is not None
     assert weights + p_mha.batch_max * 4 * GiB <= available < weights + (p_mha.batch_max + 1) * 4 * GiB + GiB
     assert 12 <= (p_mha.batch_max or 0) <= 15
     assert 50 <= (p_gqa.batch_max or 0) <= 60
@@ -200,7 +203,7 @@ PREDICT_KEYS = {
 }
 
 
-def test_predict_json_with_profile_device(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_predict_json_with_profile_device(tmp_path: Path, run_cli: RunCli) -> None:
     path = write_model(tmp_path / "8b.gguf", Q4_8B_TIED)[0]
     r = run_cli("predict", str(path), "--device", "ddr5-5600-dual", "--json")
     assert r.exit_code == 0, r.stderr
@@ -236,7 +239,7 @@ def test_predict_json_with_profile_device(tmp_path: Path, run_cli) -> None:  # t
         (["--n-gpu-layers", "-2", "--device", "rtx-4090"], "Error: Invalid value for '-ngl'"),
     ],
 )
-def test_bad_flags_one_line_exit_2(args: list[str], error: str, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_bad_flags_one_line_exit_2(args: list[str], error: str, tmp_path: Path, run_cli: RunCli) -> None:
     path = write_model(tmp_path / "m.gguf", Shape())[0]
     r = run_cli("predict", str(path), *args)
     assert r.exit_code == 2
@@ -244,8 +247,8 @@ def test_bad_flags_one_line_exit_2(args: list[str], error: str, tmp_path: Path, 
 
 
 def test_default_device_is_this_host_with_cached_measurement(
-    tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
     path = write_model(tmp_path / "m.gguf", Shape())[0]
     from ggprof.machine.host import describe_host
@@ -255,7 +258,8 @@ def test_default_device_is_this_host_with_cached_measurement(
 
     # a host whose memory modules say nothing (so no theoretical figure): only a measurement helps
     monkeypatch.setattr("ggprof.machine.host.detect_memory", lambda: None)
-    assert describe_host(ext.backends.values(), ext.profiles, measure=False).cpu.bandwidth is None  # type: ignore[union-attr]
+    cpu = describe_host(ext.backends.values(), ext.profiles, measure=False).cpu
+    assert cpu is not None and cpu.bandwidth is None
     r = run_cli("predict", str(path))
     assert r.exit_code == 2 and "run `ggprof host` to measure it" in r.stderr
     run_cli("host", "--quick", "--json")

@@ -6,16 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
+from support import RunCli
 
 from ggprof.errors import BadInputError, ProfileError
-from ggprof.machine.profiles import ProfileDB
+from ggprof.machine.profiles import Profile, ProfileDB
 
 
-def get_profile(profile_id: str):  # type: ignore[no-untyped-def]
+def get_profile(profile_id: str) -> Profile:
     return ProfileDB.default().get(profile_id)
 
 
-def match_profile(name: str, cores: int | None):  # type: ignore[no-untyped-def]
+def match_profile(name: str, cores: int | None) -> tuple[Profile | None, str | None]:
     return ProfileDB.default().match(name, cores)
 
 
@@ -164,8 +165,8 @@ BAD_PROFILES = [
 
 @pytest.mark.parametrize(("text", "problem"), BAD_PROFILES)
 def test_malformed_profile_one_line_naming_file_and_field(
-    text: str, problem: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli
-) -> None:  # type: ignore[no-untyped-def]
+    text: str, problem: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: RunCli
+) -> None:
     (tmp_path / "profiles").mkdir()
     bad = tmp_path / "profiles" / "bad.toml"
     bad.write_text(text)
@@ -177,7 +178,7 @@ def test_malformed_profile_one_line_naming_file_and_field(
     assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"Error: {bad}: ") and problem in r.stderr
 
 
-def test_profiles_json(run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_profiles_json(run_cli: RunCli) -> None:
     r = run_cli("profiles", "--json")
     assert r.exit_code == 0
     rows = {row["id"]: row for row in json.loads(r.stdout)}

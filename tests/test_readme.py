@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from support import RunCli
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -61,10 +63,10 @@ def test_each_command_loads_from_the_module_the_group_names() -> None:
 
     for name, module in COMMAND_MODULES.items():
         cli.load_builtin(name)
-        assert cli.commands[name].callback.__module__ == f"ggprof.cli.{module}", name  # type: ignore[union-attr]
+        assert cli.commands[name].callback.__module__ == f"ggprof.cli.{module}", name
 
 
-def test_version_answered_early_says_what_click_says(run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_version_answered_early_says_what_click_says(run_cli: RunCli) -> None:
     """`ggprof --version` is answered before click is imported; the words are click's."""
     import subprocess
     import sys

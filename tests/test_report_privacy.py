@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import history_record
+from support import RunCli, history_record
 
 from ggprof.history.store import RunRecord, save
 
@@ -13,7 +14,9 @@ users = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=12)
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(user=users, fmt=st.sampled_from(["md", "json"]))
-def test_a_report_carries_file_names_not_paths(user: str, fmt: str, tmp_path_factory, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_report_carries_file_names_not_paths(
+    user: str, fmt: str, tmp_path_factory: pytest.TempPathFactory, run_cli: RunCli
+) -> None:
     """Whoever ran it (a short user name, one inside a folder's name) and whoever reports it:
     no home folder, no folder at all, in any format; the file names stay."""
     home = f"/home/{user}"

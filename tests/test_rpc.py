@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ggufs import Shape, write_model
@@ -271,11 +272,12 @@ def test_python_engine_without_rpc_says_how_to_rebuild(rpc_server: str, gemma_pa
     assert "-DGGML_RPC=on" in r.stderr and "--engine llama-bench" in r.stderr
 
 
-def split_decode(d: dict) -> str:
+def split_decode(d: dict[str, Any]) -> str:
     """The code of the decode finding: the split's judgement. (How much the run's repetitions
     varied is the machine's: prompts over RPC on this busy 2-core VM have varied by over 20%,
     a RUN_TOO_NOISY finding of its own.)"""
-    return next(f["code"] for f in d["findings"] if f["code"].startswith("DECODE_"))
+    code: str = next(f["code"] for f in d["findings"] if f["code"].startswith("DECODE_"))
+    return code
 
 
 def _rpc_profile(llama_tools: Path, gemma_path: Path, endpoint: str, *flags: str) -> tuple[str, ...]:
@@ -284,7 +286,7 @@ def _rpc_profile(llama_tools: Path, gemma_path: Path, endpoint: str, *flags: str
     return ("profile", str(gemma_path), "--engine", engine, "--rpc", endpoint, *flags)
 
 
-def _profile_rpc(llama_tools: Path, gemma_path: Path, endpoint: str, rpc_lib: str, *extra: str) -> dict:
+def _profile_rpc(llama_tools: Path, gemma_path: Path, endpoint: str, rpc_lib: str, *extra: str) -> dict[str, Any]:
     flags = ("-t", "1", "-p", "128", "-n", "32", "--json", "--no-save", *extra)
     r = as_process(
         *_rpc_profile(llama_tools, gemma_path, endpoint, *flags), env={"GGPROF_RPC_LIB": rpc_lib}, timeout_s=300

@@ -68,7 +68,7 @@ def test_what_llama_bench_is_given_it_reports_back(llama_tools: Path, gemma_path
 
 
 def test_a_command_line_spells_each_fact_as_llama_cpp_does_today() -> None:
-    row = {"n_threads": 2, "n_gpu_layers": -1, "n_batch": 2048, "n_ubatch": 512, "flash_attn": -1}
+    row: dict[str, object] = {"n_threads": 2, "n_gpu_layers": -1, "n_batch": 2048, "n_ubatch": 512, "flash_attn": -1}
     row |= {"type_k": "f16", "type_v": "q8_0"}
     assert command_line(from_json(row)) == "-t 2 -ngl -1 -b 2048 -ub 512 -fa auto -ctk f16 -ctv q8_0"
     # older llama-bench wrote flash attention as true/false
@@ -115,7 +115,14 @@ def test_the_flash_attention_numbers_are_llama_cpps() -> None:
 def test_compare_names_differing_run_facts_as_llama_cpp_spells_them(tmp_path: Path) -> None:
     from support import in_process
 
-    base = {"n_prompt": 0, "n_gen": 128, "n_depth": 0, "avg_ts": 100.0, "stddev_ts": 1.0, "n_threads": 2}
+    base: dict[str, object] = {
+        "n_prompt": 0,
+        "n_gen": 128,
+        "n_depth": 0,
+        "avg_ts": 100.0,
+        "stddev_ts": 1.0,
+        "n_threads": 2,
+    }
     base |= {"samples_ts": [99.0, 100.0, 101.0], "flash_attn": -1, "n_ubatch": 512, "type_k": "f16"}
     (tmp_path / "a.json").write_text(json.dumps([base]))
     other = base | {"flash_attn": 1, "n_ubatch": 64, "avg_ts": 121.0, "samples_ts": [120.0, 121.0, 122.0]}

@@ -9,6 +9,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ggufs import Shape, write_model
@@ -71,12 +72,12 @@ def test_a_cpu_server_is_probed_only_where_the_decode_verdict_turns_on_it(
     first request, between requests, and the stop rule uses it; above a low end every decode
     clears (0.001 tok/s), it is not measured at all, and the reason says so."""
     from ggprof.bench.results import BenchParams
-    from ggprof.bench.stopping import StopRule
+    from ggprof.bench.stopping import PlausibleRange, StopRule
     from ggprof.engines.server import ServerEngine
     from ggprof.machine.facts import gather_facts
     from ggprof.model.spec import load_model
 
-    rule = StopRule(ranges=(("tg@0", low_tok_s, 1e9, 1.14),))
+    rule = StopRule(ranges=(PlausibleRange("tg@0", low_tok_s, 1e9, 1.14),))
     params = BenchParams(model=gemma_path, n_prompt=(16,), n_gen=(16,), n_threads=2, stop=rule)
     result = ServerEngine(llama_server).run(load_model(gemma_path), params, gather_facts())
     tg = result.row("tg")
@@ -137,7 +138,9 @@ def test_concurrency_sweep_on_four_slots(llama_server: str) -> None:
     assert all(p["predicted_aggregate_ceiling_tok_s"] > 0 for p in sweep["points"])
 
 
-def profile_replayed(routes: dict[tuple[str, str], Route], *args: str, env: dict[str, str] | None = None) -> dict:
+def profile_replayed(
+    routes: dict[tuple[str, str], Route], *args: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """`ggprof profile --server` against a replayed server (short runs; later flags win)."""
     with ReplayServer(routes) as url:
         short = ("-p", "16", "-n", "16", "-r", "1", "--json", "--no-save")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ggufs import F16, LLAMA_8B_GQA_F16, Shape, write_model
@@ -36,7 +37,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return target, draft
 
 
-def _check(target: Path, tg: float, *flags: str) -> tuple[int, dict[str, object], str]:
+def _check(target: Path, tg: float, *flags: str) -> tuple[int, dict[str, Any], str]:
     r = in_process("check", str(target), "--tg", str(tg), "--device", "rtx-3090", *flags, "--json")
     assert r.stdout, r.stderr
     return r.exit_code, json.loads(r.stdout), r.stderr
@@ -49,10 +50,10 @@ def test_a_drafted_decode_above_the_plain_ceiling_is_judged_per_verify_step(mode
     plain = RTX_3090_BYTES_PER_S / load_model(target).decode_bytes_per_token
     assert 64 < plain < 66
     code, d, _ = _check(target, 95)
-    assert code == 4 and d["findings"][0]["code"] == "DECODE_ABOVE_CEILING"  # type: ignore[index]
+    assert code == 4 and d["findings"][0]["code"] == "DECODE_ABOVE_CEILING"
     code, d, err = _check(target, 95, "-md", str(draft), "--spec-draft-n-max", "4")
     assert code == 0, err
-    assert d["findings"][0]["code"] == "DECODE_PLAUSIBLE"  # type: ignore[index]
+    assert d["findings"][0]["code"] == "DECODE_PLAUSIBLE"
     assert "speculative decoding (draft-simple, up to 4 drafted a step, draft model 1b-f16.gguf)" in json.dumps(d)
 
 
@@ -73,7 +74,7 @@ def test_above_n_plus_one_tokens_a_pass_is_impossible_every_time(
     with_draft = ("-md", str(draft)) if "draft-simple" in flags else ()
     code, d, _ = _check(target, 1.25 * (n + 1) * plain, *flags, *with_draft)
     assert code == 4
-    found = d["findings"][0]  # type: ignore[index]
+    found = d["findings"][0]
     assert found["code"] == "DECODE_ABOVE_DRAFT_CEILING"
     assert found["title"].endswith(f"than {n + 1} tokens per target pass allow ({(n + 1) * plain:.3g} tok/s)")
 
@@ -87,14 +88,14 @@ def test_a_known_acceptance_pins_the_expected_speed_and_a_low_one_is_named(model
     rate = tokens_per_step(0.8, 4) / step_s
     flags = ("-md", str(draft), "--spec-draft-n-max", "4", "--draft-acceptance", "0.8")
     code, d, _ = _check(target, rate * 0.8, *flags)
-    assert d["expected_tok_s_high"] <= rate and d["expected_tok_s_low"] >= 0.3 * rate  # type: ignore[operator]
-    assert "acceptance 80% (--draft-acceptance): 3.36 tokens a step" in d["expected_basis"]  # type: ignore[operator]
+    assert d["expected_tok_s_high"] <= rate and d["expected_tok_s_low"] >= 0.3 * rate
+    assert "acceptance 80% (--draft-acceptance): 3.36 tokens a step" in d["expected_basis"]
     # at 5% acceptance drafting costs more than it saves: a run at a third of that speed is slow,
     # and low acceptance is its first cause
     slow = ("-md", str(draft), "--spec-draft-n-max", "4", "--draft-acceptance", "0.05")
     code, d, _ = _check(target, 10, *slow)
     assert code == 3
-    first = d["findings"][0]  # type: ignore[index]
+    first = d["findings"][0]
     assert first["code"] == "DECODE_BELOW_BAND"
     assert first["causes"][0].startswith("low draft acceptance: the target rejected most drafted tokens (below ")
 

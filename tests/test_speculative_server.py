@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from llamacpp_tools import start_llama_server
@@ -32,7 +33,7 @@ def ngram(llama_tools: Path, gemma_path: Path, tmp_path_factory: pytest.TempPath
     yield from _server(llama_tools, gemma_path, tmp_path_factory.mktemp("ngram"), "--spec-type", "ngram-mod")
 
 
-def _profile(url: str, tmp_path: Path) -> dict[str, object]:
+def _profile(url: str, tmp_path: Path) -> dict[str, Any]:
     r = as_process(
         "profile", "--server", url, "-p", "32", "-n", "64", "-r", "3", "--json", "--db", str(tmp_path / "r.db"),
         timeout_s=600,
@@ -40,9 +41,10 @@ def _profile(url: str, tmp_path: Path) -> dict[str, object]:
     return judged(r)
 
 
-def _decode(d: dict[str, object]) -> dict[str, object]:
-    (found,) = [f for f in d["findings"] if f["code"].startswith("DECODE_")]  # type: ignore[attr-defined]
-    return found  # type: ignore[no-any-return]
+def _decode(d: dict[str, Any]) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [f for f in d["findings"] if f["code"].startswith("DECODE_")]
+    (decode,) = found
+    return decode
 
 
 @pytest.mark.slow

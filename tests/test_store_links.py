@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from ggufs import Shape, write_model
+from support import RunCli
 
 SHAPE = Shape()
 MODEL_LAYER = "application/vnd.ollama.image.model"
@@ -37,7 +38,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def skipped(run_cli, *args: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def skipped(run_cli: RunCli, *args: str) -> dict[str, str]:
     r = run_cli("fit", *args, "--bandwidth", "90", "--memory", "16", "--json")
     return {Path(s["path"]).name: s["reason"] for s in json.loads(r.stdout)["skipped"]} if r.stdout else {}
 
@@ -53,8 +54,8 @@ def skipped(run_cli, *args: str) -> dict[str, str]:  # type: ignore[no-untyped-d
     ],
 )
 def test_an_ollama_blob_is_read_only_inside_the_store(
-    blob_is: str, reason: str, home: Path, tmp_path: Path, run_cli
-) -> None:  # type: ignore[no-untyped-def]
+    blob_is: str, reason: str, home: Path, tmp_path: Path, run_cli: RunCli
+) -> None:
     outside = write_model(tmp_path / "secret.gguf", SHAPE)[0]
     blob = ollama(home, "m")
     if blob_is == "a link out of the store":
@@ -70,14 +71,16 @@ def test_an_ollama_blob_is_read_only_inside_the_store(
     assert skipped(run_cli)["latest"].startswith(f"the manifest of m:latest points to {reason}")
 
 
-def test_a_blob_linked_inside_the_store_is_read(home: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_blob_linked_inside_the_store_is_read(home: Path, tmp_path: Path, run_cli: RunCli) -> None:
     blob = ollama(home, "m")
     real = write_model(blob.parent / "the-real-file", SHAPE)[0]
     blob.symlink_to(real.name)
     assert run_cli("inspect", "ollama:m").exit_code == 0
 
 
-def test_an_lm_studio_folder_linked_out_of_the_store_is_not_scanned(home: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_an_lm_studio_folder_linked_out_of_the_store_is_not_scanned(
+    home: Path, tmp_path: Path, run_cli: RunCli
+) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     write_model(elsewhere / "private.gguf", SHAPE)
@@ -89,7 +92,7 @@ def test_an_lm_studio_folder_linked_out_of_the_store_is_not_scanned(home: Path, 
     assert skipped(run_cli)["model"].startswith("a link out of the store")
 
 
-def test_every_file_not_used_is_listed_with_its_reason(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_every_file_not_used_is_listed_with_its_reason(tmp_path: Path, run_cli: RunCli) -> None:
     folder = tmp_path / "models"
     deep = folder.joinpath(*[f"d{i}" for i in range(13)])
     deep.mkdir(parents=True)
@@ -109,7 +112,7 @@ def test_every_file_not_used_is_listed_with_its_reason(tmp_path: Path, run_cli) 
     }
 
 
-def test_a_folder_the_user_names_follows_its_links_to_files_elsewhere(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_folder_the_user_names_follows_its_links_to_files_elsewhere(tmp_path: Path, run_cli: RunCli) -> None:
     """Models linked into a folder (often to Ollama's blobs) are how many people keep them: the
     folder is the user's, so its links are followed (the store rule is for the stores ggprof
     finds by itself)."""
@@ -126,6 +129,6 @@ def test_a_folder_the_user_names_follows_its_links_to_files_elsewhere(tmp_path: 
 
 
 @pytest.mark.parametrize("ref", ["ollama:" + "a" * 5000, "ollama:" + "a/" * 3000 + "b"])
-def test_a_huge_reference_is_one_line(ref: str, home: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_huge_reference_is_one_line(ref: str, home: Path, run_cli: RunCli) -> None:
     r = run_cli("inspect", ref)
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and len(r.stderr) < 600, r.stderr

@@ -9,9 +9,11 @@ import re
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TypedDict
 
 import psutil
 import pytest
+from support import RunCli
 
 from ggprof.bench.context import RunContext
 from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo
@@ -59,6 +61,14 @@ def tg_result(threads: int, tg: float, pp: float) -> BenchResult:
     return result(rows, n_threads=threads)
 
 
+class CoreCounts(TypedDict, total=False):
+    """The host's cores a case changes."""
+
+    physical_cores: int
+    logical_cores: int
+    efficiency_cores: int
+
+
 @pytest.mark.parametrize(
     ("facts_change", "curve", "bandwidth", "reason"),
     [
@@ -79,7 +89,7 @@ def tg_result(threads: int, tg: float, pp: float) -> BenchResult:
     ],
 )
 def test_why_the_thread_curve_stops(
-    facts_change: dict, curve: list[float], bandwidth: float | None, reason: str
+    facts_change: CoreCounts, curve: list[float], bandwidth: float | None, reason: str
 ) -> None:
     facts = replace(gather_facts(), cpus=None, **facts_change)  # the cores given, no affinity or quota
     runs = [tg_result(n, tg, 10 * tg) for n, tg in enumerate(curve, 1)]
@@ -89,7 +99,7 @@ def test_why_the_thread_curve_stops(
 
 
 @pytest.mark.slow
-def test_batch_sweep_on_gemma_shares_the_weights(gemma_path: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_batch_sweep_on_gemma_shares_the_weights(gemma_path: Path, tmp_path: Path, run_cli: RunCli) -> None:
     host = json.loads(run_cli("host", "--quick", "--json").stdout)
     svg = tmp_path / "batch.svg"
     args = ("--parallel", "1,4", "-n", "32", "-r", "2", "-t", "2", "--json", "--plot", str(svg))
@@ -112,7 +122,7 @@ def test_batch_sweep_on_gemma_shares_the_weights(gemma_path: Path, tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_thread_sweep_on_gemma_names_the_best_count(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_thread_sweep_on_gemma_names_the_best_count(gemma_path: Path, run_cli: RunCli) -> None:
     facts = gather_facts()
     png = Path(os.environ["GGPROF_CONFIG_DIR"]).parent / "threads.png"
     r = run_cli(
@@ -142,7 +152,7 @@ def test_thread_sweep_on_gemma_names_the_best_count(gemma_path: Path, run_cli) -
 
 
 @pytest.mark.slow
-def test_bench_sweeps_a_list_of_threads(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_bench_sweeps_a_list_of_threads(gemma_path: Path, run_cli: RunCli) -> None:
     r = run_cli("bench", str(gemma_path), "-p", "16", "-n", "8", "-r", "1", "-t", "1,2", "--json")
     rows = json.loads(r.stdout)
     assert r.exit_code == 0 and [(row["n_threads"], row["n_prompt"], row["n_gen"]) for row in rows] == [
@@ -162,12 +172,12 @@ def test_bench_sweeps_a_list_of_threads(gemma_path: Path, run_cli) -> None:  # t
         (["profile", "-t", "1,2"], "profile runs at one -t; --threads-sweep sweeps"),
     ],
 )
-def test_bad_sweep_flags(args: list[str], error: str, gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_bad_sweep_flags(args: list[str], error: str, gemma_path: Path, run_cli: RunCli) -> None:
     r = run_cli(args[0], str(gemma_path), *args[1:])
     assert r.exit_code == 2 and error in r.stderr and r.stderr.count("\n") == 1, r.stderr
 
 
-def test_a_batch_sweep_that_would_not_fit_is_refused_with_the_figure(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_batch_sweep_that_would_not_fit_is_refused_with_the_figure(gemma_path: Path, run_cli: RunCli) -> None:
     free = psutil.virtual_memory().available
     r = run_cli("bench", str(gemma_path), "--parallel", "1,4096", "-n", "30000")
     assert r.exit_code == 2 and r.stderr.startswith("Error: --parallel 4096 needs ") and "of RAM is free" in r.stderr
@@ -195,6 +205,6 @@ def test_plot_without_matplotlib_says_how_to_install_it(
         (["profile", "--plot", "x.txt"], "--plot x.txt: give a .png or .svg file"),
     ],
 )
-def test_plot_needs_its_sweep(args: list[str], error: str, gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_plot_needs_its_sweep(args: list[str], error: str, gemma_path: Path, run_cli: RunCli) -> None:
     r = run_cli(args[0], str(gemma_path), *args[1:])
     assert r.exit_code == 2 and error in r.stderr

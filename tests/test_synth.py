@@ -8,12 +8,13 @@ from pathlib import Path
 import gguf
 import numpy as np
 import pytest
+from support import RunCli
 
 from ggprof.model.spec import load_model
 from ggprof.model.synth import SHAPES, default_path, ensure_model, write_model
 
 
-def test_list_shapes(run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_list_shapes(run_cli: RunCli) -> None:
     r = run_cli("synth", "--list")
     assert r.exit_code == 0
     for name in ("tiny", "small", "small-tied", "1b", "3b", "8b", "moe"):
@@ -55,7 +56,7 @@ def test_tied_and_moe_shapes(tmp_path: Path) -> None:
     assert moe.decode_bytes_per_token < 0.4 * moe.tensor_bytes  # 2 of 8 experts per token
 
 
-def test_cached_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_cached_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: RunCli) -> None:
     monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
     r = run_cli("synth", "--shape", "tiny", "--json")
     d = json.loads(r.stdout)
@@ -67,6 +68,6 @@ def test_cached_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_
     assert r.exit_code == 0 and out.exists() and str(out) in r.stdout
 
 
-def test_unknown_shape(run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_shape(run_cli: RunCli) -> None:
     r = run_cli("synth", "--shape", "9000b")
     assert r.exit_code == 2 and r.stderr.startswith("Error: unknown shape '9000b'")

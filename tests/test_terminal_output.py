@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ggufs import Shape, write_model
 from support import (
+    RunCli,
     as_process,
     bench_rows,
     clean_output,
@@ -21,7 +22,7 @@ def test_control_codes_in_llama_bench_json_never_reach_the_terminal(tmp_path: Pa
     assert r.exit_code == 2 and "pwned" in r.stderr and clean_output(r.stderr + r.stdout)
 
 
-def test_a_huge_key_gives_a_short_error_line(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_huge_key_gives_a_short_error_line(tmp_path: Path, run_cli: RunCli) -> None:
     path = write_model(tmp_path / "m.gguf", Shape(extra={"k" * 5_000_000: 1}))[0]
     r = run_cli("inspect", str(path))
     assert r.exit_code == 2 and len(r.stderr) < 600 and "at most 65,536 allowed" in r.stderr

@@ -11,11 +11,17 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
 import pytest
+from support import RunCli
 
 from ggprof.machine.cpus import CpuBudget, cgroup_quota, parse_cpu_list, read_budget
 from ggprof.machine.measurements import BandwidthMeasurement, KernelResult
+from ggprof.pipelines.extensions import Extensions
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PASS_S = 0.05
 
@@ -98,13 +104,13 @@ def test_every_read_after_the_probe_uses_the_kernel_it_picked(monkeypatch: pytes
 
     calls: list[str] = []
 
-    def slow_or(x: object) -> None:
+    def slow_or(x: np.ndarray) -> None:
         calls.append("or")
         time.sleep(0.3)
 
-    def recorded_max(x: object) -> None:
+    def recorded_max(x: np.ndarray) -> None:
         calls.append("max")
-        stream._max_doubles(x)  # type: ignore[arg-type]
+        stream._max_doubles(x)
 
     monkeypatch.setattr(stream, "_READ_FUNCTIONS", {"or": slow_or, "max": recorded_max})
     m = stream.measure_bandwidth(2, None, 0, quick=True)  # no free RAM reported: 64 MiB arrays
@@ -192,6 +198,15 @@ def fake_root(
     return root
 
 
+class RootChanges(TypedDict, total=False):
+    """What a fake root's cgroups and affinity set say."""
+
+    affinity: str
+    v2: dict[str, str]
+    v1: tuple[str, str]
+    cgroup_path: str
+
+
 @pytest.mark.parametrize(
     ("kwargs", "usable", "limited_by", "quota"),
     [
@@ -217,9 +232,9 @@ def fake_root(
     ],
 )
 def test_the_cpu_budget_is_the_smallest_of_cores_affinity_and_quota(
-    tmp_path: Path, kwargs: dict[str, object], usable: int, limited_by: str, quota: float | None
+    tmp_path: Path, kwargs: RootChanges, usable: int, limited_by: str, quota: float | None
 ) -> None:
-    root = fake_root(tmp_path, **kwargs)  # type: ignore[arg-type]
+    root = fake_root(tmp_path, **kwargs)
     budget = read_budget(16, 16, root=root)
     assert (budget.usable, budget.limited_by) == (usable, limited_by)
     assert budget.quota_cpus == (pytest.approx(quota) if quota is not None else None)
@@ -285,7 +300,7 @@ def sixteen_core_container(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
     return root
 
 
-def test_a_cgroup_quota_sets_the_measurements_threads(run_cli, sixteen_core_container: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_cgroup_quota_sets_the_measurements_threads(run_cli: RunCli, sixteen_core_container: Path) -> None:
     r = run_cli("host", "--json", "--quick")
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
@@ -297,7 +312,9 @@ def test_a_cgroup_quota_sets_the_measurements_threads(run_cli, sixteen_core_cont
     assert "2 of 16 physical cores, limited by cgroup quota" in text
 
 
-def test_a_cgroup_quota_sets_llama_cpps_default_threads(run_cli, sixteen_core_container: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_cgroup_quota_sets_llama_cpps_default_threads(
+    run_cli: RunCli, sixteen_core_container: Path, tmp_path: Path
+) -> None:
     """The default -t of a real llama.cpp run is the quota's 2, not the 16 cores; -t 16 is
     named as more than this process may use."""
     from ggprof.model.synth import SHAPES, write_model
@@ -342,8 +359,8 @@ def test_a_figure_above_what_its_workers_or_the_modules_can_read_is_implausible(
     assert why is not None and "above the installed memory's theoretical peak (89.6 GB/s)" in why
 
 
-def test_a_figure_that_cannot_be_true_is_measured_again_then_refused(  # type: ignore[no-untyped-def]
-    ext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_figure_that_cannot_be_true_is_measured_again_then_refused(
+    ext: Extensions, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The kernels are replaced by one that reports the EPYC VM's figures twice (the fault the
     timing fix removed; no honest machine gives it any more): the host has no measured figure,
@@ -376,8 +393,8 @@ def test_a_figure_that_cannot_be_true_is_measured_again_then_refused(  # type: i
     assert any("cannot be right" in w and "measured again" in w for w in report.warnings)
 
 
-def test_a_cached_figure_that_cannot_be_true_is_not_used(  # type: ignore[no-untyped-def]
-    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_cached_figure_that_cannot_be_true_is_not_used(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
     from ggprof.machine import cache
@@ -396,7 +413,7 @@ def test_a_cached_figure_that_cannot_be_true_is_not_used(  # type: ignore[no-unt
 
 @pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no affinity sets on this OS")
-def test_a_busy_machine_is_said_before_the_run_and_the_run_kept_short(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_busy_machine_is_said_before_the_run_and_the_run_kept_short(run_cli: RunCli, tmp_path: Path) -> None:
     """A busy loop on each CPU the run may use (the test's own affinity set: up to 2 CPUs, so
     the loops load them whatever the machine's size): one line says so before anything is
     measured, each test stops by 3 repetitions, and the verdict names the load."""
@@ -431,8 +448,8 @@ def test_a_busy_machine_is_said_before_the_run_and_the_run_kept_short(run_cli, t
 
 
 @pytest.mark.slow
-def test_one_number_gets_one_verdict_whichever_command_gives_it(  # type: ignore[no-untyped-def]
-    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_one_number_gets_one_verdict_whichever_command_gives_it(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`profile` keeps its thread probe; `check`, `predict` and `fit` on the same host then use
     the compute roof it gives: the same expected range as the profile, and the same decode

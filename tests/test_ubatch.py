@@ -11,11 +11,12 @@ import math
 import re
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ggprof_backends._diagnosis import UBATCH_DEVICES, UBATCH_PREFILL_SHARE
 from ggprof_backends._gpu import UBATCH_TO_CHECK, ubatch_share
-from support import in_process
+from support import RunCli, in_process
 
 from ggprof.machine.profiles import ProfileDB
 from ggprof.pipelines.calibrate import References
@@ -44,7 +45,7 @@ def test_the_shares_are_the_public_runs() -> None:
         shares[r["n_ubatch"]].append(r["tok_s"] / at_512[r["source"], r["model"]])
     assert set(at_512) == {(r["source"], r["model"]) for r in rows}  # every table has its -ub 512 row
     for size, (low, high) in UBATCH_PREFILL_SHARE.items():
-        assert (low, high) == (pytest.approx(min(shares[size]), abs=0.006), pytest.approx(max(shares[size]), abs=0.006))
+        assert (low, high) == pytest.approx((min(shares[size]), max(shares[size])), abs=0.006)
     devices = {profiles.get(r["device"]).name for r in rows}
     assert len(devices) == 4 and all(name in UBATCH_DEVICES for name in ("RTX 4090", "RX 6800", "MI50", "MI100"))
 
@@ -60,18 +61,21 @@ def test_a_share_between_two_sizes_and_outside_them() -> None:
     assert math.isclose((ubatch_share(511) or (0.0,))[0], 1.0, abs_tol=0.01)
 
 
-def prefill_finding(run_cli, model: str, pp: float, *args: str) -> dict:  # type: ignore[no-untyped-def, type-arg]
+def prefill_finding(run_cli: RunCli, model: str, pp: float, *args: str) -> dict[str, Any]:
     r = run_cli("check", model, "--pp", f"{pp:.2f}", "--device", "rtx-4090", "--backend", "cuda", *args, "--json")
-    return next(f for f in json.loads(r.stdout)["findings"] if f["code"].startswith("PREFILL"))
+    f: dict[str, Any] = next(f for f in json.loads(r.stdout)["findings"] if f["code"].startswith("PREFILL"))
+    return f
 
 
-def test_a_slow_gpu_prompt_names_its_small_physical_batch(refs: References, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_slow_gpu_prompt_names_its_small_physical_batch(refs: References, run_cli: RunCli) -> None:
     """An RTX 4090's Llama 2 7B Q4_0 prompt below its band: at -ub 32 and 0.6x the band's bottom
     (above the 33%-57% public runs kept) the batch is the cause; at 0.1x it is named with the
     other causes to check; at -ub 512 it is ruled out; not given, it stays a cause to check."""
     model = str(refs.spec("llama2-7b-q4_0").path)
     unknown = prefill_finding(run_cli, model, 1000)
-    bottom = float(re.match(r"([\d,.]+) tok/s to", unknown["expected"])[1].replace(",", ""))  # type: ignore[index]
+    band = re.match(r"([\d,.]+) tok/s to", unknown["expected"])
+    assert band is not None, unknown["expected"]
+    bottom = float(band[1].replace(",", ""))
     assert unknown["severity"] == "suspicious" and UBATCH_TO_CHECK in unknown["causes"]
 
     explained = prefill_finding(run_cli, model, bottom * 0.6, "-ub", "32")
@@ -92,7 +96,7 @@ def test_a_slow_gpu_prompt_names_its_small_physical_batch(refs: References, run_
     assert "physical batch 512 tokens (-ub), llama.cpp's default 512 or more: not the cause" in default["evidence"]
 
 
-def test_llama_bench_json_gives_each_rows_physical_batch(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_llama_bench_json_gives_each_rows_physical_batch(gemma_path: Path, run_cli: RunCli) -> None:
     """A real llama-bench JSON of Gemma 3 270M at -ub 16 and 512 (tests/data/SOURCES.md): each
     row's batch is read, capped by its -b; judged as an RTX 4090's (far below its band) the
     -ub 16 row names its batch beside the other causes, the -ub 512 row rules it out."""

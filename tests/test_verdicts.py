@@ -6,15 +6,17 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 from ggprof_backends._diagnosis import OTHER_LOAD_CPU_PERCENT
 from ggufs import LLAMA_70B_F16, Q4_8B_TIED, Shape, write_model
+from support import RunCli
 
 from ggprof.bench.context import RunContext
 from ggprof.bench.results import ThreadProbe
 from ggprof.figures import Figure
-from ggprof.machine.device import Device
+from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.machine.profiles import ProfileDB
 from ggprof.machine.target import device_from_profile
 from ggprof.model.spec import load_model
@@ -23,6 +25,9 @@ from ggprof.plugins import extensions
 from ggprof.verdict.finding import JudgeCase, Verdict
 from ggprof.verdict.judge import judge as judge_with
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 
 def judge(case: JudgeCase) -> Verdict:
     """Judge as the CLI does: the installed backends and every plugin's extra findings."""
@@ -30,7 +35,7 @@ def judge(case: JudgeCase) -> Verdict:
     return judge_with(case, ext.backends, ext.extra_findings)
 
 
-def efficiency_band(spec: object, device: Device):  # type: ignore[no-untyped-def]
+def efficiency_band(spec: object, device: Device) -> EfficiencyBand:
     return extensions().backends[device.backend].efficiency_band(None, device)
 
 
@@ -43,19 +48,19 @@ def q4_8b(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_model(tmp_path_factory.mktemp("m") / "8b-q4.gguf", Q4_8B_TIED)[0]
 
 
-def check(run_cli, *args: str) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
+def check(run_cli: RunCli, *args: str) -> tuple[int, dict[str, Any]]:
     r = run_cli("check", *args, "--json")
-    d = json.loads(r.stdout)
+    d: dict[str, Any] = json.loads(r.stdout)
     assert r.exit_code == d["exit_status"], r.stderr  # the status the verdict maps to
     return r.exit_code, d
 
 
-def codes(d: dict) -> dict[str, dict]:
+def codes(d: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {f["code"]: f for f in d["findings"]}
 
 
 @pytest.mark.parametrize("device", [["--bandwidth", "90", "--backend", "cpu"], ["--device", "ddr5-5600-dual"]])
-def test_worked_example_50_impossible_13_plausible(q4_8b: Path, device: list[str], run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_worked_example_50_impossible_13_plausible(q4_8b: Path, device: list[str], run_cli: RunCli) -> None:
     code, d = check(run_cli, str(q4_8b), "--tg", "50", *device)
     assert (code, d["verdict"]) == (4, "impossible")
     assert set(d) >= CHECK_KEYS
@@ -73,14 +78,14 @@ def test_worked_example_50_impossible_13_plausible(q4_8b: Path, device: list[str
     assert "DECODE_PLAUSIBLE" in codes(d)
 
 
-def test_check_text_output(q4_8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_check_text_output(q4_8b: Path, run_cli: RunCli) -> None:
     r = run_cli("check", str(q4_8b), "--tg", "50", "--bandwidth", "90")
     assert r.exit_code == 4
     assert "[IMPOSSIBLE] DECODE_ABOVE_CEILING" in r.stdout and "verdict: IMPOSSIBLE (exit status 4)" in r.stdout
     assert all(len(line) <= 80 for line in r.stdout.splitlines())
 
 
-def test_prefill_above_compute_ceiling(q4_8b: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_prefill_above_compute_ceiling(q4_8b: Path, run_cli: RunCli) -> None:
     code, d = check(run_cli, str(q4_8b), "--pp", "100000", "--device", "rtx-4090")
     assert (code, d["verdict"]) == (4, "impossible") and "PREFILL_ABOVE_CEILING" in codes(d)
     # llama.cpp on a 4090 prefills an 8B Q4 model at ~10-12k tok/s (llama.cpp discussion 15013)
@@ -94,7 +99,7 @@ def test_prefill_above_compute_ceiling(q4_8b: Path, run_cli) -> None:  # type: i
     assert (code, d["verdict"]) == (0, "unknown") and "PREFILL_NO_PEAK" in codes(d)
 
 
-def test_full_offload_that_cannot_fit_is_impossible(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_full_offload_that_cannot_fit_is_impossible(tmp_path: Path, run_cli: RunCli) -> None:
     model = write_model(tmp_path / "70b.gguf", LLAMA_70B_F16)[0]
     code, d = check(run_cli, str(model), "--tg", "5", "--device", "rtx-4090")
     assert code == 4 and "MODEL_DOES_NOT_FIT" in codes(d)
@@ -102,7 +107,9 @@ def test_full_offload_that_cannot_fit_is_impossible(tmp_path: Path, run_cli) -> 
     assert "MODEL_DOES_NOT_FIT" not in codes(d)
 
 
-def test_missing_figures_are_unknown_never_guessed(q4_8b: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_missing_figures_are_unknown_never_guessed(
+    q4_8b: Path, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")  # no vendor tools: no GPU on this host
     code, d = check(run_cli, str(q4_8b), "--tg", "10", "--backend", "cuda")
     assert (code, d["verdict"]) == (0, "unknown") and "NO_BANDWIDTH" in codes(d)
@@ -132,22 +139,38 @@ def cpu_device(gbs: float, llc: int | None = None) -> Device:
     )
 
 
-def cpu_case(tmp_path: Path, tg: float, device: Device, **ctx: object) -> JudgeCase:
+class ContextChanges(TypedDict, total=False):
+    """The RunContext fields a CPU case changes."""
+
+    n_threads: int
+    physical_cores: int
+    efficiency_cores: int
+    simd_compiled: tuple[str, ...]
+    cpu_load_during_percent: float
+    ram_available_before_bytes: int
+    swap_used_after_bytes: int
+    page_cache_fraction_before: float
+    governor: str
+    cpu_freq_max_mhz: float
+    cpu_freq_after_mhz: float
+
+
+def cpu_case(tmp_path: Path, tg: float, device: Device, **ctx: Unpack[ContextChanges]) -> JudgeCase:
     spec = load_model(write_model(tmp_path / "m.gguf", Shape(n_layers=4, n_embd=512, n_ff=1024, vocab=2000))[0])
     p = predict(spec, device, PredictInputs(), efficiency_band(spec, device))
-    context = RunContext(
-        **{
-            "backends_used": ("cpu",),
-            "n_threads": 8,
-            "physical_cores": 8,
-            "simd_compiled": ("AVX2",),
-            "cpu_load_during_percent": 2.0,
-            "swap_used_before_bytes": 0,
-            "swap_used_after_bytes": 0,
-            "ram_available_before_bytes": 32 * 10**9,
-            **ctx,
-        }
-    )  # type: ignore[arg-type]
+    context = replace(
+        RunContext(
+            backends_used=("cpu",),
+            n_threads=8,
+            physical_cores=8,
+            simd_compiled=("AVX2",),
+            cpu_load_during_percent=2.0,
+            swap_used_before_bytes=0,
+            swap_used_after_bytes=0,
+            ram_available_before_bytes=32 * 10**9,
+        ),
+        **ctx,
+    )
     return JudgeCase(
         model=spec, backend="cpu", prediction=p, measured_tg_tok_s=tg, n_prompt=512, tg_cv=0.01, context=context
     )
@@ -157,6 +180,7 @@ def test_model_in_llc_is_not_called_impossible(tmp_path: Path) -> None:
     case = cpu_case(tmp_path, 1e6, cpu_device(30, llc=256 * 2**20))
     v = judge(case)
     assert v.severity == "unknown" and v.findings[0].code == "DECODE_CEILING_NOT_APPLICABLE"
+    assert case.prediction is not None
     reported = replace(
         case, prediction=replace(case.prediction, device=cpu_device(30)), context=None, source="reported"
     )
@@ -173,6 +197,7 @@ def test_a_run_this_machine_made_is_never_impossible_on_the_host_figure_alone(tm
     assert "more than the 30.0 GB/s measured on this host" in f.title and "ggprof host --refresh" in (f.next_step or "")
     assert judge(replace(case, source="reported", context=None)).severity == "impossible"
     profiled = replace(cpu_device(30), bandwidth=Figure(30e9, "profile", "ddr5-5600-dual"))
+    assert case.prediction is not None
     assert judge(replace(case, prediction=replace(case.prediction, device=profiled))).severity == "impossible"
 
 
@@ -189,7 +214,7 @@ def test_a_run_this_machine_made_is_never_impossible_on_the_host_figure_alone(tm
         ({"governor": "powersave"}, "powersave governor"),
     ],
 )
-def test_slow_cpu_causes_from_the_run_context(tmp_path: Path, ctx: dict, cause: str) -> None:
+def test_slow_cpu_causes_from_the_run_context(tmp_path: Path, ctx: ContextChanges, cause: str) -> None:
     v = judge(cpu_case(tmp_path, 1.0, cpu_device(50), **ctx))
     assert v.severity == "suspicious"
     f = v.findings[0]
@@ -231,7 +256,7 @@ def test_gpu_partial_offload_is_the_named_cause(tmp_path: Path) -> None:
     assert v.findings[0].causes[0].startswith("partial offload: 17 of 37 layers ran on the CPU")
 
 
-def test_llama_bench_results(gemma_path: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_llama_bench_results(gemma_path: Path, tmp_path: Path, run_cli: RunCli) -> None:
     """Real llama-bench output (recorded on this machine, CPU, 2 threads)."""
     src = DATA / "llama-bench-gemma3-270m.json"
     code, d = check(run_cli, str(gemma_path), "--llama-bench", str(src), "--bandwidth", "30")
@@ -256,7 +281,7 @@ def test_llama_bench_results(gemma_path: Path, tmp_path: Path, run_cli) -> None:
     assert (code, d["verdict"]) == (4, "impossible")
 
 
-def test_llama_bench_bad_input(tmp_path: Path, gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_llama_bench_bad_input(tmp_path: Path, gemma_path: Path, run_cli: RunCli) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"nope": 1}')
     r = run_cli("check", str(gemma_path), "--llama-bench", str(bad))
@@ -278,7 +303,7 @@ PROFILE_KEYS = {
 
 
 @pytest.mark.slow
-def test_profile_gemma_end_to_end(gemma_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_profile_gemma_end_to_end(gemma_path: Path, run_cli: RunCli) -> None:
     """An honest run of the real Gemma model on 2 threads, with the thread probe (1 thread)
     giving the compute roof the band is capped by. What holds whatever else this machine is
     running: it is never impossible, and a verdict that is not plausible names why, from what
@@ -307,7 +332,7 @@ def test_profile_gemma_end_to_end(gemma_path: Path, run_cli) -> None:  # type: i
 
 
 @pytest.mark.slow
-def test_profile_oversubscribed_threads_is_named(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_profile_oversubscribed_threads_is_named(tmp_path: Path, run_cli: RunCli) -> None:
     """A real run with 4x the cores this process may use: the run context records it and the CPU
     plugin names it with the fix, whether or not it slowed this tiny model below the band."""
     from ggprof.machine.facts import gather_facts
