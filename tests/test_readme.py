@@ -73,3 +73,22 @@ def test_version_answered_early_says_what_click_says(run_cli: RunCli) -> None:
 
     early = subprocess.run([sys.executable, "-m", "ggprof", "--version"], capture_output=True, text=True, check=True)
     assert early.stdout == run_cli("--version").stdout == "ggprof, version 0.1.0\n"
+
+
+def test_version_is_the_released_one_of_pyproject_and_changelog(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """`ggprof --version` prints pyproject.toml's version, CHANGELOG.md has a dated section for
+    it below `## Unreleased`, and docs/commands.md quotes the same line."""
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert version == "0.1.0"
+    assert run_cli("--version").stdout == f"ggprof, version {version}\n"
+    sections = re.findall(r"^## (.+)$", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert sections[0] == "Unreleased"
+    assert re.fullmatch(rf"{re.escape(version)} - \d{{4}}-\d{{2}}-\d{{2}}", sections[1])
+    assert f"`ggprof, version {version}`" in (ROOT / "docs" / "commands.md").read_text()

@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; every failure becomes one `Error: ...` line and a documented status."""
     extensions.cache_clear()  # resolved afresh for each invocation (tests run many in one process)
     swa_default.cache_clear()
-    SEARCHES.reset()  # each command's profile-pattern searches are bounded in all
+    SEARCHES.arm()  # each command's profile-pattern searches are bounded in all
     tool_notes()  # and its vendor tools' notes are its own
     invocation[:] = list(argv) if argv is not None else sys.argv[1:]
     previous = {s: signal.signal(s, _on_sigterm) for s in ENDING_SIGNALS}

@@ -200,19 +200,27 @@ class Profile:
 
 class SearchBudget:
     """What matching device names against profiles' `match` patterns may take in one command, in
-    all: MAX_PATTERN_SEARCHES searches and PATTERN_BUDGET_S seconds (each search also has its own
-    MATCH_TIMEOUT_S). Thousands of quick patterns in a user profile end in one error line naming
-    the profiles' folder, not a command that runs on."""
+    all: MAX_PATTERN_SEARCHES searches (and compiles) and PATTERN_BUDGET_S seconds spent in them
+    (each search also has its own MATCH_TIMEOUT_S). Thousands of quick patterns in a user profile
+    end in one error naming the profiles, not a command that runs on. The CLI arms it for each
+    command (`arm`); a program using ggprof as a library is not bounded by it."""
 
     def __init__(self) -> None:
-        self.reset()
+        self.armed = False
+        self.count, self.spent_s, self.since = 0, 0.0, 0.0
 
-    def reset(self) -> None:
-        self.count, self.started = 0, time.monotonic()
+    def arm(self) -> None:
+        self.armed, self.count, self.spent_s = True, 0, 0.0
 
     def spend(self, where: object) -> None:
-        self.count += 1
-        if self.count > MAX_PATTERN_SEARCHES or time.monotonic() - self.started > PATTERN_BUDGET_S:
+        """Count one search (or compile) and the time since the last, when they follow closely."""
+        if not self.armed:
+            return
+        now = time.monotonic()
+        if self.count and now - self.since < 1.0:  # consecutive searches: their time adds up
+            self.spent_s += now - self.since
+        self.count, self.since = self.count + 1, now
+        if self.count > MAX_PATTERN_SEARCHES or self.spent_s > PATTERN_BUDGET_S:
             raise ProfileError(
                 f"{clean_name(where)}: the profiles' `match` patterns took more than {MAX_PATTERN_SEARCHES:,} "
                 f"searches or {PATTERN_BUDGET_S:g} s in one command; shorten the `match` lists of your profiles"
@@ -221,7 +229,7 @@ class SearchBudget:
 
 MAX_PATTERN_SEARCHES = 200_000  # the built-in profiles use ~400 patterns; a command matches a few devices
 PATTERN_BUDGET_S = 3.0
-SEARCHES = SearchBudget()  # reset by the CLI for each command
+SEARCHES = SearchBudget()  # armed by the CLI for each command
 
 
 _GFX_TARGET = re.compile(r"gfx[0-9a-f]{3,5}")

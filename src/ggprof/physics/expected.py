@@ -202,7 +202,7 @@ BUILD_TERMS = {"decode": ("old build",), "prefill": ("old build", "build age")}
 # 3090 ran Llama 3 8B Q4_0 at 4,279 tok/s on it in May 2025 (PR #13506) and Llama 2 7B Q4_0 at
 # 4,666 on b9010 a year later, the same share of its ceiling, where `build age` would have it
 # 0.7x then; an RTX 3070 of April 2025 (PR #12833) sits at that share too. A build on such a
-# path counts no age (docs/calibration.md measures what this did).
+# path counts no age (docs/calibration.md; the refit it came with is in git).
 UNAGED_MATRIX_CORES = ("NV_coopmat2",)
 
 
