@@ -347,7 +347,7 @@ def test_an_apple_banner_names_its_driver_and_moltenvk_is_no_cause(refs: Referen
     """The banners of llama.cpp#11256 (an M1 Pro on macOS, MoltenVK) and of an Asahi M2 Pro
     (Honeykrisp, with the chip's codename in its own parentheses): the driver is the last
     parenthesis either way; a slow prompt on MoltenVK names no driver, on Honeykrisp it does."""
-    from ggprof.logs.parse import vulkan_banner
+    from ggprof.logs.patterns import vulkan_banner
 
     mac = vulkan_banner(
         "ggml_vulkan: 0 = Apple M1 Pro (MoltenVK) | uma: 1 | fp16: 1 | warp size: 32 | matrix cores: none"

@@ -15,7 +15,7 @@ from ggprof_backends.sycl import REORDER_ABSENT, REORDER_OFF
 from ggufs import Q4_8B_TIED, write_model
 from support import in_process
 
-from ggprof.logs.parse import sycl_reorder
+from ggprof.logs.patterns import sycl_reorder
 from ggprof.machine.profiles import ProfileDB, builtin_dir
 from ggprof.pipelines.calibrate import References, load_dataset
 

@@ -321,3 +321,35 @@ def _text(v: object) -> str:
 
 def _whole(v: object, top: int) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= top else None
+
+
+MAX_ROW_SAMPLES = 10_000  # a row's repetitions: samples_ns of -r 10,000 at most
+
+
+def row_problem(row: object) -> str | None:
+    """Why a line llama-bench's `-o jsonl` printed is not one of its result rows (None: it is one):
+    what the llama-bench engine reads of its own run, line by line."""
+    if not isinstance(row, dict):
+        return "not a JSON object"
+    for field in ("n_prompt", "n_gen", "n_depth"):
+        v = row.get(field, 0)
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_TOKENS:
+            return f"{field} is not a token count"
+    if not row.get("n_prompt") and not row.get("n_gen"):
+        return "n_prompt and n_gen are both 0"
+    samples = row.get("samples_ns")
+    if not isinstance(samples, list) or not 0 < len(samples) <= MAX_ROW_SAMPLES:
+        return "samples_ns is not a list of 1 to 10,000 times"
+    if not all(isinstance(s, int) and not isinstance(s, bool) and 0 < s < 1 << 62 for s in samples):
+        return "samples_ns holds something other than positive nanoseconds"
+    avg = row.get("avg_ts")
+    if isinstance(avg, bool) or not isinstance(avg, (int, float)) or not math.isfinite(avg) or avg <= 0:
+        return "avg_ts is not a positive number"
+    for field in ("backends", "model_type", "cpu_info", "gpu_info", "build_commit"):
+        if not isinstance(row.get(field, ""), str):
+            return f"{field} is not text"
+    for field in ("model_size", "model_n_params", "build_number", "n_threads", "n_gpu_layers"):
+        v = row.get(field, 0)
+        if isinstance(v, bool) or not isinstance(v, int) or abs(v) >= 1 << 62:
+            return f"{field} is not a whole number"
+    return None

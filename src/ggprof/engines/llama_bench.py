@@ -12,9 +12,7 @@ are named in the error. Its output is untrusted: every field is checked and boun
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -26,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psutil
 
 from ggprof.bench.context import RunContext, host_cores, rocblas_use_hipblaslt
+from ggprof.bench.llamabench import MAX_ROW_SAMPLES, row_problem
 from ggprof.bench.results import BenchResult, BenchRow, ModelInfo, ThreadProbe
 from ggprof.bench.stopping import (
     NOISE_PROBE_REPS,
@@ -43,11 +42,20 @@ from ggprof.engines import Engine, ProgressFn
 from ggprof.errors import BadInputError, RunError
 from ggprof.files import is_regular, user_path
 from ggprof.llamacpp import BACKEND_NAMES, backend_names, test_name
-from ggprof.logs.parse import LogDevice, sycl_f16, sycl_reorder, vulkan_banner
+from ggprof.logs.patterns import (
+    BENCH_DEVICE,
+    BENCH_PROGRESS,
+    FLAG_REFUSED,
+    MODEL_REFUSED,
+    sycl_f16,
+    sycl_reorder,
+    vulkan_banner,
+)
+from ggprof.logs.records import LogDevice
 from ggprof.logs.text import MAX_LINE_CHARS as MAX_LOG_LINE_CHARS
 from ggprof.machine.load import sample_load
 from ggprof.runfacts import bench_arguments
-from ggprof.units import MAX_TOKENS, clean_name
+from ggprof.units import clean_name
 
 if TYPE_CHECKING:
     from ggprof.bench.results import BenchParams
@@ -57,9 +65,8 @@ if TYPE_CHECKING:
 
 ENV_VAR = "LLAMA_BENCH"
 PROGRAM = "llama-bench"
-MAX_SAMPLES = 10_000
 MAX_BANNERS = 64  # Vulkan device banners noted from one run's stderr
-MAX_ROW_ITEMS = MAX_SAMPLES + 1_000  # a row's fields and its samples: what one JSONL line may parse into
+MAX_ROW_ITEMS = MAX_ROW_SAMPLES + 1_000  # a row's fields and its samples: what one JSONL line may parse into
 # llama-bench's avg_ts is the mean of its samples' tok/s (tools/llama-bench/llama-bench.cpp,
 # get_ts): a row whose avg_ts its own samples_ns contradict by more than this is not its output
 AVG_TS_TOLERANCE = 0.01
@@ -70,8 +77,6 @@ AVG_TS_TOLERANCE = 0.01
 # plausible; a test that is not known by then gets the repetitions its spread says it needs.
 FIRST_REPS = 3
 LIST_DEVICES_TIMEOUT_S = 20.0
-_PROGRESS = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (prompt|generation) run (\d+)/(\d+)")
-_DEVICE = re.compile(r"^\s*([A-Za-z]+)\d*\s*:")  # `  CUDA0: NVIDIA GeForce RTX 4090 (24080 MiB, ...)`
 
 
 class LlamaBenchEngine(Engine):
@@ -123,7 +128,9 @@ class LlamaBenchEngine(Engine):
         if proc.returncode != 0 or "Available devices" not in out:
             return None
         found = {
-            BACKEND_NAMES.get(m[1].lower(), m[1].lower()) for line in out.splitlines() if (m := _DEVICE.match(line))
+            BACKEND_NAMES.get(m[1].lower(), m[1].lower())
+            for line in out.splitlines()
+            if (m := BENCH_DEVICE.match(line))
         }
         return ("cpu", *sorted(found - {"cpu"}))
 
@@ -263,7 +270,7 @@ def _until_known(
             key = (int(r["n_prompt"]), int(r["n_gen"]), int(r["n_depth"]))
             if key in pending:  # the same test: its samples join the first ones (a cross-product extra does not)
                 i = pending.pop(key)
-                rows[i]["samples_ns"] = [*rows[i]["samples_ns"], *r["samples_ns"]][:MAX_SAMPLES]
+                rows[i]["samples_ns"] = [*rows[i]["samples_ns"], *r["samples_ns"]][:MAX_ROW_SAMPLES]
         for i in pending.values():  # never measured again: stop rather than ask forever
             reasons[i] = f"stopped after {len(rows[i]['samples_ns'])}{failed}"
 
@@ -330,7 +337,7 @@ class _Run(Supervised):
         reorder = sycl_reorder(line[:MAX_LOG_LINE_CHARS]) if "GGML_SYCL_" in line else None
         if reorder is not None:
             self.sycl_reorder = reorder
-        m = _PROGRESS.search(line)
+        m = BENCH_PROGRESS.search(line)
         if m is None:
             return False
         if self.progress:
@@ -370,7 +377,7 @@ class _Run(Supervised):
             row = loads_bounded(line, MAX_ROW_ITEMS)
         except (ValueError, RecursionError):
             row = None
-        problem = _row_problem(row) or self._unasked(row, rows)
+        problem = row_problem(row) or self._unasked(row, rows)
         if problem:
             self.kill()
             raise RunError(
@@ -399,9 +406,9 @@ class _Run(Supervised):
 
     def _fail(self, rc: int, rows: list[dict[str, Any]]) -> None:
         words = self.last_words()
-        if re.search(r"failed to load model|error loading model|unknown model architecture", words, re.IGNORECASE):
+        if MODEL_REFUSED.search(words):
             raise BadInputError(f"{clean_name(self.params.model)}: llama-bench cannot load this model: {words}")
-        if re.search(r"error: invalid parameter|unknown argument", words, re.IGNORECASE):
+        if FLAG_REFUSED.search(words):
             raise BadInputError(f"llama-bench refused a flag (an older build?): {words}")
         raise RunError(f"{self._doing(rows)}: {ended_by(rc)}; llama-bench last said: {words}{_kept(rows)}")
 
@@ -419,34 +426,6 @@ def _kept(rows: list[dict[str, Any]]) -> str:
         return ""
     done = ", ".join(f"{test_name(r['n_prompt'], r['n_gen'], r['n_depth'])} {r['avg_ts']:.2f} t/s" for r in rows)
     return f"; measured before the fault: {done}"
-
-
-def _row_problem(row: object) -> str | None:
-    """Why a parsed line is not a llama-bench result row (None: it is one)."""
-    if not isinstance(row, dict):
-        return "not a JSON object"
-    for field in ("n_prompt", "n_gen", "n_depth"):
-        v = row.get(field, 0)
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_TOKENS:
-            return f"{field} is not a token count"
-    if not row.get("n_prompt") and not row.get("n_gen"):
-        return "n_prompt and n_gen are both 0"
-    samples = row.get("samples_ns")
-    if not isinstance(samples, list) or not 0 < len(samples) <= MAX_SAMPLES:
-        return "samples_ns is not a list of 1 to 10,000 times"
-    if not all(isinstance(s, int) and not isinstance(s, bool) and 0 < s < 1 << 62 for s in samples):
-        return "samples_ns holds something other than positive nanoseconds"
-    avg = row.get("avg_ts")
-    if isinstance(avg, bool) or not isinstance(avg, (int, float)) or not math.isfinite(avg) or avg <= 0:
-        return "avg_ts is not a positive number"
-    for field in ("backends", "model_type", "cpu_info", "gpu_info", "build_commit"):
-        if not isinstance(row.get(field, ""), str):
-            return f"{field} is not text"
-    for field in ("model_size", "model_n_params", "build_number", "n_threads", "n_gpu_layers"):
-        v = row.get(field, 0)
-        if isinstance(v, bool) or not isinstance(v, int) or abs(v) >= 1 << 62:
-            return f"{field} is not a whole number"
-    return None
 
 
 T = TypeVar("T")

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ggprof.logs.parse import LogRun
+from ggprof.logs.records import LogRun
 from ggprof.model.ggml import FILE_TYPES, GGML_TYPES_BY_NAME, GGMLType
 from ggprof.model.layout import LlamaDims, llama_tensors
 from ggprof.model.spec import ModelSpec, SwaDefault, TensorSpec

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ggprof.logs.parse import Fact, LogDevice, LogRun, Speed
+from ggprof.logs.records import Fact, LogDevice, LogRun, Speed
 
 MIN_PREFILL_TOKENS = 32  # fewer prompt tokens are a tiny batch: no prefill rate to judge
 SAMPLING_SHARE = 0.20  # sampling taking more of the generation time than this is named

@@ -22,7 +22,9 @@ from ggprof.errors import BadInputError
 from ggprof.llamacpp import physical_batch
 from ggprof.logs.figures import BadFigure
 from ggprof.logs.model import LogModel, model_from_log
-from ggprof.logs.parse import MAX_RUNS, Fact, LogDevice, LogRun, ParsedLog, Speed, flash_attn, parse_lines
+from ggprof.logs.parse import parse_lines
+from ggprof.logs.patterns import flash_attn
+from ggprof.logs.records import MAX_RUNS, Fact, LogDevice, LogRun, ParsedLog, Speed
 from ggprof.logs.text import Line, LogText
 from ggprof.logs.triage import Cause, backend_of, causes, gpu_device, is_partial, tiny_prefill
 from ggprof.machine.device import BuildFacts, Device

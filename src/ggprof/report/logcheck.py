@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ggprof.logs.parse import MAX_RUNS, MAX_SPEEDS_IN_ALL, Fact, LogRun
+from ggprof.logs.records import MAX_RUNS, MAX_SPEEDS_IN_ALL, Fact, LogRun
 from ggprof.logs.text import MAX_LOG_BYTES, MAX_LOG_LINES
 from ggprof.pipelines.logcheck import LogCheck, Measurement, RunCheck
 from ggprof.report.triage import private

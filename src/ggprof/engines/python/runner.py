@@ -9,7 +9,6 @@ swap, page cache, threads, offloaded layers, llama.cpp's build) is recorded arou
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -22,11 +21,11 @@ from ggprof.bench.results import BenchParams, BenchResult, BenchRow, ModelInfo, 
 from ggprof.bench.supervise import Supervised, ended_by
 from ggprof.engines.python.child import EXIT_LOAD_FAILED
 from ggprof.errors import BadInputError, RunError
+from ggprof.logs.patterns import SIMD_COMPILED
 from ggprof.machine.facts import HostFacts, cpu_clock, page_cache_resident_fraction
 from ggprof.machine.load import cpu_times, others_load, own_cpu_s, sample_load
 from ggprof.units import clean
 
-_SIMD = re.compile(r"(\w+) = 1")
 ProgressFn = Callable[[str, int, int], None]
 
 
@@ -215,7 +214,7 @@ def _context(
         n_gpu_layers_offloaded=offloaded,
         n_layers=events["model"]["n_layer"],
         system_info=info,
-        simd_compiled=tuple(_SIMD.findall(info)),
+        simd_compiled=tuple(SIMD_COMPILED.findall(info)),
         backends_compiled=backends or ("cpu",),
         gpu_offload_supported=system.get("gpu_offload"),
         llama_cpp_python_version=system.get("llama_cpp_python"),

@@ -16,7 +16,6 @@ APIs (checked against each project's documentation; tests replay recorded answer
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -25,6 +24,7 @@ from ggprof.engines.server.client import Client, Endpoint, ServerError
 from ggprof.engines.server.process import Placement, local_process
 from ggprof.errors import BadInputError
 from ggprof.files import is_regular
+from ggprof.logs.patterns import SERVER_BUILD
 from ggprof.units import clean_name
 
 # LM Studio's runtime names say the backend: llama.cpp-win-x86_64-nvidia-cuda12-avx2, ...-vulkan-...
@@ -53,7 +53,7 @@ class Server:
     @property
     def build_number(self) -> int | None:
         """llama-server's build number from its /props build_info (`b5315-8c83449c`)."""
-        m = re.match(r"b(\d{1,7})-", self.build or "")
+        m = SERVER_BUILD.match(self.build or "")
         return int(m[1]) if m else None
 
     @property
