@@ -130,3 +130,58 @@ def test_drafting_beside_llama_bench_output_is_refused(models: tuple[Path, Path]
     rows.write_text(json.dumps([{"n_prompt": 0, "n_gen": 128, "n_depth": 0, "avg_ts": 40.0, "stddev_ts": 1.0}]))
     r = in_process("check", str(target), "--llama-bench", str(rows), "--spec-type", "ngram-mod")
     assert r.exit_code == 2 and "llama-bench does not draft" in r.stderr and r.stderr.count("\n") == 1
+
+
+NGRAM_LOG = Path(__file__).parent / "data" / "logs" / "own-llama-server-gemma3-270m-ngram-mod.txt"
+
+
+def test_a_speculative_servers_log_is_judged_per_verify_step_from_its_own_counts(gemma_path: Path) -> None:
+    """This machine's llama-server (`--spec-type ngram-mod`, Gemma 3 270M) decoded 64 tokens and
+    printed `draft acceptance = 1.00000 (46 accepted / 46 generated)`: 64 - 46 = 18 target
+    passes, so 46 / 18 drafted and 64 / 18 generated a pass, not the 65 tokens a step that
+    n-max 64 at 100% acceptance would claim. Every draft was kept, so the slow decode is not
+    blamed on acceptance."""
+    r = in_process("check", str(gemma_path), "--log", str(NGRAM_LOG), "--backend", "cpu", "--bandwidth", "20", "--json")
+    assert r.stdout, r.stderr
+    decode = next(m for m in json.loads(r.stdout)["measurements"] if m["kind"] == "decode")
+    text = json.dumps(decode)
+    assert "speculative decoding (ngram-mod, up to 64 drafted a step, an n-gram lookup" in text
+    assert f"{46 / 18:.2f} drafted and {64 / 18:.2f} generated a step" in text
+    assert "46 of 46 drafted tokens accepted over 64 decoded (line 17)" in text
+    # 20 GB/s over 247 MB a token: a plain step 12.3 ms; 3.56 tokens a pass at most ~3.5x that
+    plain_tok_s = 20e9 / load_model(gemma_path).decode_bytes_per_token
+    assert decode["expected_tok_s_high"] < 64 / 18 * plain_tok_s
+    assert decode["expected_tok_s_high"] > plain_tok_s  # drafting is counted: above the plain band
+    causes = decode["findings"][0]["causes"]
+    assert causes[0].startswith("long verify steps: 2.56 drafted positions a step")
+    assert not any(c.startswith("low draft acceptance") for c in causes)
+
+
+def test_a_speculative_log_that_does_not_say_how_it_drafted_is_not_judged(gemma_path: Path, tmp_path: Path) -> None:
+    """The same log without its command line: it drafted (its acceptance line says so), but
+    with what and how many a step it does not say, so no per-token ceiling is applied."""
+    log = tmp_path / "no-command.txt"
+    log.write_text("".join(NGRAM_LOG.read_text().splitlines(keepends=True)[1:]))
+    r = in_process("check", str(gemma_path), "--log", str(log), "--backend", "cpu", "--bandwidth", "20", "--json")
+    decode = next(m for m in json.loads(r.stdout)["measurements"] if m["kind"] == "decode")
+    assert decode["verdict"] == "unknown" and decode["findings"] == []
+    assert "the log does not say how it drafted" in decode["not_judged"]
+
+
+def test_llama_clis_summary_line_is_read(gemma_path: Path, tmp_path: Path) -> None:
+    """llama-cli (2026) ends a run with `[ Prompt: %.1f t/s | Generation: %.1f t/s ]`
+    (tools/cli/cli-context.cpp): both speeds are read, the decode judged like any other."""
+    log = tmp_path / "cli.txt"
+    log.write_text(
+        "$ llama-cli -m gemma-3-270m-q4_k_m.gguf -t 2\n> hello\nHi there!\n\n"
+        "[ Prompt: 282.9 t/s | Generation: 41.5 t/s ]\n"
+    )
+    r = in_process("check", str(gemma_path), "--log", str(log), "--backend", "cpu", "--bandwidth", "20", "--json")
+    d = json.loads(r.stdout)
+    speeds = {m["kind"]: m for m in d["measurements"]}
+    assert speeds["prefill"]["tok_s"] == pytest.approx(282.9) and speeds["prefill"]["line"] == 5
+    assert speeds["decode"]["tok_s"] == pytest.approx(41.5) and speeds["decode"]["source"] == "llama-cli summary"
+    # judged against 20 GB/s over the 247 MB a token reads: 81 tok/s at most, 41.5 within the CPU band
+    plain_tok_s = 20e9 / load_model(gemma_path).decode_bytes_per_token
+    assert speeds["decode"]["decode_ceiling_tok_s"] == pytest.approx(plain_tok_s, rel=0.02)
+    assert speeds["decode"]["verdict"] == "plausible"

@@ -188,7 +188,10 @@ def cpu_checks(case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
     causes: list[str] = []
     checks: list[str] = []
     threads, cores, e_cores = ctx.n_threads or 0, ctx.physical_cores or 0, ctx.efficiency_cores or 0
-    checks.append(f"threads {threads} of {cores} physical cores" + (f" ({e_cores} efficiency)" if e_cores else ""))
+    if cores:
+        checks.append(f"threads {threads} of {cores} physical cores" + (f" ({e_cores} efficiency)" if e_cores else ""))
+    elif threads:
+        checks.append(f"threads {threads} (the machine's cores not known)")
     usable = ctx.usable_cores
     if usable and cores and usable < cores:
         checks.append(f"{usable} of the {cores} cores usable by this process (limited by {ctx.cores_limited_by})")

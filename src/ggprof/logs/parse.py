@@ -90,6 +90,7 @@ class _Parser(LoadLog, ServerLines, BenchTable):
                 "[0, end)",
                 "draft",
                 "LCP similarity",
+                "Generation:",
             ),
             ServerLines.timings,
         ),

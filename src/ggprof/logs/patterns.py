@@ -67,6 +67,10 @@ _TIMING = re.compile(
 _SAMPLE = re.compile(r"(?:sample|sampling) time =\s*([\d.,]+) ms /\s*(\d+) runs")
 _PROGRESS = re.compile(r"n_(?:decoded|gen) =\s*(\S+), tg =\s*(\S+) t/s")
 _NEW_PROMPT = re.compile(r"new prompt, n_ctx_slot = \d+, n_keep = \d+, (?:n_prompt_tokens|task\.n_tokens) = (\d+)")
+# llama-cli's end-of-run summary (2026 builds): `[ Prompt: 282.9 t/s | Generation: 104.9 t/s ]`
+_CLI_SUMMARY = re.compile(r"\[\s*Prompt:\s*(\S+) t/s\s*\|\s*Generation:\s*(\S+) t/s\s*\]")
+# llama-server's per-request drafting line: `draft acceptance = 0.58824 (   10 accepted /    17 generated)`
+_DRAFT_COUNTS = re.compile(r"draft acceptance(?: rate)? = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\)")
 _DRAFT = re.compile(
     r"draft acceptance(?: rate)? = ([\d.]+)|(?:^|\s)(?:--model-draft|-md|--spec-type|--draft-max)[ =]\S"
 )

@@ -8,7 +8,9 @@ import re
 from ggprof.logs import figures
 from ggprof.logs.patterns import (
     _API_FIELDS,
+    _CLI_SUMMARY,
     _DRAFT,
+    _DRAFT_COUNTS,
     _FULL_RM,
     _JSON_NUM,
     _LCP,
@@ -122,7 +124,24 @@ class ServerLines(ParserState):
             r.setdefault(
                 "speculative", f"draft acceptance {m[1]}" if m[1] else "a draft model or speculative type", line
             )
+            last = r.speeds[-1] if r.speeds else None
+            if (c := _DRAFT_COUNTS.search(t)) and last is not None and last.kind == "decode" and last.n_tokens:
+                # summed over the log's requests, each with the decoded tokens its `eval time` line
+                # just counted: steps = decoded - accepted (each kept its drafts and one of its own)
+                kept, drafted, decoded = r.value("draft_counts") or (0, 0, 0)
+                more = (count(c[1]) or 0, count(c[2]) or 0, last.n_tokens)
+                r.set("draft_counts", (kept + more[0], drafted + more[1], decoded + more[2]), line)
             return not t.lstrip().startswith(("llama-", "./", "$"))
+        if "Generation:" in t and (m := _CLI_SUMMARY.search(t)):
+            self.saw("llama-cli summary")
+            prompt, generation = (
+                figures.speed(x, line, f"a {w} speed") for x, w in ((m[1], "prompt"), (m[2], "decode"))
+            )
+            if prompt is not None:
+                r.add_speed(Speed("prefill", prompt, None, line.number, t, "llama-cli summary"))
+            if generation is not None:
+                r.add_speed(Speed("decode", generation, None, line.number, t, "llama-cli summary"))
+            return True
         if "LCP similarity" in t and (m := _LCP.search(t)):
             self.similar = num(m[1]) or 0.0
             return True

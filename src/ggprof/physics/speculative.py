@@ -184,6 +184,7 @@ def drafting_for(
     draft: ModelSpec | None,
     acceptance: float | None,
     acceptance_source: str,
+    draft_unread: bool = False,
 ) -> Drafting | None:
     """How a run of `spec` drafted, from llama.cpp's settings (`--spec-type`, `-md`,
     `--spec-draft-n-max`): None for a plain decode. A draft model without a type drafts as
@@ -194,7 +195,9 @@ def drafting_for(
         return None
     n = default_n_max(kind) if n_max is None else n_max
     share = 0.0
-    if kind in DRAFT_MODEL_TYPES:
+    if kind in DRAFT_MODEL_TYPES and draft is None and draft_unread:
+        cost, source = 0, "a draft model not read here (its cost counted as nothing)"
+    elif kind in DRAFT_MODEL_TYPES:
         if draft is None:
             raise BadInputError(f"--spec-type {kind} drafts with a draft model: give it with -md DRAFT.gguf")
         cost, source = draft.decode_bytes_per_token, f"draft model {draft.path.name}"

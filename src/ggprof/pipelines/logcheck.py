@@ -13,12 +13,12 @@ import array
 import io
 import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ggprof.bench.context import RunContext
 from ggprof.bench.llamabench import BadRows, backend_of_row, rows_from_text
-from ggprof.errors import BadInputError
+from ggprof.errors import BadInputError, GGProfError
 from ggprof.llamacpp import physical_batch
 from ggprof.logs.figures import BadFigure
 from ggprof.logs.model import LogModel, model_from_log
@@ -31,9 +31,11 @@ from ggprof.machine.device import BuildFacts, Device
 from ggprof.machine.profiles import Profile, with_gfx_target
 from ggprof.machine.target import DeviceChoice, device_from_profile
 from ggprof.model.spec import ModelSpec
+from ggprof.physics.speculative import Drafting, acceptance_from, drafting_for
 from ggprof.pipelines.check import Checker, Reported
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
+from ggprof.runfacts import DRAFTING, facts_from_argv
 from ggprof.units import clean_name
 from ggprof.verdict.finding import RANK, Severity
 
@@ -286,14 +288,15 @@ def _check_run(
                 )
             )
             continue
-        if s.kind == "decode" and (spec_fact := run.facts.get("speculative")) is not None:
+        drafting = _drafting(run, spec) if s.kind == "decode" else None
+        if s.kind == "decode" and drafting is None and (spec_fact := run.facts.get("speculative")) is not None:
             rc.measurements.append(
                 Measurement(
                     index,
                     s,
                     None,
                     f"speculative decoding ({spec_fact.value}, line {spec_fact.line}): "
-                    "several tokens per read of the weights, so no per-token bandwidth ceiling applies",
+                    "several tokens per read of the weights, and the log does not say how it drafted",
                 )
             )
             continue
@@ -318,6 +321,7 @@ def _check_run(
             n_prompt=s.n_tokens or 512 if s.kind == "prefill" else 512,
             backend=backend if backend != "unknown" else None,
             n_gpu_layers=ngl if backend != "cpu" else None,
+            drafting=drafting,
             cv=s.cv,
             model_uncertainty=model.uncertainty,  # the estimate's spread widens the tolerance, as noise does
             label=f"{s.kind} {s.tok_s:,.4g} tok/s (line {s.line})",
@@ -424,3 +428,35 @@ def _compare(runs: list[RunCheck]) -> list[str]:
                 )
         out.append(line)
     return out
+
+
+def _drafting(run: LogRun, spec: ModelSpec | None) -> Drafting | None:
+    """How a log's run drafted: its command line's --spec-type, --spec-draft-n-max (or older
+    --draft-max) and -md, and what its `draft acceptance` lines counted, with each request's
+    decoded tokens (steps = decoded - accepted, as llama-server's timings count them). None:
+    it did not draft, or did not say how."""
+    if spec is None or run.facts.get("speculative") is None:
+        return None
+    command = run.value("command") or ""
+    given = dict(facts_from_argv(str(command).split(), DRAFTING))
+    kind = given.get("spec_type") or ("draft-simple" if "model_draft" in given else None)
+    if kind is None:
+        return None
+    kept, drafted, decoded = run.value("draft_counts") or (0, 0, 0)
+    counted = run.facts.get("draft_counts")
+    said = (
+        f"the log's draft acceptance lines: {kept:,} of {drafted:,} drafted tokens accepted over {decoded:,} "
+        f"decoded (line {counted.line})"
+        if counted
+        else ""
+    )
+    try:
+        drafting = drafting_for(
+            spec, kind, given.get("spec_draft_n_max"), None, acceptance_from(kept, drafted), said, draft_unread=True
+        )
+    except GGProfError:
+        return None
+    steps = decoded - kept
+    if drafting is None or not counted or steps <= 0:
+        return drafting
+    return replace(drafting, drafted_per_step=drafted / steps, tokens_per_step=decoded / steps)

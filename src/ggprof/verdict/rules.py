@@ -211,7 +211,15 @@ def _drafting_causes(p: Prediction) -> tuple[str, ...]:
     even = step.break_even_acceptance
     where = f" (below {even:.0%} acceptance drafting is slower than plain decode)" if even is not None else ""
     known = f"; measured {d.acceptance:.0%}" if d.acceptance is not None else ""
-    return (f"low draft acceptance: the target rejected most drafted tokens{where}{known}",)
+    drafted, _ = d.yields(d.acceptance or 0.0)
+    long_steps = (
+        f"long verify steps: {drafted:.3g} drafted positions a step on average (up to {d.n_max}), each adding a "
+        "position's arithmetic to the target's pass; where the pass is compute-bound (a CPU, a large batch) a step "
+        "costs near as many plain steps as it has positions"
+    )
+    if d.acceptance is not None and (even is None or d.acceptance >= even):
+        return (long_steps,)  # the drafts were kept: what is left is what checking them cost
+    return (f"low draft acceptance: the target rejected most drafted tokens{where}{known}", long_steps)
 
 
 def _above_drafting(b: Backend, case: JudgeCase, p: Prediction, tg: float, evidence: tuple[str, ...]) -> Finding:
