@@ -36,3 +36,41 @@ def test_ggprof_alone_prints_the_groups_help_readable() -> None:
     assert r.stderr.startswith("Usage: ggprof [OPTIONS] COMMAND [ARGS]...\n")
     assert "\nCommands:\n" in r.stderr and "Exit status:" in r.stderr and "Error:" not in r.stderr
     assert len(r.stderr.splitlines()) > 20 and max(len(line) for line in r.stderr.splitlines()) <= 100
+
+
+# -- 9. a network failure is not bad input ----------------------------------------------------------
+@pytest.fixture
+def no_listener() -> Iterator[int]:
+    """A port of this machine bound but not listening: a connection to it is refused."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
+
+
+def test_a_network_failure_has_its_own_status_and_says_what_to_do(
+    no_listener: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    cases = (
+        (("fit", "hf://org/repo"), {"HF_ENDPOINT": f"http://127.0.0.1:{no_listener}"}, "connection refused"),
+        (("inspect", f"http://127.0.0.1:{no_listener}/m.gguf"), {}, "connection refused"),
+        (("inspect", "https://nonexistent.invalid/m.gguf"), {}, "the host name does not resolve"),
+    )
+    for args, env, why in cases:
+        r = as_process(*args, env={**env, "HF_HOME": str(tmp_path / "hf")}, timeout_s=60)
+        assert r.exit_code == 6 and r.stdout == "", (args, r.stderr)
+        assert r.stderr.count("\n") == 1 and why in r.stderr, r.stderr
+        assert "give a local path" in r.stderr and "HF_HUB_OFFLINE=1" in r.stderr
+    with HubServer() as hub:  # a server that answers: a repository it does not have is bad input
+        r = as_process("fit", "hf://org/missing", env={"HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hf")})
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_the_network_status_is_documented() -> None:
+    from ggprof.errors import ExitStatus, exit_status_table
+
+    assert ExitStatus.NETWORK_FAILED == 6
+    row = next(x for x in exit_status_table().splitlines() if x.startswith("| 6 |"))
+    assert row in (ROOT / "docs" / "commands.md").read_text()
+    assert "\n      6  network failure\n" in in_process("--help").stdout
