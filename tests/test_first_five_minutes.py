@@ -74,3 +74,18 @@ def test_the_network_status_is_documented() -> None:
     row = next(x for x in exit_status_table().splitlines() if x.startswith("| 6 |"))
     assert row in (ROOT / "docs" / "commands.md").read_text()
     assert "\n      6  network failure\n" in in_process("--help").stdout
+
+
+# -- 11. `plot` without matplotlib ------------------------------------------------------------------
+def test_plot_without_matplotlib_says_the_one_command_and_readme_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ggprof.report.plots import INSTALL_PLOT
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # an install without the [plot] extra
+    r = in_process("plot", "-o", str(tmp_path / "roofline.png"))
+    assert r.exit_code == 2
+    assert r.stderr == f"Error: `ggprof plot` needs matplotlib, the optional extra [plot]: {INSTALL_PLOT}\n"
+    readme = (ROOT / "README.md").read_text().splitlines()
+    (line,) = [x for x in readme if x.startswith("| `ggprof plot`")]
+    assert INSTALL_PLOT in line
