@@ -38,6 +38,78 @@ def test_ggprof_alone_prints_the_groups_help_readable() -> None:
     assert len(r.stderr.splitlines()) > 20 and max(len(line) for line in r.stderr.splitlines()) <= 100
 
 
+# -- 6. above a ceiling: what makes a number too fast, whichever ceiling it breaks ------------------
+@pytest.mark.parametrize(("tg", "code"), [("5000", "DECODE_ABOVE_COMPUTE"), ("500", "DECODE_ABOVE_CEILING")])
+def test_a_claim_too_fast_names_every_way_a_number_is_too_fast(gemma_path: Path, tg: str, code: str) -> None:
+    """50 GB/s and 1 TFLOP/s: 500 tok/s breaks the bandwidth ceiling (203), 5,000 the compute one too."""
+    r = in_process("check", str(gemma_path), "--tg", tg, "--bandwidth", "50", "--flops", "1", "--json")
+    d = judged(r)
+    finding = next(f for f in d["findings"] if f["severity"] == "impossible")
+    assert r.exit_code == 4 and finding["code"] == code
+    for cause in TOO_FAST:
+        assert any(c.startswith(cause) or cause in c for c in finding["causes"]), (cause, finding["causes"])
+
+
+# -- 8. after `profile`, no "next:" line sends the user to `profile` --------------------------------
+FAKE_BENCH = """#!{python}
+import json, sys
+args = sys.argv[1:]
+if "--list-devices" in args:
+    print("Available devices:")
+    sys.exit(0)
+def values(flag):
+    return [int(v) for v in args[args.index(flag) + 1].split(",")] if flag in args else [0]
+row = json.loads({row!r})
+threads, depth, reps = values("-t")[0], values("-d")[0], values("-r")[0] or 5
+for p, n in [(p, 0) for p in values("-p") if p] + [(0, n) for n in values("-n") if n]:
+    tok_s = {pp} if p else ({tg_probe} if threads == 1 else {tg})
+    ns = int(1e9 * (p or n) / tok_s)
+    row.update(n_prompt=p, n_gen=n, n_depth=depth, n_threads=threads, avg_ts=tok_s, stddev_ts=0.0,
+               avg_ns=ns, stddev_ns=0, samples_ns=[ns] * reps, samples_ts=[tok_s] * reps)
+    print(json.dumps(row), flush=True)
+"""
+
+
+@pytest.fixture
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A cache of the test's own (the fake's roofs never reach another test), with the session's
+    host measurement (none measured again)."""
+    import os
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for f in Path(os.environ["GGPROF_CACHE_DIR"]).glob("host-*.json"):
+        shutil.copy(f, cache)
+    monkeypatch.setenv("GGPROF_CACHE_DIR", str(cache))
+    yield cache
+
+
+@pytest.mark.parametrize(
+    ("speeds", "verdict"),
+    [
+        ({"pp": 300.0, "tg": 1e7, "tg_probe": 1e7}, "impossible"),  # more FLOP/s than the CPU has
+        ({"pp": 300.0, "tg": 1.0, "tg_probe": 100.0}, "suspicious"),  # far below its own thread probe
+    ],
+)
+def test_after_profile_no_next_line_says_to_run_profile(
+    gemma_path: Path, tmp_path: Path, own_cache: Path, speeds: dict[str, float], verdict: str
+) -> None:
+    """A llama-bench that reports what it is told (one real row replayed): every "next:" line of
+    the run's findings adds a step the run has not already taken, or is absent."""
+    fake = tmp_path / "llama-bench"
+    row = json.dumps(json.loads(BENCH_ROW.read_text())[-1])
+    fake.write_text(FAKE_BENCH.format(python=sys.executable, row=row, **speeds))
+    fake.chmod(0o755)
+    args = ("profile", str(gemma_path), "--engine", f"llama-bench={fake}", "-p", "64", "-n", "16", "-r", "3")
+    r = in_process(*args, "--no-save", "--json")
+    d = judged(r)
+    assert d["verdict"] == verdict, r.stderr
+    steps = [f["next_step"] for f in d["findings"] if f["next_step"]]
+    assert not [s for s in steps if "ggprof profile" in s], steps
+    text = in_process(*args, "--no-save").stdout
+    assert "next:" not in text or "ggprof profile" not in "".join(line for line in text.splitlines() if "next:" in line)
+
+
 # -- 9. a network failure is not bad input ----------------------------------------------------------
 @pytest.fixture
 def no_listener() -> Iterator[int]:
