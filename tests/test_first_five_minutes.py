@@ -50,6 +50,21 @@ def test_a_claim_too_fast_names_every_way_a_number_is_too_fast(gemma_path: Path,
         assert any(c.startswith(cause) or cause in c for c in finding["causes"]), (cause, finding["causes"])
 
 
+# -- 7. a cause the log's own facts rule out is never the likely one --------------------------------
+def test_a_cause_the_logs_own_table_rules_out_is_named_as_ruled_out() -> None:
+    """A public llama-bench table on ROCm says ngl 99: no layer was left on the CPU."""
+    log = str(LOGS / "eliranwong-strix-halo-rocm-generic-name.txt")
+    d = json.loads(in_process("check", "--log", log, "--json").stdout)
+    findings = [f for m in d["measurements"] for f in m["findings"] if f["severity"] == "suspicious"]
+    assert findings
+    for f in findings:
+        assert not [c for c in f["causes"] if c.startswith(("layers not offloaded", "partial offload"))]
+    evidence = [e for f in findings for e in f["evidence"] if e.startswith("ruled out by the log")]
+    assert "ruled out by the log: layers not offloaded (line 7: llama-bench's ngl 99" in evidence[0]
+    likely = next(x for x in in_process("check", "--log", log).stdout.splitlines() if "likely cause:" in x)
+    assert "offload" not in likely
+
+
 # -- 8. after `profile`, no "next:" line sends the user to `profile` --------------------------------
 FAKE_BENCH = """#!{python}
 import json, sys
