@@ -38,6 +38,24 @@ def test_ggprof_alone_prints_the_groups_help_readable() -> None:
     assert len(r.stderr.splitlines()) > 20 and max(len(line) for line in r.stderr.splitlines()) <= 100
 
 
+# -- 2. and 3. `fit` on a fresh machine: it measures what it needs, and shows expected speeds ---------
+@pytest.fixture
+def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A machine ggprof has never measured."""
+    cache = tmp_path / "fresh-cache"
+    monkeypatch.setenv("GGPROF_CACHE_DIR", str(cache))
+    return cache
+
+
+def test_fit_on_a_fresh_machine_measures_the_bandwidth_once_and_keeps_it(gemma_path: Path, fresh_cache: Path) -> None:
+    first = in_process("fit", str(gemma_path))
+    assert first.exit_code == 0, first.stderr
+    assert "measuring this host's memory bandwidth" in first.stderr and "(measured now)" in first.stdout
+    assert list(fresh_cache.glob("host-*.json"))  # kept
+    again = in_process("fit", str(gemma_path))
+    assert again.exit_code == 0 and "measuring" not in again.stderr and "(cached)" in again.stdout
+
+
 # -- 6. above a ceiling: what makes a number too fast, whichever ceiling it breaks ------------------
 @pytest.mark.parametrize(("tg", "code"), [("5000", "DECODE_ABOVE_COMPUTE"), ("500", "DECODE_ABOVE_CEILING")])
 def test_a_claim_too_fast_names_every_way_a_number_is_too_fast(gemma_path: Path, tg: str, code: str) -> None:
