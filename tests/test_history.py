@@ -269,4 +269,5 @@ def test_plot_of_a_bench_run_or_without_matplotlib(
     assert r.exit_code == 2 and "a roofline needs a profile" in r.stderr
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # an install without the [plot] extra
     r = run_cli("predict", str(gemma_path), "--bandwidth", "90", "--plot", str(tmp_path / "y.svg"))
-    assert r.exit_code == 2 and r.stderr == "Error: --plot needs matplotlib: pip install 'ggprof[plot]'\n"
+    assert r.exit_code == 2
+    assert r.stderr == "Error: --plot needs matplotlib, the optional extra [plot]: pip install 'ggprof[plot]'\n"

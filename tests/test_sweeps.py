@@ -193,7 +193,8 @@ def test_plot_without_matplotlib_says_how_to_install_it(
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as on an install without the [plot] extra
     sweep = BatchSweep(points=(), bend_batch=None, predicted_ridge_batch=None, prediction_basis="")
-    with pytest.raises(Exception, match=r"--plot needs matplotlib: pip install 'ggprof\[plot\]'") as e:
+    needs = r"--plot needs matplotlib, the optional extra \[plot\]: pip install 'ggprof\[plot\]'"
+    with pytest.raises(Exception, match=needs) as e:
         plot_batch_sweeps([(result([]), sweep)], tmp_path / "x.svg")
     assert type(e.value).__name__ == "BadInputError"
 

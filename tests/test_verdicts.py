@@ -68,7 +68,7 @@ def test_worked_example_50_impossible_13_plausible(q4_8b: Path, device: list[str
     assert "needs 23" in f["title"] and "GB/s" in f["title"]  # 50 tok/s x 4.7 GB = ~235 GB/s
     assert f["causes"][:3] == [
         "the GPU did the work: layers were offloaded to a GPU the claim does not mention",
-        "a smaller model ran than the one named (check the file, its size and quantization)",
+        "another model or quant than the one named: a smaller or more quantized file (check its size and quantization)",
         "it ran remotely (an API or another machine), not on this device",
     ]
     assert d["decode_ceiling_tok_s"] == pytest.approx(19, abs=0.6)

@@ -24,7 +24,7 @@ UBATCH_TO_CHECK = "a tiny physical batch (-ub) or batch (-b): the weights are re
 
 GPU_CAUSES = Causes(
     impossible=(
-        "a smaller or more quantized model ran than the one named",
+        "another model or quant than the one named: a smaller or more quantized file",
         "the device is not the one assumed (another GPU, or a profile with too little bandwidth)",
         "it ran remotely (an API or another machine)",
         "several GPUs split the model (their bandwidths add up; pass the combined --bandwidth)",

@@ -22,7 +22,7 @@ class RpcBackend(Backend):
     causes = Causes(
         impossible=(
             "layers ran on a device the split does not name (another rpc-server, a local GPU)",
-            "a smaller model ran than the one named",
+            "another model or quant than the one named: a smaller one",
             "a declared device or link is slower than the real one: measure it with `ggprof host --rpc`",
         ),
         slow=(

@@ -14,6 +14,7 @@ class ExitStatus(IntEnum):
     SUSPICIOUS = 3  # measured far below what the hardware allows
     IMPOSSIBLE = 4  # measured above what the hardware allows
     RUN_FAILED = 5  # the program or server being measured failed: crashed, timed out, broke off, answered an error
+    NETWORK_FAILED = 6  # a remote model's host could not be reached: DNS, refused, reset, no route, TLS
     HUNG_UP = 129  # SIGHUP (the terminal closed): 128 + 1
     INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as shells report it
     TERMINATED = 143  # SIGTERM: 128 + 15
@@ -39,6 +40,14 @@ EXIT_STATUSES: tuple[tuple[ExitStatus, str, str], ...] = (
         "the run being measured failed: llama.cpp's child or llama-bench crashed, was killed, timed out or "
         "printed what is not its output (a program that is not llama-bench); a server broke off, answered "
         "an error, ran past its deadline or sent an answer that contradicts itself",
+    ),
+    (
+        ExitStatus.NETWORK_FAILED,
+        "network failure",
+        "network failure: a remote model's host could not be reached (its name does not resolve, the "
+        "connection is refused, reset or times out, no route, TLS fails) before it answered; a server that "
+        "answers (not found, gated) is 2. Give a local path, or `HF_HUB_OFFLINE=1` to use a header ggprof "
+        "has cached",
     ),
     (
         ExitStatus.HUNG_UP,
@@ -95,6 +104,13 @@ class RunError(GGProfError):
     printed what it must not; a server that broke off or answered an error."""
 
     exit_status = ExitStatus.RUN_FAILED
+
+
+class NetworkError(GGProfError):
+    """A remote model's host could not be reached (DNS, a connection refused, reset or timed
+    out, no route, a TLS handshake that failed): the network, not the input, is at fault."""
+
+    exit_status = ExitStatus.NETWORK_FAILED
 
 
 class RemoteError(BadInputError):

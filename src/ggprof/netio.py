@@ -9,6 +9,7 @@ size -1 followed by gigabytes end at the deadline or the cap, whatever the per-r
 
 from __future__ import annotations
 
+import errno
 import http.client
 import io
 import select
@@ -146,6 +147,37 @@ def handshake(sock: ssl.SSLSocket, budget: Budget) -> None:
         if not ready and budget.left_s() <= 0:
             raise DeadlineExceeded("deadline")
     sock.settimeout(min(budget.read_timeout_s, max(budget.left_s(), 0.001)))
+
+
+# What to do when no network reaches a remote model: the one line a network failure ends with
+OFFLINE_ADVICE = (
+    "check the network or proxy, or give a local path (or HF_HUB_OFFLINE=1 to use a header ggprof has cached)"
+)
+_UNREACHABLE = (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOSTDOWN)
+
+
+def unreached(e: BaseException) -> str | None:
+    """Why a connection could not be made where the network, not a server that answered, is at
+    fault (the host's name does not resolve, nothing listens, the connection is reset or times
+    out, no route, the TLS handshake fails); None for anything else (a whole deadline a server
+    drips past, a host name that is no name)."""
+    if isinstance(e, DeadlineExceeded):
+        return None
+    if isinstance(e, socket.gaierror):
+        return "the host name does not resolve (DNS)"
+    if isinstance(e, ConnectionRefusedError):
+        return "connection refused (nothing listens there)"
+    if isinstance(e, (ConnectionResetError, ConnectionAbortedError)):
+        return "the connection was reset"
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return clean_name(f"TLS failed: {e.verify_message or e.reason or 'the certificate is not trusted'}", 120)
+    if isinstance(e, ssl.SSLError):
+        return clean_name(f"TLS failed: {e.reason or e}", 120)
+    if isinstance(e, (socket.timeout, TimeoutError)):
+        return "the host did not answer (timed out connecting)"
+    if isinstance(e, OSError) and e.errno in _UNREACHABLE:
+        return "no route to the host (the network is unreachable)"
+    return None
 
 
 def why(e: BaseException, budget: Budget | None = None) -> str:

@@ -21,6 +21,8 @@ from ggprof.machine.profiles import SEARCHES
 from ggprof.machine.tools import tool_notes, tool_timeout_cap_s
 from ggprof.units import clean_name
 
+# Click 8.2 raises this for a group given no command (8.1 printed the help and exited 0 itself)
+NO_ARGS_IS_HELP: type[click.UsageError] | tuple[()] = getattr(click.exceptions, "NoArgsIsHelpError", ())
 MAX_ERROR_CHARS = 500  # one error line, however long the name or message from outside
 
 
@@ -56,6 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         tool_timeout_cap_s()  # environment values are checked where they enter, before anything runs
         rv = cli.main(args=list(argv) if argv is not None else None, prog_name="ggprof", standalone_mode=False)
     except click.exceptions.Exit as e:
+        return int(e.exit_code)
+    except NO_ARGS_IS_HELP as e:  # `ggprof` alone: the group's help, readable, as Click shows it
+        e.show()
         return int(e.exit_code)
     except click.UsageError as e:
         error_line(e.format_message())

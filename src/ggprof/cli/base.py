@@ -126,14 +126,14 @@ class PluginGroup(click.Group):
             raise ClosedPipe from e
 
 
-def check_plot(plot: str | None) -> Path | None:
-    """--plot, checked before anything runs (a run or sweep is never wasted on a path that
-    cannot be written)."""
+def check_plot(plot: str | None, what: str = "--plot") -> Path | None:
+    """--plot (or `ggprof plot`'s -o), checked before anything runs (a run or sweep is never
+    wasted on a path that cannot be written)."""
     if plot is None:
         return None
     from ggprof.report.plots import check_plot_target
 
-    check_plot_target(Path(plot))
+    check_plot_target(Path(plot), what)
     return Path(plot)
 
 

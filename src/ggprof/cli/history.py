@@ -183,7 +183,7 @@ def plot(run_id: int | None, output: str, db: str | None) -> None:
     from ggprof.history.store import get
     from ggprof.report.plots import plot_roofline
 
-    target = check_plot(output)
+    target = check_plot(output, "`ggprof plot`")
     assert target is not None
     run = get(db_path(db), run_id)
     if run.kind != "profile":

@@ -179,12 +179,23 @@ def fit(
     from ggprof.machine.device import with_memory
     from ggprof.machine.host import describe_host
     from ggprof.machine.target import resolve_target
-    from ggprof.model.stores import Candidate, default_locations
+    from ggprof.model.stores import Candidate, default_locations, is_remote
     from ggprof.pipelines.choose import ChooseOptions, choose_models, scan
     from ggprof.report.choose import choose_dict, choose_text
 
     ext = extensions()
+    listed = []  # models elsewhere, listed first: a network failure ends the command before any measurement
+    for ref in (p for p in paths if is_remote(p)):
+        from ggprof.model.hub import models_of
+
+        listed += models_of(ref, remote_header_timeout())
     host = describe_host(ext.backends.values(), ext.profiles, measure=False)
+    if choice.needs_host and host.context.bandwidth is None and host.context.refused_bandwidth is None:
+        # the first time: what `fit` needs is measured, as `profile` measures it, and kept
+        click.echo("measuring this host's memory bandwidth (once: it is kept for the next commands)...", err=True)
+        host = describe_host(ext.backends.values(), ext.profiles, measure=True, quick=True, facts=host.facts)
+        for w in host.warnings:
+            warn(w)
     target = resolve_target(choice, profiles=ext.profiles, host=host)
     if memory_gb is not None or gpu_memory_gb is not None:
         from dataclasses import replace
@@ -196,16 +207,11 @@ def fit(
         else:
             device = with_memory(device, int(memory_gb * 1e9) if memory_gb else None, "--memory")
         target = replace(target, device=device, cpu=cpu)
-    from ggprof.model.stores import is_remote
-
     locations = [] if paths else default_locations()
     found = scan([Path(p) for p in paths if not is_remote(p)], locations)
-    for ref in (p for p in paths if is_remote(p)):  # models elsewhere: their headers by range requests
-        from ggprof.model.hub import models_of
-
-        for m in models_of(ref, remote_header_timeout()):
-            name = m.name.rsplit("/", 1)[-1]  # the file's name: the row's; the reference: its path
-            found.candidates.append(Candidate(path=Path(m.name), name=name, store="remote", remote=m))
+    for m in listed:  # models elsewhere: their headers by range requests
+        name = m.name.rsplit("/", 1)[-1]  # the file's name: the row's; the reference: its path
+        found.candidates.append(Candidate(path=Path(m.name), name=name, store="remote", remote=m))
     remote: tuple[Member, ...] = ()
     if rpc.active:  # a model that does not fit the device alone is considered split over these
         from ggprof.pipelines.rpc import probe_servers, split_members

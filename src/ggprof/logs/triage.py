@@ -273,5 +273,23 @@ def causes(run: LogRun, backend: str) -> list[Cause]:
     return out
 
 
+ALL_LAYERS_NGL = 99  # llama.cpp's own idiom for "every layer" (-ngl 99), where the layer count is not known
+
+
+def every_layer_on_gpu(run: LogRun, speed: Speed, n_layers: int | None) -> str | None:
+    """What in the log shows every layer of `speed`'s run on the GPU (a cause that needs layers
+    left on the CPU is then ruled out), with its line; None where the log does not show it.
+    `n_layers`: the model's layer count where known (a model file, the log's n_layer)."""
+    ngl = speed.n_gpu_layers
+    if ngl is not None and n_layers and ngl >= n_layers:
+        return f"line {speed.line}: llama-bench's ngl {ngl}, every one of the model's {n_layers} layers on the GPU"
+    if ngl is not None and not n_layers and ngl >= ALL_LAYERS_NGL:
+        return f"line {speed.line}: llama-bench's ngl {ngl}, every layer on the GPU (llama.cpp's -ngl 99)"
+    offloaded, total = run.value("layers_offloaded"), run.value("layers_total")
+    if isinstance(offloaded, int) and isinstance(total, int) and total and offloaded >= total and not run.warnings:
+        return f"line {run.facts['layers_offloaded'].line}: {offloaded}/{total} layers offloaded to the GPU"
+    return None
+
+
 def tiny_prefill(s: Speed) -> bool:
     return s.kind == "prefill" and (s.n_tokens or 0) < MIN_PREFILL_TOKENS

@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ggprof.errors import RemoteError
-from ggprof.netio import Budget, Deadline, metered_connection, why
+from ggprof.errors import NetworkError, RemoteError
+from ggprof.netio import OFFLINE_ADVICE, Budget, Deadline, MeteredSocket, metered_connection, unreached, why
 from ggprof.units import clean_name
 
 MAX_HEADER_BYTES = 64 << 20  # default --max-header-bytes: above any real model's header
@@ -126,12 +126,15 @@ def target(u: urllib.parse.SplitResult) -> str:
 @contextlib.contextmanager
 def exchange(conn: http.client.HTTPConnection, budget: Budget, where: str) -> Iterator[None]:
     """One request and its answer: whatever the socket or the protocol raises is one line, and
-    the connection is closed however it ends."""
+    the connection is closed however it ends. A connection never made (the network's fault) is a
+    NetworkError; what a server that answered did is a RemoteError."""
     try:
         yield
     except RemoteError:
         raise
     except (OSError, http.client.HTTPException, ValueError) as e:
+        if not isinstance(conn.sock, MeteredSocket) and (reason := unreached(e)) is not None:
+            raise NetworkError(f"{where}: {reason}: {OFFLINE_ADVICE}") from None
         raise RemoteError(f"{where}: {why(e, budget)}") from None
     finally:
         conn.close()

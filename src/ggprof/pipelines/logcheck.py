@@ -26,7 +26,7 @@ from ggprof.logs.parse import parse_lines
 from ggprof.logs.patterns import flash_attn
 from ggprof.logs.records import MAX_RUNS, Fact, LogDevice, LogRun, ParsedLog, Speed
 from ggprof.logs.text import Line, LogText
-from ggprof.logs.triage import Cause, backend_of, causes, gpu_device, is_partial, tiny_prefill
+from ggprof.logs.triage import Cause, backend_of, causes, every_layer_on_gpu, gpu_device, is_partial, tiny_prefill
 from ggprof.machine.device import BuildFacts, Device
 from ggprof.machine.profiles import Profile, with_gfx_target
 from ggprof.machine.target import DeviceChoice, device_from_profile
@@ -37,6 +37,7 @@ from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.runfacts import DRAFTING, facts_from_argv
 from ggprof.units import clean_name
+from ggprof.verdict.backend import NEEDS_LAYERS_ON_CPU
 from ggprof.verdict.finding import RANK, Severity
 
 COMPARE_RATIO = 1.5  # speeds of one kind this far apart in one log are compared
@@ -328,8 +329,26 @@ def _check_run(
             context=context,
             build=build_facts(run, backend, context, s),
         )
-        rc.measurements.append(Measurement(index, s, checker.check(r)))
+        judged = checker.check(r)
+        known = model.source != "the log" or run.value("n_layers") or run.value("layers_total")
+        shown = every_layer_on_gpu(run, s, spec.n_layers if known else None)
+        if backend not in ("cpu", "unknown") and shown is not None:
+            judged = _ruled_out(judged, shown)
+        rc.measurements.append(Measurement(index, s, judged))
     return rc
+
+
+def _ruled_out(judged: Judged, shown: str) -> Judged:
+    """The findings without the causes the log's own facts rule out (layers left on the CPU where
+    it shows every layer on the GPU), each named in the evidence with the fact that rules it out."""
+    findings = []
+    for f in judged.verdict.findings:
+        out = [c for c in f.causes if c.startswith(NEEDS_LAYERS_ON_CPU)]
+        if out:
+            why = tuple(f"ruled out by the log: {c.split(':')[0].split(' (')[0]} ({shown})" for c in out)
+            f = replace(f, causes=tuple(c for c in f.causes if c not in out), evidence=(*f.evidence, *why))
+        findings.append(f)
+    return replace(judged, verdict=replace(judged.verdict, findings=tuple(findings)))
 
 
 def build_facts(run: LogRun, backend: str, context: RunContext, speed: Speed | None = None) -> BuildFacts | None:

@@ -12,11 +12,17 @@ from ggprof.pipelines.sweep import BatchSweep, ThreadSweep
 from ggprof.units import clean_name
 
 SUFFIXES = (".png", ".svg")
+INSTALL_PLOT = "pip install 'ggprof[plot]'"  # the optional extra: matplotlib
 
 
-def check_plot_target(path: Path) -> None:
+def no_matplotlib(what: str) -> BadInputError:
+    return BadInputError(f"{what} needs matplotlib, the optional extra [plot]: {INSTALL_PLOT}")
+
+
+def check_plot_target(path: Path, what: str = "--plot") -> None:
     """Before anything runs: a .png or .svg path in a folder that exists and can be written,
-    not a folder, FIFO or device, and matplotlib installed; BadInputError (one line) otherwise."""
+    not a folder, FIFO or device, and matplotlib installed; BadInputError (one line) otherwise.
+    `what` draws it: `--plot`, or `ggprof plot`."""
     import importlib.util
     import os
     import stat
@@ -31,7 +37,7 @@ def check_plot_target(path: Path) -> None:
     if path.exists() and not stat.S_ISREG(path.stat().st_mode):
         raise BadInputError(f"--plot {clean_name(path)}: not a regular file")
     if importlib.util.find_spec("matplotlib") is None:
-        raise BadInputError("--plot needs matplotlib: pip install 'ggprof[plot]'")
+        raise no_matplotlib(what)
 
 
 def _pyplot(path: Path) -> Any:
@@ -40,7 +46,7 @@ def _pyplot(path: Path) -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise BadInputError("--plot needs matplotlib: pip install 'ggprof[plot]'") from None
+        raise no_matplotlib("--plot") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -26,11 +26,30 @@ if TYPE_CHECKING:  # annotations only: importing a plugin (and `ggprof --help`) 
 # smaller model, or the bandwidth figure is wrong.
 IMPOSSIBLE_CAUSES = (
     "the GPU did the work: layers were offloaded to a GPU the claim does not mention",
-    "a smaller model ran than the one named (check the file, its size and quantization)",
+    "another model or quant than the one named: a smaller or more quantized file (check its size and quantization)",
     "it ran remotely (an API or another machine), not on this device",
     "the bandwidth figure is wrong for this machine (more memory channels, another device)",
     "-ngl / --n-gpu-layers put more layers on the accelerator than assumed",
 )
+# Why a speed lands above a ceiling whichever it breaks (bandwidth or compute), named as carefully
+# as what makes one slow: the work was not what the claim names, or not one stream's decode.
+NOT_ONE_STREAM_CAUSES = (
+    "speculative decoding: a draft model or n-grams gave several tokens per pass of the model (give "
+    "--spec-type or -md)",
+    "batched requests summed: the aggregate tok/s of several users or sequences, not one stream's",
+    "a cached prompt counted as processed: tokens the KV cache already held counted as new ones",
+    "tokens counted as characters or words: a rate per character is about 4x one per token",
+)
+# a prompt: no drafting, a cached prompt first (llama-server's prompt cache, a KV already filled)
+PREFILL_TOO_FAST_CAUSES = (NOT_ONE_STREAM_CAUSES[2], NOT_ONE_STREAM_CAUSES[1], NOT_ONE_STREAM_CAUSES[3])
+TOO_FAST_CAUSES = (
+    "another model or quant than the one named: a smaller or more quantized file does less work a token",
+    "a GPU the claim does not mention did the work (layers offloaded, or the run on another machine)",
+    *NOT_ONE_STREAM_CAUSES,
+)
+# How the causes that need layers left on the CPU begin (prefill_causes below, the GPU plugins'
+# slow causes): a log whose own facts put every layer on the GPU rules them out (check --log)
+NEEDS_LAYERS_ON_CPU = ("layers not offloaded", "partial offload")
 SLOW_CAUSES = (
     "another program was using the device or its memory",
     "power or thermal limits lowered the clock",

@@ -9,12 +9,26 @@ from ggprof.machine.measurements import MAX_BANDWIDTH_SPREAD
 from ggprof.physics.roofline import Prediction, expected_decode, is_partial_offload
 from ggprof.physics.speculative import expected_speculative
 from ggprof.units import fmt_bytes, fmt_rate, sig3
-from ggprof.verdict.backend import Backend
+from ggprof.verdict.backend import NOT_ONE_STREAM_CAUSES, PREFILL_TOO_FAST_CAUSES, TOO_FAST_CAUSES, Backend
 from ggprof.verdict.finding import BASE_TOLERANCE, MAX_TOLERANCE, NOISY_CV, Finding, JudgeCase
 
 
 def tps(x: float | None) -> str:
     return "unknown" if x is None else f"{sig3(x)} tok/s"
+
+
+def _next(case: JudgeCase, reported: str | None, measured: str | None = None) -> str | None:
+    """A finding's next step: for a number reported from elsewhere, `reported` (which may send the
+    user to `ggprof profile`); for a run ggprof has just measured, `measured` (None: no step adds
+    what the run has not already shown)."""
+    return reported if case.source == "reported" else measured
+
+
+def _too_fast(p: Prediction, first: tuple[str, ...] = TOO_FAST_CAUSES) -> tuple[str, ...]:
+    """What makes a speed too fast, `first` first; speculative decoding left out where the claim
+    already drafts (its own ceiling judged it)."""
+    rest = tuple(c for c in NOT_ONE_STREAM_CAUSES if c not in first)
+    return tuple(c for c in (*first, *rest) if p.step is None or not c.startswith("speculative decoding"))
 
 
 def expected_for(b: Backend, case: JudgeCase) -> ExpectedSpeed | None:
@@ -165,7 +179,7 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
                 observed=tps(tg),
                 evidence=(*evidence, *shared_checks, *diagnosis.checks),
                 causes=(*_drafting_causes(p), *shared, *(diagnosis.causes or b.causes.slow)),
-                next_step=b.causes.slow_next_step,
+                next_step=_next(case, b.causes.slow_next_step),
                 plugin=b.name,
             )
         ]
@@ -291,8 +305,18 @@ def _above_ceiling(b: Backend, case: JudgeCase, p: Prediction, tg: float, eviden
                 f"peak {sig3(p.peak_flops / 1e12)} TFLOP/s [{peak}]",
                 f"tolerance {case.tolerance:.0%}",
             ),
-            causes=("the timings are not a decode of this model (a lying or broken timer, another model)",),
-            next_step="check what produced these timings; ggprof profile runs the model here and times it itself",
+            causes=(
+                _too_fast(
+                    p, (*TOO_FAST_CAUSES, "a broken or lying timer", "the device's peak FLOP/s figure is too low")
+                )
+                if case.source == "reported"
+                else ("the timings are not a decode of this model (a lying or broken timer, another model)",)
+            ),
+            next_step=_next(
+                case,
+                "check what produced these timings; ggprof profile runs the model here and times it itself",
+                "check the program that timed it (--engine): it reports what no decode of this model can do",
+            ),
             plugin=b.name,
         )
     llc = p.device.llc_bytes
@@ -344,8 +368,12 @@ def _above_ceiling(b: Backend, case: JudgeCase, p: Prediction, tg: float, eviden
             f"{sig3(tg)} tok/s x {fmt_bytes(bytes_per_token, binary=False)} = {fmt_rate(needed)}",
             f"tolerance {case.tolerance:.0%} above the ceiling",
         ),
-        causes=b.causes.impossible,
-        next_step="check which device and model really ran (ggprof profile runs it here and records the context)",
+        causes=_too_fast(p, b.causes.impossible) if case.source == "reported" else b.causes.impossible,
+        next_step=_next(
+            case,
+            "check which device and model really ran (ggprof profile runs it here and records the context)",
+            "check the bandwidth it was judged against (--device, --bandwidth): this run was timed here",
+        ),
         plugin=b.name,
     )
 
@@ -383,7 +411,9 @@ def prefill_findings(b: Backend, case: JudgeCase) -> list[Finding]:
                 expected=f"at most {tps(ceiling)}",
                 observed=tps(pp),
                 evidence=evidence,
-                causes=b.causes.impossible,
+                causes=(*PREFILL_TOO_FAST_CAUSES, *b.causes.impossible)
+                if case.source == "reported"
+                else b.causes.impossible,
                 next_step="check which device and model really ran",
                 plugin=b.name,
             )
@@ -407,8 +437,11 @@ def prefill_findings(b: Backend, case: JudgeCase) -> list[Finding]:
                     observed=tps(pp),
                     evidence=(*evidence, *diagnosis.checks),
                     causes=diagnosis.causes or b.prefill_causes,
-                    next_step="check the build (GPU/BLAS support, release mode), -ngl and -ub; "
-                    "`ggprof profile` records them",
+                    next_step=_next(
+                        case,
+                        "check the build (GPU/BLAS support, release mode), -ngl and -ub; `ggprof profile` records them",
+                        "check the build: release mode, with the device's GPU or BLAS support",
+                    ),
                     plugin=b.name,
                 )
             ]
