@@ -151,3 +151,37 @@ def test_a_report_prints_the_runs_flags_as_llama_cpp_spells_them(tmp_path: Path)
     r = in_process("report", "--db", str(db))
     assert r.exit_code == 0, r.stderr
     assert "- **flags:** -t 2 -ngl -1 -b 2048 -ub 512 -fa auto -ctk f16 -ctv f16\n" in r.stdout
+
+
+def test_a_servers_command_line_is_read_with_its_bare_flags() -> None:
+    """llama-server's switches take no value (`--no-repack`, `--no-cache-prompt`, `-kvu`); its
+    sampler chain is a `;` list; the last spelling given wins, as llama.cpp's parser does."""
+    argv = ["llama-server", "-m", "m.gguf", "-np", "4", "-c", "2048", "-ub", "64", "--no-repack", "-kvu"]
+    argv += ["--samplers", "penalties;top_k", "--repeat-penalty", "1.1", "--no-cache-prompt", "-tb", "2", "-t", "1"]
+    assert dict(runfacts.facts_from_argv(argv, BY_NAME)) == {
+        "n_threads": 1,
+        "n_ubatch": 64,
+        "repack": False,
+        "n_threads_batch": 2,
+        "n_ctx": 2048,
+        "n_slots": 4,
+        "kv_unified": True,
+        "cache_prompt": False,
+        "samplers": ("penalties", "top_k"),
+        "repeat_penalty": 1.1,
+    }
+    assert command_line({"cache_prompt": False, "kv_unified": True, "samplers": ("top_k",)}) == (
+        "-kvu --no-cache-prompt --samplers top_k"
+    )
+
+
+def test_a_servers_props_are_read_into_the_table() -> None:
+    """The recorded /props of the vendored llama-server (tests/data/servers): its slots, their
+    context and its sampler chain, float32 parameters kept to their digits."""
+    props = json.loads((Path(__file__).parent / "data" / "servers" / "llama-server-props.json").read_text())
+    read = runfacts.from_props(props)
+    assert read["n_slots"] == 1 and read["n_ctx_slot"] == 1024 and read["spec_type"] == "none"
+    assert read["samplers"] == BY_NAME["samplers"].default
+    assert {read[n] for n in runfacts.SAMPLING if n != "samplers"} <= {BY_NAME[n].default for n in runfacts.SAMPLING}
+    assert read["temp"] == 0.8 and read["top_p"] == 0.95
+    assert runfacts.from_props({"total_slots": "four", "default_generation_settings": {"n_ctx": -3}}) == {}

@@ -10,7 +10,12 @@ list, what is read back from its output, the settings `compare` names and the co
 report prints come from these rows; adding a fact is a row here plus the physics that uses it.
 
 Values are kept as ggprof keeps them: counts as ints, types as ggml's names, a switch as
-llama.cpp's word (`on`, `off`, `auto`), a list of shares as a tuple of floats.
+llama.cpp's word (`on`, `off`, `auto`), a list of shares as a tuple of floats, a number
+(a sampler's parameter) as a float, a list of names (the sampler chain) as a tuple of words.
+
+A server's own settings are rows too (its context, slots, batch threads, prompt cache and
+sampler chain): llama-bench takes none of them (`bench=False`); llama-server's /props
+states some (`props`, the path to the value in its answer).
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ class RunFact:
     name: str  # ggprof's name everywhere: llama-bench's JSON key where it has one
     what: str  # in words, as reports name it
     unit: str  # of its value: "tokens", "threads", "layers", "" (none)
-    kind: str  # "count", "switch" (on/off/auto), "bool" (0/1), "type" (one of `values`), "shares", "path"
+    kind: str  # "count", "switch" (on/off/auto), "bool" (0/1), "type" (one of `values`), "shares", "path",
+    # "number" (a float), "names" (a list of words: the sampler chain)
     default: Any  # llama.cpp's default (llama-bench's cmd_params_defaults; None: the machine's)
     flags: tuple[str, ...]  # a command line's spellings, short first (llama-server, llama-cli)
     bench_flags: tuple[str, ...] = ()  # llama-bench's, where they differ from `flags`
@@ -52,11 +58,14 @@ class RunFact:
     drafting: bool = False  # says how a run drafted tokens (speculative decoding)
     old_flags: tuple[str, ...] = ()  # spellings of older builds, still accepted
     aliases: Mapping[str, str] = field(default_factory=dict)  # older words for a value
+    set_by: Mapping[str, Any] = field(default_factory=dict)  # flags that set it without a value (--no-repack)
+    props: tuple[str, ...] = ()  # where llama-server's /props states it (keys, outermost first)
+    sampling: bool = False  # a parameter of the sampler chain (per request on a server)
 
     @property
     def flag(self) -> str:
         """The spelling a report prints: llama.cpp's short flag."""
-        return self.flags[0]
+        return self.flags[0] if self.flags else self.name
 
     @property
     def bench_flag(self) -> str:
@@ -71,12 +80,20 @@ class RunFact:
         """`value` as a llama.cpp command line writes it today (`auto`, `q8_0`, `3,1`)."""
         if self.kind == "shares":
             return ",".join(f"{v:g}" for v in value)
+        if self.kind == "names":
+            return ";".join(value)
+        if self.kind == "number":
+            return f"{value:g}"
         if self.kind == "bool":
             return "1" if value else "0"
         return str(value)
 
     def spelled(self, value: Any) -> str:
-        """The flag and its value: `-fa auto`, `-ub 512`."""
+        """The flag and its value: `-fa auto`, `-ub 512` (a flag that takes no value: itself,
+        `--no-cache-prompt`)."""
+        bare = next((flag for flag, v in self.set_by.items() if v == value), None)
+        if bare is not None and not self.bench:
+            return bare
         return f"{self.flag} {self.spell(value)}"
 
     def bench_argument(self, value: Any) -> str:
@@ -111,6 +128,10 @@ class RunFact:
             return text if 0 < len(text) <= 4096 and text.isprintable() else None
         if self.kind == "shares":
             return _shares(raw)
+        if self.kind == "number":
+            return _number(raw)
+        if self.kind == "names":
+            return _names(raw)
         raise ValueError(f"unknown kind of run fact: {self.kind}")
 
 
@@ -148,6 +169,30 @@ def _shares(raw: object) -> tuple[float, ...] | None:
     while len(values) > 1 and values[-1] == 0:  # llama-bench pads its list with zeros
         values = values[:-1]
     return values if sum(values) > 0 else None
+
+
+def _number(raw: object) -> float | None:
+    if isinstance(raw, bool):
+        return None
+    try:
+        value = float(raw) if isinstance(raw, (int, float)) else float(str(raw).strip()[:40])
+    except ValueError:
+        return None
+    # /props writes a float32 parameter in full (0.800000011920929): kept to its 7 digits
+    return float(f"{value:.7g}") if math.isfinite(value) and abs(value) < 1e9 else None
+
+
+MAX_SAMPLERS = 32
+
+
+def _names(raw: object) -> tuple[str, ...] | None:
+    """A sampler chain: a JSON list of names (/props) or names separated by `;` (--samplers)."""
+    parts = raw if isinstance(raw, (list, tuple)) else str(raw).split(";")
+    names = tuple(str(p).strip().lower() for p in parts if str(p).strip())
+    ok = len(names) <= MAX_SAMPLERS and all(
+        len(n) <= 32 and n.replace("_", "").replace("-", "").isalnum() for n in names
+    )
+    return names if ok else None
 
 
 # KV cache types llama.cpp accepts for --cache-type-k/-v (common/arg.cpp kv_cache_types)
@@ -260,6 +305,7 @@ FACTS: tuple[RunFact, ...] = (
         default=True,  # llama_model_default_params().use_extra_bufts
         flags=("--repack",),
         column="rpk",
+        set_by={"--repack": True, "-nr": False, "--no-repack": False},  # llama-server's, without a value
     ),
     RunFact(
         name="split_mode",
@@ -300,6 +346,7 @@ FACTS: tuple[RunFact, ...] = (
         aliases={"mtp": "draft-mtp", "nextn": "draft-mtp", "draft": "draft-simple", "eagle3": "draft-eagle3"},
         drafting=True,
         bench=False,
+        props=("default_generation_settings", "params", "speculative.types"),
     ),
     RunFact(
         name="spec_draft_n_max",
@@ -333,20 +380,131 @@ FACTS: tuple[RunFact, ...] = (
         column="ts",
     ),
 )
+
+# A server's own settings: llama-server's (common/arg.cpp, tools/server), none of them llama-bench's
+_GENERATION = ("default_generation_settings", "params")
+SERVER_FACTS: tuple[RunFact, ...] = (
+    RunFact(
+        name="n_threads_batch",
+        what="prompt threads",
+        unit="threads",
+        kind="count",
+        default=None,  # the decode's threads (-t)
+        flags=("-tb", "--threads-batch"),
+        log_key="n_threads_batch",
+        low=1,
+        high=GGML_MAX_N_THREADS,
+        bench=False,
+    ),
+    RunFact(
+        name="n_ctx",
+        what="context",
+        unit="tokens",
+        kind="count",
+        default=0,  # the model's training context
+        flags=("-c", "--ctx-size"),
+        log_key="n_ctx",
+        bench=False,
+    ),
+    RunFact(
+        name="n_slots",
+        what="slots",
+        unit="slots",
+        kind="count",
+        default=-1,  # auto: 4, their KV cache unified
+        flags=("-np", "--parallel"),
+        low=-1,
+        bench=False,
+        props=("total_slots",),
+    ),
+    RunFact(
+        name="n_ctx_slot",
+        what="context per slot",
+        unit="tokens",
+        kind="count",
+        default=None,  # -c over the slots (all of it, the KV cache unified)
+        flags=(),  # what -c, -np and -kvu make of it: /props and /slots state it
+        bench=False,
+        props=("default_generation_settings", "n_ctx"),
+    ),
+    RunFact(
+        name="kv_unified",
+        what="one KV cache for every slot",
+        unit="",
+        kind="bool",
+        default=False,  # on where the slots are auto (-np -1)
+        flags=("-kvu", "--kv-unified"),
+        set_by={"-kvu": True, "--kv-unified": True, "-no-kvu": False, "--no-kv-unified": False},
+        bench=False,
+    ),
+    RunFact(
+        name="cache_prompt",
+        what="prompt cache",
+        unit="",
+        kind="bool",
+        default=True,
+        flags=("--cache-prompt",),
+        set_by={"--cache-prompt": True, "--no-cache-prompt": False},
+        bench=False,
+    ),
+    RunFact(
+        name="samplers",
+        what="sampler chain",
+        unit="",
+        kind="names",
+        default=("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"),
+        flags=("--samplers",),
+        bench=False,
+        sampling=True,
+        props=(*_GENERATION, "samplers"),
+    ),
+    *(
+        RunFact(
+            name=name,
+            what=what,
+            unit="tokens" if kind == "count" else "",
+            kind=kind,
+            default=default,
+            flags=flags,
+            low=-1,
+            bench=False,
+            sampling=True,
+            props=(*_GENERATION, key),
+        )
+        for name, what, kind, default, flags, key in (
+            ("temp", "temperature", "number", 0.8, ("--temp", "--temperature"), "temperature"),
+            ("top_k", "top-k", "count", 40, ("--top-k",), "top_k"),
+            ("top_p", "top-p", "number", 0.95, ("--top-p",), "top_p"),
+            ("min_p", "min-p", "number", 0.05, ("--min-p",), "min_p"),
+            ("typical_p", "typical-p", "number", 1.0, ("--typical", "--typical-p"), "typical_p"),
+            ("top_n_sigma", "top-n-sigma", "number", -1.0, ("--top-nsigma", "--top-n-sigma"), "top_n_sigma"),
+            ("xtc_probability", "XTC probability", "number", 0.0, ("--xtc-probability",), "xtc_probability"),
+            ("repeat_penalty", "repeat penalty", "number", 1.0, ("--repeat-penalty",), "repeat_penalty"),
+            ("repeat_last_n", "tokens the penalties look back", "count", 64, ("--repeat-last-n",), "repeat_last_n"),
+            ("presence_penalty", "presence penalty", "number", 0.0, ("--presence-penalty",), "presence_penalty"),
+            ("frequency_penalty", "frequency penalty", "number", 0.0, ("--frequency-penalty",), "frequency_penalty"),
+            ("dry_multiplier", "DRY multiplier", "number", 0.0, ("--dry-multiplier",), "dry_multiplier"),
+            ("mirostat", "Mirostat", "count", 0, ("--mirostat",), "mirostat"),
+        )
+    ),
+)
+FACTS = (*FACTS, *SERVER_FACTS)
 BY_NAME: Mapping[str, RunFact] = {f.name: f for f in FACTS}
 DRAFTING = tuple(f.name for f in FACTS if f.drafting)  # how a run drafted: `check` takes them
 PLACEMENT = tuple(f.name for f in FACTS if f.placement)  # what `predict` and `check` take and predict on
 BY_HEAD: Mapping[str, RunFact] = {f.head: f for f in FACTS}
+SAMPLING = tuple(f.name for f in FACTS if f.sampling)  # the sampler chain and its parameters
+BENCH = tuple(f.name for f in FACTS if f.bench)  # what llama-bench takes
 
 
 def command_line(values: Mapping[str, Any], names: Iterable[str] | None = None) -> str:
     """The facts given, as a llama.cpp command line spells them (`-t 8 -ngl 99 -fa auto`), in
-    the table's order; facts without a value are left out."""
+    the table's order; facts without a value, or without a flag of their own, are left out."""
     wanted = set(names) if names is not None else None
     return " ".join(
         f.spelled(values[f.name])
         for f in FACTS
-        if (wanted is None or f.name in wanted) and values.get(f.name) not in (None, ())
+        if f.flags and (wanted is None or f.name in wanted) and values.get(f.name) not in (None, ())
     )
 
 
@@ -374,10 +532,26 @@ def bench_arguments(values: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def from_props(props: Mapping[str, Any]) -> dict[str, Any]:
+    """The facts llama-server's /props states (its slots, their context, the sampler chain and
+    its parameters, how it drafts), as ggprof keeps them; one it states in a form that cannot be
+    its value is left out."""
+    out: dict[str, Any] = {}
+    for f in FACTS:
+        if not f.props:
+            continue
+        value: Any = props
+        for key in f.props:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if (read := f.read(value)) is not None:
+            out[f.name] = read
+    return out
+
+
 def facts_from_argv(argv: list[str], names: Iterable[str]) -> tuple[tuple[str, Any], ...]:
-    """The facts `names` a llama.cpp command line sets (`--spec-type ngram-mod`, `-md=PATH`, any
-    of each fact's spellings, older ones too), as ggprof keeps them, in the table's order; a
-    value that cannot be the fact's is left out."""
+    """The facts `names` a llama.cpp command line sets (`--spec-type ngram-mod`, `-md=PATH`,
+    `--no-cache-prompt`, any of each fact's spellings, older ones too), as ggprof keeps them, in
+    the table's order; a value that cannot be the fact's is left out."""
     wanted = set(names)
     found: dict[str, Any] = {}
     for f in FACTS:
@@ -386,6 +560,9 @@ def facts_from_argv(argv: list[str], names: Iterable[str]) -> tuple[tuple[str, A
         spellings = (*f.flags, *f.old_flags)
         for i, arg in enumerate(argv):
             flag, eq, inline = arg.partition("=")
+            if arg in f.set_by:
+                found[f.name] = f.set_by[arg]
+                continue
             if flag not in spellings:
                 continue
             raw = inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
