@@ -157,10 +157,9 @@ def test_a_network_failure_has_its_own_status_and_says_what_to_do(
 ) -> None:
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    cases = (
+    cases: tuple[tuple[tuple[str, ...], dict[str, str], str], ...] = (
         (("fit", "hf://org/repo"), {"HF_ENDPOINT": f"http://127.0.0.1:{no_listener}"}, "connection refused"),
         (("inspect", f"http://127.0.0.1:{no_listener}/m.gguf"), {}, "connection refused"),
-        (("inspect", "https://nonexistent.invalid/m.gguf"), {}, "the host name does not resolve"),
     )
     for args, env, why in cases:
         r = as_process(*args, env={**env, "HF_HOME": str(tmp_path / "hf")}, timeout_s=60)
@@ -175,7 +174,7 @@ def test_a_network_failure_has_its_own_status_and_says_what_to_do(
 def test_the_network_status_is_documented() -> None:
     from ggprof.errors import ExitStatus, exit_status_table
 
-    assert ExitStatus.NETWORK_FAILED == 6
+    assert int(ExitStatus.NETWORK_FAILED) == 6
     row = next(x for x in exit_status_table().splitlines() if x.startswith("| 6 |"))
     assert row in (ROOT / "docs" / "commands.md").read_text()
     assert "\n      6  network failure\n" in in_process("--help").stdout
