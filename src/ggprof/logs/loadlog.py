@@ -42,6 +42,7 @@ from ggprof.logs.patterns import (
 from ggprof.logs.records import (
     MAX_BYTES,
     MAX_LISTED,
+    METADATA_FACTS,
     Fact,
     LogDevice,
     bytes_of,
@@ -147,23 +148,8 @@ class LoadLog(ParserState):
                 r.setdefault("n_vocab", count(v[1]), line)
             elif arch and key.startswith(arch + "."):
                 short = key[len(arch) + 1 :]
-                names = {
-                    "context_length": "n_ctx_train",
-                    "embedding_length": "n_embd",
-                    "block_count": "n_layers",
-                    "feed_forward_length": "n_ff",
-                    "attention.head_count": "n_heads",
-                    "attention.head_count_kv": "n_kv_heads",
-                    "attention.key_length": "head_dim_k",
-                    "attention.value_length": "head_dim_v",
-                    "expert_count": "n_experts",
-                    "expert_used_count": "n_experts_used",
-                    "attention.sliding_window": "sliding_window",
-                    "vocab_size": "n_vocab",
-                    "expert_feed_forward_length": "n_ff_exp",
-                }
-                if short in names and kind in ("u32", "i32", "u64", "i64", "u16"):
-                    r.setdefault(names[short], count(value), line)
+                if short in METADATA_FACTS and kind in ("u32", "i32", "u64", "i64", "u16"):
+                    r.setdefault(METADATA_FACTS[short], count(value), line)
         return True
 
     def tensors(self, line: Line) -> bool:

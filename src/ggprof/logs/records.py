@@ -184,3 +184,22 @@ def _timed(line: Line, n_text: str, ms_text: str, unit_ms: float, rate_text: str
     if not n or ms is None:  # nothing timed, or no figures (`xx.xx ms`: a guide's placeholder)
         return None, 0
     return figures.rate(line, n, ms, rate_text), n
+
+
+# a GGUF's `ARCH.*` metadata keys a log prints (llama.cpp's loader, llama-cpp-python's dict),
+# and the run facts they give
+METADATA_FACTS = {
+    "context_length": "n_ctx_train",
+    "embedding_length": "n_embd",
+    "block_count": "n_layers",
+    "feed_forward_length": "n_ff",
+    "attention.head_count": "n_heads",
+    "attention.head_count_kv": "n_kv_heads",
+    "attention.key_length": "head_dim_k",
+    "attention.value_length": "head_dim_v",
+    "expert_count": "n_experts",
+    "expert_used_count": "n_experts_used",
+    "attention.sliding_window": "sliding_window",
+    "vocab_size": "n_vocab",
+    "expert_feed_forward_length": "n_ff_exp",
+}

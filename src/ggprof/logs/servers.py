@@ -27,6 +27,7 @@ from ggprof.logs.records import (
     _KINDS,
     MAX_PY_META_CHARS,
     MAX_SPEEDS,
+    METADATA_FACTS,
     REPROCESS_MIN_TOKENS,
     SIMILAR_PROMPT,
     Fact,
@@ -232,17 +233,7 @@ class ServerLines(ParserState):
         arch = pairs.get("general.architecture")
         if arch:
             r.setdefault("architecture", arch[:40], line)
-            names = {
-                "context_length": "n_ctx_train",
-                "embedding_length": "n_embd",
-                "block_count": "n_layers",
-                "feed_forward_length": "n_ff",
-                "attention.head_count": "n_heads",
-                "attention.head_count_kv": "n_kv_heads",
-                "expert_count": "n_experts",
-                "expert_used_count": "n_experts_used",
-            }
-            for short, key in names.items():
+            for short, key in METADATA_FACTS.items():
                 r.setdefault(key, count(pairs.get(f"{arch}.{short}")), line)
         if "general.name" in pairs:
             r.setdefault("model_name", pairs["general.name"][:120], line)
