@@ -7,6 +7,8 @@ llama-bench's defaults are those of tools/llama-bench/llama-bench.cpp (`cmd_para
 
 from __future__ import annotations
 
+import re
+
 N_PROMPT = 512  # -p: prompt tokens of a pp test
 N_GEN = 128  # -n: generated tokens of a tg test
 REPETITIONS = 5  # -r
@@ -99,3 +101,8 @@ def backend_names(field: str) -> tuple[str, ...]:
         if name and name not in out:
             out.append(name)
     return tuple(out)
+
+
+# what llama.cpp's load log says of an offload, every build since 2023 (src/llama-model.cpp):
+# read by the supervisor from a child's stderr and by the log reader from a pasted log
+OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")

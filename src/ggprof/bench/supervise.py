@@ -19,6 +19,7 @@ from typing import IO, TypeVar
 import psutil
 
 from ggprof.bench.orphans import adopting
+from ggprof.llamacpp import OFFLOADED
 from ggprof.units import clean, clean_name
 
 T = TypeVar("T")
@@ -61,7 +62,6 @@ EXIT_GRACE_S = 2.0  # after the program exits, how long its last lines may take 
 DESCENDANTS_EVERY_S = 0.5  # how often the processes it started are noted
 MAX_LINE_CHARS = 1 << 20  # a protocol line or a JSONL row is ~1 kB; a longer one is not the program's output
 LOG_TAIL_LINES = 60  # stderr lines kept for the error line of a failed run
-OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")  # llama.cpp's load log, every build since 2023
 # a line that names what went wrong, before a generic one
 _TELLING = re.compile(r"error|failed|abort|assert|invalid|what\(\)", re.IGNORECASE)
 _GENERIC = re.compile(r"failed to load model\s*$", re.IGNORECASE)

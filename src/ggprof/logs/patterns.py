@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from ggprof.llamacpp import OFFLOADED
 from ggprof.logs.records import (
     LogDevice,
 )
@@ -17,7 +18,7 @@ _TYPE = re.compile(r"^llama_model_loader: - type\s+(\w+):\s+(\d+) tensors")
 _LOADED = re.compile(
     r"^llama_model_loader: loaded meta data with (\d+) key-value pairs and (\d+) tensors from (.+?)(?: \(version .*)?$"
 )
-_OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+_OFFLOADED = OFFLOADED
 _OFFLOADING = re.compile(r"offloading (\d+) repeating layers to GPU")
 _BUFFER = re.compile(r"^(?:llm_)?load_tensors:\s+(\S+?)(?: model)? buffer size =\s+([\d.,]+) MiB")
 _KV_BUFFER = re.compile(r"^llama_kv_cache\w*:\s+(\S+) KV buffer size =\s+([\d.,]+) MiB")
