@@ -139,3 +139,40 @@ def test_kv_kept_in_ram_is_read_at_the_cpus_bandwidth(tmp_path: Path) -> None:
     assert any(rule.startswith("KV in RAM (-nkvo)") for rule in p.rules)
     on_gpu = predict(spec, gpu, PredictInputs(n_gpu_layers=-1, depth=depth, ctx=depth), BAND, cpu=cpu)
     assert on_gpu.decode_seconds_per_token == pytest.approx((weights_on_gpu + kv) / GPU_BW)
+
+
+def test_a_pasted_logs_command_line_places_the_experts(tmp_path: Path) -> None:
+    """A llama-server log pasted under its command line (`-ngl 99 -ncmoe 4`, llama.cpp's
+    spelling, or --n-cpu-moe=4) on an RTX 4090 (its device line): its decode is judged with
+    those experts read from the RAM given (--device ddr5-6000-dual, 96 GB/s in its profile), as
+    `check -ncmoe 4` judges it; the same log without -ncmoe, with every expert on the GPU;
+    without the RAM's bandwidth, not judged, and the log's missing facts say what to give."""
+    model = write_model(tmp_path / "moe.gguf", MOE)[0]
+    spec = load_model(model)
+    body = (
+        "ggml_cuda_init: found 1 CUDA devices:\n"
+        "  Device 0: NVIDIA GeForce RTX 4090, compute capability 8.9, VMM: yes\n"
+        "slot print_timing: id  0 | task 0 |        eval time =    1000.00 ms /   128 tokens "
+        "(    7.81 ms per token,   128.00 tokens per second)\n"
+    )
+    kv = spec.kv_bytes_at(64)  # 128 tokens decoded from an empty context: judged at depth 64, KV on the GPU
+    on_gpu = spec.decode_bytes_per_token - 4 * READ_A_TOKEN_A_LAYER + kv
+    placed = 1 / (on_gpu / 1008e9 + 4 * READ_A_TOKEN_A_LAYER / 96e9)
+    cases = (
+        ("-ngl 99 -ncmoe 4", placed),
+        ("-ngl 99 --n-cpu-moe=4", placed),
+        ("-ngl 99", 1 / ((spec.decode_bytes_per_token + kv) / 1008e9)),
+    )
+    log = tmp_path / "server.txt"
+    for flags, ceiling in cases:
+        log.write_text(f"$ llama-server -m moe.gguf {flags} -c 4096\n{body}")
+        r = in_process("check", str(model), "--log", str(log), "--device", "ddr5-6000-dual", "--json")
+        assert r.stdout, r.stderr
+        decode = next(m for m in json.loads(r.stdout)["measurements"] if m["kind"] == "decode")
+        assert decode["decode_ceiling_tok_s"] == pytest.approx(ceiling, rel=1e-6), flags
+    log.write_text(f"$ llama-server -m moe.gguf -ngl 99 -ncmoe 4\n{body}")
+    r = in_process("check", str(model), "--log", str(log), "--json")
+    d = json.loads(r.stdout)
+    decode = next(m for m in d["measurements"] if m["kind"] == "decode")
+    assert decode["verdict"] == "unknown" and "the experts of -ncmoe 4" in decode["not_judged"]
+    assert any(m.startswith("the system RAM's bandwidth for the experts of -ncmoe 4") for m in d["runs"][0]["missing"])

@@ -15,6 +15,7 @@ patterns one home (logs/patterns.py), what is read one shape (logs/records.py).
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -35,6 +36,7 @@ from ggprof.logs.servers import (
     ServerLines,
 )
 from ggprof.logs.text import Line
+from ggprof.runfacts import FACTS, facts_from_argv
 
 
 class _Parser(LoadLog, ServerLines, BenchTable):
@@ -56,7 +58,10 @@ class _Parser(LoadLog, ServerLines, BenchTable):
         ):
             self.new_run_if_measured(line)
         if command:
-            self.run.set("command", t[command.start() :].strip()[:300], line)
+            said = t[command.start() :].strip()[:MAX_COMMAND_CHARS]
+            self.run.set("command", said[:300], line)
+            # every setting the command line gives, in any of llama.cpp's spellings (ggprof.runfacts)
+            self.run.set("command_facts", facts_from_argv(_argv(said), FACT_NAMES), line)
         colon = t.find(":", 0, 48)
         head = t[:colon] if colon > 0 else ""
         routed = _ROUTES.get(head) if head else None
@@ -231,3 +236,16 @@ def parse_lines(lines: Iterable[Line]) -> ParsedLog:
             if n and tok_s:
                 r.add_speed(Speed("decode", tok_s, n, prog.line, prog.text, "llama-server progress", depth=n // 2))
     return ParsedLog(runs=runs, formats=p.formats, runs_dropped=p.dropped)
+
+
+MAX_COMMAND_CHARS = 4096  # a pasted command line read for its settings
+FACT_NAMES = tuple(f.name for f in FACTS)
+
+
+def _argv(command: str) -> list[str]:
+    """A pasted command line's words, as a shell splits them (quotes kept together: `-ot "exps=CPU"`),
+    or split at spaces where its quoting does not close."""
+    try:
+        return shlex.split(command)[:512]
+    except ValueError:
+        return command.split()[:512]

@@ -35,7 +35,7 @@ from ggprof.physics.speculative import Drafting, acceptance_from, drafting_for
 from ggprof.pipelines.check import Checker, Reported
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
-from ggprof.runfacts import DRAFTING, facts_from_argv
+from ggprof.runfacts import DRAFTING, PLACEMENT
 from ggprof.units import clean_name
 from ggprof.verdict.backend import NEEDS_LAYERS_ON_CPU
 from ggprof.verdict.finding import RANK, Severity
@@ -255,15 +255,17 @@ def _check_run(
             missing.append(f"a profile for {d.name!r} (none matches): give --device ID or --bandwidth GB/s")
         else:
             missing.append("the GPU's name (no device line in the log): give --device ID or --bandwidth GB/s")
-    if is_partial(run) and device_choice is not None:
+    # where the command line put the weights the GPU does not hold: -ncmoe, -nkvo (ggprof.runfacts)
+    placed = tuple((n, v) for n, v in run.value("command_facts") or () if n in PLACEMENT and n != "n_gpu_layers" and v)
+    if (is_partial(run) or (placed and backend != "cpu")) and device_choice is not None:
         if chosen is not None and chosen.kind == "cpu-memory":
             cpu = device_from_profile(chosen)
         elif choice.bandwidth is not None and profile is not None:
             cpu = Device(id="user", name="system RAM (user-given)", backend="cpu", bandwidth=choice.bandwidth)
         else:
             missing.append(
-                "the system RAM's bandwidth for the layers not offloaded: give --device (a memory "
-                "profile such as ddr5-6000-dual) or --bandwidth GB/s"
+                f"the system RAM's bandwidth for {'the layers not offloaded' if is_partial(run) else _named(placed)}: "
+                "give --device (a memory profile such as ddr5-6000-dual) or --bandwidth GB/s"
             )
     rc = RunCheck(
         index=index,
@@ -301,6 +303,11 @@ def _check_run(
                 )
             )
             continue
+        if placed and backend != "cpu" and cpu is None and checker is not None:
+            rc.measurements.append(
+                Measurement(index, s, None, f"not judged: {_named(placed)} read at the RAM's bandwidth, not known")
+            )
+            continue
         if checker is None:
             rc.measurements.append(
                 Measurement(
@@ -322,6 +329,7 @@ def _check_run(
             n_prompt=s.n_tokens or 512 if s.kind == "prefill" else 512,
             backend=backend if backend != "unknown" else None,
             n_gpu_layers=ngl if backend != "cpu" else None,
+            placement=placed if backend != "cpu" else (),
             drafting=drafting,
             cv=s.cv,
             model_uncertainty=model.uncertainty,  # the estimate's spread widens the tolerance, as noise does
@@ -456,8 +464,7 @@ def _drafting(run: LogRun, spec: ModelSpec | None) -> Drafting | None:
     it did not draft, or did not say how."""
     if spec is None or run.facts.get("speculative") is None:
         return None
-    command = run.value("command") or ""
-    given = dict(facts_from_argv(str(command).split(), DRAFTING))
+    given = {n: v for n, v in run.value("command_facts") or () if n in DRAFTING}
     kind = given.get("spec_type") or ("draft-simple" if "model_draft" in given else None)
     if kind is None:
         return None
@@ -479,3 +486,9 @@ def _drafting(run: LogRun, spec: ModelSpec | None) -> Drafting | None:
     if drafting is None or not counted or steps <= 0:
         return drafting
     return replace(drafting, drafted_per_step=drafted / steps, tokens_per_step=decoded / steps)
+
+
+def _named(placed: tuple[tuple[str, object], ...]) -> str:
+    """What a command line keeps in RAM, in llama.cpp's words: `the experts of -ncmoe 4`."""
+    words = {"n_cpu_moe": "the experts of -ncmoe {}", "no_kv_offload": "the KV cache (-nkvo)"}
+    return " and ".join(words.get(n, n + " {}").format(v) for n, v in placed)
