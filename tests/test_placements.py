@@ -107,6 +107,10 @@ def test_check_takes_llama_cpps_spelling_of_experts_in_ram(tmp_path: Path, monke
         assert p["decode_ceiling_tok_s"] == pytest.approx(1 / (on_gpu / 1008e9 + 2 * READ_A_TOKEN_A_LAYER / CPU_BW))
         assert p["offload"]["cpu_weight_bytes"] >= 2 * EXPERT_BYTES_A_LAYER
         assert any(rule.startswith("experts in RAM (-ncmoe)") for rule in p["rules"])
+    every = 1 / ((spec.decode_bytes_per_token - 4 * READ_A_TOKEN_A_LAYER) / 1008e9 + 4 * READ_A_TOKEN_A_LAYER / CPU_BW)
+    for flag in ("-cmoe", "--cpu-moe"):  # llama-server's switch: every layer's experts
+        r = in_process("check", str(model), "--tg", "10", "--device", "rtx-4090", "-ngl", "99", flag, "--json")
+        assert json.loads(r.stdout)["predictions"][0]["decode_ceiling_tok_s"] == pytest.approx(every), flag
     bad = in_process("check", str(model), "--tg", "10", "--device", "rtx-4090", "-ncmoe", "-1")
     assert bad.exit_code == 2 and bad.stderr.startswith("Error: Invalid value for '-ncmoe'")
 

@@ -26,7 +26,7 @@ def test_every_spelling_is_one_the_real_programs_take(llama_tools: Path) -> None
     for fact in FACTS:
         for flag in (fact.bench_flags or fact.flags[:2]) if fact.bench else ():
             assert re.search(rf"(^|[\s,]){re.escape(flag)}([\s,]|$)", bench, re.M), (fact.name, flag, "llama-bench")
-        for flag in fact.flags:
+        for flag in (*fact.flags, *fact.set_by):
             assert re.search(rf"(^|[\s,]){re.escape(flag)}([\s,=]|$)", server, re.M), (fact.name, flag, "llama-server")
 
 
@@ -185,3 +185,19 @@ def test_a_servers_props_are_read_into_the_table() -> None:
     assert {read[n] for n in runfacts.SAMPLING if n != "samplers"} <= {BY_NAME[n].default for n in runfacts.SAMPLING}
     assert read["temp"] == 0.8 and read["top_p"] == 0.95
     assert runfacts.from_props({"total_slots": "four", "default_generation_settings": {"n_ctx": -3}}) == {}
+
+
+def test_a_switch_is_read_as_a_switch_and_a_value_after_it_as_the_value() -> None:
+    """llama-server's `-nkvo` and `-cmoe` take no value (every layer's experts in RAM: as many
+    layers as llama.cpp counts); llama-bench's `-nkvo 0` gives one, and `-ngl 99` after a switch
+    is not read as its value."""
+    names = ("n_gpu_layers", "n_cpu_moe", "no_kv_offload")
+    server = ["llama-server", "-m", "m.gguf", "-cmoe", "-nkvo", "-ngl", "99"]
+    assert dict(runfacts.facts_from_argv(server, names)) == {
+        "n_gpu_layers": 99,
+        "n_cpu_moe": 2**31 - 1,
+        "no_kv_offload": True,
+    }
+    bench = ["llama-bench", "-m", "m.gguf", "-nkvo", "0", "-ncmoe", "3"]
+    assert dict(runfacts.facts_from_argv(bench, names)) == {"n_cpu_moe": 3, "no_kv_offload": False}
+    assert dict(runfacts.facts_from_argv(["llama-server", "--no-kv-offload"], names)) == {"no_kv_offload": True}

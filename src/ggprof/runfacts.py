@@ -246,6 +246,7 @@ FACTS: tuple[RunFact, ...] = (
         kind="count",
         default=0,
         flags=("-ncmoe", "--n-cpu-moe"),
+        set_by={"-cmoe": MAX_COUNT, "--cpu-moe": MAX_COUNT},  # every layer's experts (llama-server's switch)
         placement=True,
     ),
     RunFact(
@@ -332,6 +333,7 @@ FACTS: tuple[RunFact, ...] = (
         kind="bool",
         default=False,
         flags=("-nkvo", "--no-kv-offload"),
+        set_by={"-nkvo": True, "--no-kv-offload": True},  # llama-server's switch; llama-bench's takes 0|1
         column="nkvo",
         placement=True,
     ),
@@ -561,7 +563,10 @@ def facts_from_argv(argv: list[str], names: Iterable[str]) -> tuple[tuple[str, A
         for i, arg in enumerate(argv):
             flag, eq, inline = arg.partition("=")
             if arg in f.set_by:
-                found[f.name] = f.set_by[arg]
+                # a switch (llama-server's `-nkvo`), unless a value follows where the flag takes one
+                # (llama-bench's `-nkvo 0`)
+                after = f.read(argv[i + 1]) if flag in spellings and i + 1 < len(argv) else None
+                found[f.name] = f.set_by[arg] if after is None else after
                 continue
             if flag not in spellings:
                 continue

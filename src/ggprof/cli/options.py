@@ -95,11 +95,32 @@ def placement_options(f: Any) -> Any:
 
     names = [n for n in PLACEMENT if n != "n_gpu_layers"]  # -ngl: each command declares its own
 
+    # llama-server's switches for a fact (`-cmoe`: every layer's experts in RAM), where they set
+    # something the fact's own flag does not say in one word
+    switches = [
+        (n, v, tuple(fl for fl, x in RUN_FACTS[n].set_by.items() if x == v))
+        for n in names
+        for v in dict.fromkeys(RUN_FACTS[n].set_by.values())
+        if RUN_FACTS[n].kind == "count"
+    ]
+
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        kwargs["placement"] = placement_of({n: kwargs.pop(n) for n in names})
+        values = {n: kwargs.pop(n) for n in names}
+        for i, (n, v, _) in enumerate(switches):
+            if kwargs.pop(f"{n}_switch_{i}") and values[n] is None:
+                values[n] = v
+        kwargs["placement"] = placement_of(values)
         return f(*args, **kwargs)
 
+    for i, (n, _, flags) in reversed(list(enumerate(switches))):
+        wrapper = click.option(
+            *flags,
+            f"{n}_switch_{i}",
+            is_flag=True,
+            default=False,
+            help=f"As {RUN_FACTS[n].flags[0]} with every layer ({RUN_FACTS[n].what}).",
+        )(wrapper)
     for name in reversed(names):
         wrapper = fact_option(name, default=None)(wrapper)
     return wrapper
