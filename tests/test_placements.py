@@ -180,3 +180,48 @@ def test_a_pasted_logs_command_line_places_the_experts(tmp_path: Path) -> None:
     decode = next(m for m in d["measurements"] if m["kind"] == "decode")
     assert decode["verdict"] == "unknown" and "the experts of -ncmoe 4" in decode["not_judged"]
     assert any(m.startswith("the system RAM's bandwidth for the experts of -ncmoe 4") for m in d["runs"][0]["missing"])
+
+
+def test_override_tensor_places_what_its_patterns_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-ot PATTERN=BUFFER` (--override-tensor): a tensor whose name a pattern is found in goes
+    to that buffer, the first matching pattern winning (llama.cpp's order); a CPU buffer is RAM.
+    `exps=CPU` keeps every layer's experts in RAM as -cmoe does; a pattern of two blocks, two."""
+    model = write_model(tmp_path / "moe.gguf", MOE)[0]
+    cpu_bw = _seed_cpu(tmp_path, CPU_BW, monkeypatch)
+    total = load_model(model).decode_bytes_per_token
+
+    def ceiling(n_layers_in_ram: int) -> float:
+        in_ram = n_layers_in_ram * READ_A_TOKEN_A_LAYER
+        return 1 / ((total - in_ram) / 1008e9 + in_ram / cpu_bw)
+
+    cases = (
+        (["-ot", "exps=CPU"], 4),
+        (["--override-tensor", r"blk\.[01]\.ffn_.*_exps=CPU"], 2),
+        (["-ot", r"blk\.0\.=CUDA0", "-ot", "exps=CPU"], 3),  # block 0 matched first: its experts stay
+        (["-ot", r"blk\.0\.=CUDA0,exps=CPU"], 3),  # one -ot, pairs separated by commas
+    )
+    for flags, in_ram in cases:
+        r = in_process("check", str(model), "--tg", "10", "--device", "rtx-4090", "-ngl", "99", *flags, "--json")
+        p = json.loads(r.stdout)["predictions"][0]
+        assert p["decode_ceiling_tok_s"] == pytest.approx(ceiling(in_ram)), flags
+        assert any(rule.startswith("tensors in RAM (-ot)") for rule in p["rules"]), flags
+    bad = in_process("check", str(model), "--tg", "10", "--device", "rtx-4090", "-ot", "(exps=CPU")
+    assert bad.exit_code == 2 and bad.stderr.startswith("Error: Invalid value for '-ot'"), bad.stderr
+    # a pasted log's command line, quoted as a shell takes it, and a llama-bench JSON row
+    log = tmp_path / "server.txt"
+    log.write_text(
+        "$ llama-server -m moe.gguf -ngl 99 -ot 'blk\\.[01]\\.ffn_.*_exps=CPU'\n"
+        "slot print_timing: id  0 | task 0 |        eval time =    1000.00 ms /   128 tokens "
+        "(    7.81 ms per token,   128.00 tokens per second)\n"
+    )
+    kv = load_model(model).kv_bytes_at(64)  # judged at depth 64, the KV on the GPU; the RAM at --bandwidth 96
+    given = ("--device", "rtx-4090", "--bandwidth", "96", "--backend", "cuda", "--json")
+    r = in_process("check", str(model), "--log", str(log), *given)
+    decode = next(m for m in json.loads(r.stdout)["measurements"] if m["kind"] == "decode")
+    in_ram = 2 * READ_A_TOKEN_A_LAYER
+    assert decode["decode_ceiling_tok_s"] == pytest.approx(1 / ((total - in_ram + kv) / 1008e9 + in_ram / 96e9))
+    row = {"n_prompt": 0, "n_gen": 128, "n_depth": 0, "backends": "CUDA", "n_gpu_layers": 99}
+    rows = [row | {"avg_ts": 100.0, "stddev_ts": 1.0, "tensor_buft_overrides": "exps=CPU"}]
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    r = in_process("check", str(model), "--llama-bench", str(tmp_path / "rows.json"), "--device", "rtx-4090", "--json")
+    assert json.loads(r.stdout)["predictions"][0]["decode_ceiling_tok_s"] == pytest.approx(ceiling(4), rel=1e-6)

@@ -21,6 +21,7 @@ states some (`props`, the path to the value in its answer).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,8 @@ class RunFact:
     what: str  # in words, as reports name it
     unit: str  # of its value: "tokens", "threads", "layers", "" (none)
     kind: str  # "count", "switch" (on/off/auto), "bool" (0/1), "type" (one of `values`), "shares", "path",
-    # "number" (a float), "names" (a list of words: the sampler chain)
+    # "number" (a float), "names" (a list of words: the sampler chain), "overrides" (-ot's
+    # pattern=buffer pairs, every occurrence's added)
     default: Any  # llama.cpp's default (llama-bench's cmd_params_defaults; None: the machine's)
     flags: tuple[str, ...]  # a command line's spellings, short first (llama-server, llama-cli)
     bench_flags: tuple[str, ...] = ()  # llama-bench's, where they differ from `flags`
@@ -82,6 +84,8 @@ class RunFact:
             return ",".join(f"{v:g}" for v in value)
         if self.kind == "names":
             return ";".join(value)
+        if self.kind == "overrides":
+            return ",".join(f"{p}={b}" for p, b in value)
         if self.kind == "number":
             return f"{value:g}"
         if self.kind == "bool":
@@ -104,6 +108,8 @@ class RunFact:
             return "/".join(f"{v:g}" for v in value)
         if self.kind == "switch":
             return {"on": "1", "off": "0"}.get(value, str(value))  # 0/1 every build reads; `auto` by name
+        if self.kind == "overrides":  # one run's list: `;` between pairs (`,` separates runs)
+            return ";".join(f"{p}={b}" for p, b in value)
         return self.spell(value)
 
     def read(self, raw: object) -> Any:
@@ -132,6 +138,8 @@ class RunFact:
             return _number(raw)
         if self.kind == "names":
             return _names(raw)
+        if self.kind == "overrides":
+            return _overrides(raw)
         raise ValueError(f"unknown kind of run fact: {self.kind}")
 
 
@@ -195,6 +203,32 @@ def _names(raw: object) -> tuple[str, ...] | None:
     return names if ok else None
 
 
+MAX_OVERRIDES = 64  # -ot pairs kept; llama.cpp tries each pattern on every tensor's name
+MAX_PATTERN_CHARS = 256
+
+
+def _overrides(raw: object) -> tuple[tuple[str, str], ...] | None:
+    """-ot's `PATTERN=BUFFER` pairs, separated by `,` (llama-server, llama-cli) or `;` (one
+    llama-bench run, its JSON's `tensor_buft_overrides`); `none`: no override. Each pattern must
+    compile (as llama.cpp's std::regex must) and each buffer be a short name (CPU, CUDA0)."""
+    text = str(raw).strip()
+    if text in ("", "none"):
+        return ()
+    pairs: list[tuple[str, str]] = []
+    for part in re.split(r"[,;]", text):
+        pattern, eq, buffer = part.strip().rpartition("=")
+        if not eq or not pattern or len(pattern) > MAX_PATTERN_CHARS or len(pairs) >= MAX_OVERRIDES:
+            return None
+        if not (0 < len(buffer) <= 64 and buffer.isprintable() and pattern.isprintable()):
+            return None
+        try:
+            re.compile(pattern)
+        except re.error:
+            return None
+        pairs.append((pattern, buffer))
+    return tuple(pairs)
+
+
 # KV cache types llama.cpp accepts for --cache-type-k/-v (common/arg.cpp kv_cache_types)
 KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
@@ -247,6 +281,16 @@ FACTS: tuple[RunFact, ...] = (
         default=0,
         flags=("-ncmoe", "--n-cpu-moe"),
         set_by={"-cmoe": MAX_COUNT, "--cpu-moe": MAX_COUNT},  # every layer's experts (llama-server's switch)
+        placement=True,
+    ),
+    RunFact(
+        name="tensor_buft_overrides",
+        what="tensors placed by name (pattern=buffer, the first match wins)",
+        unit="",
+        kind="overrides",
+        default=(),
+        flags=("-ot", "--override-tensor"),
+        column="ot",
         placement=True,
     ),
     RunFact(
@@ -572,6 +616,8 @@ def facts_from_argv(argv: list[str], names: Iterable[str]) -> tuple[tuple[str, A
                 continue
             raw = inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
             value = f.read(raw)
-            if value is not None:
+            if value is not None and f.kind == "overrides":
+                found[f.name] = (*found.get(f.name, ()), *value)[:MAX_OVERRIDES]  # each -ot adds its pairs
+            elif value is not None:
                 found[f.name] = value  # the last one given wins, as llama.cpp's parser does
     return tuple((n, found[n]) for n in (f.name for f in FACTS) if n in found)

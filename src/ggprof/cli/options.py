@@ -64,6 +64,17 @@ def fact_option(name: str, *, param: str | None = None, default: Any = ..., **kw
     value = fact.default if default is ... else default
     then = kw.pop("callback", None)
 
+    if fact.kind == "overrides":  # -ot, given again and again: each adds its pairs
+        return click.option(
+            *fact.flags,
+            *fact.old_flags,
+            param or fact.name,
+            multiple=True,
+            metavar="PATTERN=BUFFER,...",
+            callback=lambda ctx, param, given: _overrides(fact, given),
+            help=f"{fact.what[0].upper()}{fact.what[1:]}, as llama.cpp takes it (-ot exps=CPU).",
+        )
+
     def read(ctx: click.Context, param: click.Parameter, given: Any) -> Any:
         got = given if given is None or given == fact.default else fact.read(given)
         if given is not None and got is None:
@@ -84,6 +95,20 @@ def fact_option(name: str, *, param: str | None = None, default: Any = ..., **kw
         callback=read,
         **{"help": f"{fact.what[0].upper()}{fact.what[1:]}.", **kw},
     )
+
+
+def _overrides(fact: Any, given: tuple[str, ...]) -> tuple[tuple[str, str], ...] | None:
+    """Every -ot given, its pairs in order (None: none given)."""
+    pairs: tuple[tuple[str, str], ...] = ()
+    for raw in given:
+        got = fact.read(raw)
+        if got is None:
+            raise click.BadParameter(
+                f"{clean_name(repr(raw), 60)} is not PATTERN=BUFFER pairs (a regular expression, `=`, a buffer "
+                "such as CPU or CUDA0), separated by commas"
+            )
+        pairs += got
+    return pairs or None
 
 
 def placement_options(f: Any) -> Any:

@@ -1,6 +1,8 @@
 """Where a model's bytes live: each tensor on the GPU or in the CPU's memory, as llama.cpp
 places them for `-ngl` (the output layer first, then the last repeating layers; the input
-embedding stays in host memory) and `-ncmoe` (the routed experts of the first layers in RAM).
+embedding stays in host memory), `-ncmoe` (the routed experts of the first layers in RAM) and
+`-ot PATTERN=BUFFER` (a tensor whose name the first matching pattern names goes to that buffer:
+a CPU buffer is RAM, any other the GPU's; llama.cpp's llama-model.cpp, regex_search in order).
 What a decode step reads from each side is its decode share of those bytes."""
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class Placement:
     gpu_decode_bytes: int
     cpu_decode_bytes: int
     experts_in_ram_decode_bytes: int = 0  # of cpu_decode_bytes: the experts -ncmoe kept in RAM
+    overridden_in_ram_decode_bytes: int = 0  # of cpu_decode_bytes: the tensors -ot put in a CPU buffer
 
 
 def layers_on_gpu(n_layers: int, n_gpu_layers: int | None) -> tuple[tuple[int, ...], bool]:
@@ -35,14 +38,30 @@ def layers_on_gpu(n_layers: int, n_gpu_layers: int | None) -> tuple[tuple[int, .
 EXPERT_TENSORS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")
 
 
-def placement(spec: ModelSpec, n_gpu_layers: int | None, has_gpu: bool, n_cpu_moe: int = 0) -> Placement:
+def buffer_of(name: str, overrides: tuple[tuple[str, str], ...]) -> str | None:
+    """The buffer -ot names for a tensor: the first pattern found in its name (None: none)."""
+    return next((b for p, b in overrides if re.search(p, name)), None)
+
+
+def placement(
+    spec: ModelSpec,
+    n_gpu_layers: int | None,
+    has_gpu: bool,
+    n_cpu_moe: int = 0,
+    overrides: tuple[tuple[str, str], ...] = (),
+) -> Placement:
     gpu_layers, output_on_gpu = layers_on_gpu(spec.n_layers, n_gpu_layers if has_gpu else 0)
     on_gpu = set(gpu_layers)
-    gw = cw = gd = cd = experts = 0
+    gw = cw = gd = cd = experts = overridden = 0
     for t in spec.tensors:
         gpu = (t.layer in on_gpu) if t.layer is not None else (output_on_gpu and t.name in OUTPUT_LAYER_TENSORS)
         decode = int(t.n_bytes * spec.decode_share(t))
-        if gpu and t.layer is not None and t.layer < n_cpu_moe and EXPERT_TENSORS.search(t.name):
+        buffer = buffer_of(t.name, overrides) if overrides and has_gpu and not spec.is_lookup(t) else None
+        if buffer is not None:  # -ot taken before -ncmoe (llama.cpp: the first pattern added that matches)
+            in_ram = buffer.upper().startswith("CPU")
+            overridden += decode if in_ram and gpu else 0
+            gpu = not in_ram
+        elif gpu and t.layer is not None and t.layer < n_cpu_moe and EXPERT_TENSORS.search(t.name):
             gpu, experts = False, experts + decode
         lookup = spec.is_lookup(t)
         if lookup and has_gpu:  # llama.cpp keeps the input embedding on the CPU; one row is noise
@@ -64,4 +83,5 @@ def placement(spec: ModelSpec, n_gpu_layers: int | None, has_gpu: bool, n_cpu_mo
         gpu_decode_bytes=gd,
         cpu_decode_bytes=cd,
         experts_in_ram_decode_bytes=experts,
+        overridden_in_ram_decode_bytes=overridden,
     )

@@ -42,6 +42,7 @@ class PredictInputs:
     cache_type_v: str = CACHE_TYPE
     n_gpu_layers: int | None = None  # None: all on the device (llama.cpp's default); 0: CPU only
     n_cpu_moe: int = 0  # -ncmoe: the routed experts of the first N layers stay in the CPU's memory
+    tensor_buft_overrides: tuple[tuple[str, str], ...] = ()  # -ot PATTERN=BUFFER: a CPU buffer is RAM
     no_kv_offload: bool = False  # -nkvo: the KV cache stays in RAM (attention runs on the CPU)
     n_batch: int = DEFAULT_N_BATCH  # logical batch: the LM head runs once per batch of a prompt
     n_ubatch: int = DEFAULT_N_UBATCH  # physical batch: weights are read once per ubatch
@@ -73,7 +74,8 @@ def is_partial_offload(n_gpu_layers: int | None, n_layers: int) -> bool:
 def splits_to_cpu(inputs: PredictInputs, n_layers: int) -> bool:
     """Whether the placement leaves weights in the CPU's memory (a partial -ngl), so that the
     CPU's bandwidth is part of a token's time."""
-    return is_partial_offload(inputs.n_gpu_layers, n_layers) or inputs.n_cpu_moe > 0 or inputs.no_kv_offload
+    to_ram = any(b.upper().startswith("CPU") for _, b in inputs.tensor_buft_overrides)
+    return is_partial_offload(inputs.n_gpu_layers, n_layers) or inputs.n_cpu_moe > 0 or inputs.no_kv_offload or to_ram
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -294,7 +296,7 @@ def predict(
         raise BadInputError(f"{spec.path.name}: the model has no weight tensors: a token reads nothing to predict from")
     device = with_prompt_kernels(device, spec)
     has_gpu = device.is_discrete_gpu
-    place = placement(spec, inputs.n_gpu_layers, has_gpu, inputs.n_cpu_moe)
+    place = placement(spec, inputs.n_gpu_layers, has_gpu, inputs.n_cpu_moe, inputs.tensor_buft_overrides)
     ck, cv = inputs.cache_type_k, inputs.cache_type_v
     kv_gpu, kv_cpu = _kv_split(spec, inputs, place, inputs.depth, state_passes=2)
     seconds, rules = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu)
@@ -380,12 +382,18 @@ def _decode_seconds(
                 "run `ggprof host` first"
             )
         seconds += cpu_bytes / cpu_bw
+        if place.overridden_in_ram_decode_bytes:
+            rules.append(
+                f"tensors in RAM (-ot): {place.overridden_in_ram_decode_bytes / 1e9:.3g} GB a token of the tensors "
+                f"its patterns put in a CPU buffer read at the CPU's bandwidth, the rest on {device.id}; decode "
+                "time is the sum of both parts"
+            )
         if place.experts_in_ram_decode_bytes:
             rules.append(
                 f"experts in RAM (-ncmoe): {place.experts_in_ram_decode_bytes / 1e9:.3g} GB of routed experts a "
                 f"token read at the CPU's bandwidth, the rest on {device.id}; decode time is the sum of both parts"
             )
-        elif place.cpu_decode_bytes > 1 << 20 or kv_cpu:
+        elif not place.overridden_in_ram_decode_bytes and (place.cpu_decode_bytes > 1 << 20 or kv_cpu):
             rules.append(
                 f"offload: {len(place.gpu_layers)} layers on {device.id}, the rest read at the CPU's "
                 "bandwidth; decode time is the sum of both parts"

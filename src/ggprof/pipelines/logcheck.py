@@ -35,7 +35,8 @@ from ggprof.physics.speculative import Drafting, acceptance_from, drafting_for
 from ggprof.pipelines.check import Checker, Reported
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
-from ggprof.runfacts import DRAFTING, PLACEMENT
+from ggprof.runfacts import BY_NAME as RUN_FACTS
+from ggprof.runfacts import DRAFTING, MAX_COUNT, PLACEMENT
 from ggprof.units import clean_name
 from ggprof.verdict.backend import NEEDS_LAYERS_ON_CPU
 from ggprof.verdict.finding import RANK, Severity
@@ -257,6 +258,8 @@ def _check_run(
             missing.append("the GPU's name (no device line in the log): give --device ID or --bandwidth GB/s")
     # where the command line put the weights the GPU does not hold: -ncmoe, -nkvo (ggprof.runfacts)
     placed = tuple((n, v) for n, v in run.value("command_facts") or () if n in PLACEMENT and n != "n_gpu_layers" and v)
+    if not any(n != "tensor_buft_overrides" or any(b.upper().startswith("CPU") for _, b in v) for n, v in placed):
+        placed = ()  # nothing put in RAM (an -ot to a GPU's buffer alone): a GPU's run, judged as one
     if (is_partial(run) or (placed and backend != "cpu")) and device_choice is not None:
         if chosen is not None and chosen.kind == "cpu-memory":
             cpu = device_from_profile(chosen)
@@ -490,5 +493,12 @@ def _drafting(run: LogRun, spec: ModelSpec | None) -> Drafting | None:
 
 def _named(placed: tuple[tuple[str, object], ...]) -> str:
     """What a command line keeps in RAM, in llama.cpp's words: `the experts of -ncmoe 4`."""
-    words = {"n_cpu_moe": "the experts of -ncmoe {}", "no_kv_offload": "the KV cache (-nkvo)"}
-    return " and ".join(words.get(n, n + " {}").format(v) for n, v in placed)
+
+    def named(n: str, v: object) -> str:
+        if n == "n_cpu_moe":
+            return "every layer's experts (-cmoe)" if v == MAX_COUNT else f"the experts of -ncmoe {v}"
+        if n == "no_kv_offload":
+            return "the KV cache (-nkvo)"
+        return f"what {RUN_FACTS[n].spelled(v)} puts there"
+
+    return " and ".join(named(n, v) for n, v in placed)
