@@ -8,7 +8,7 @@ from typing import Any
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.roofline import MemoryFit, Prediction
 from ggprof.physics.rpc import Hop, Split
-from ggprof.units import clean, fmt_bytes, fmt_flops, sig3
+from ggprof.units import clean, fmt_bytes, fmt_flops, pct, sig3
 
 
 def predict_dict(spec: ModelSpec, p: Prediction, device_note: str) -> dict[str, Any]:
@@ -200,7 +200,9 @@ def predict_text(spec: ModelSpec, p: Prediction, device_note: str) -> str:
         if p.prefill_band and p.prefill_ceiling_tok_s:
             c, b = p.prefill_ceiling_tok_s, p.prefill_band
             lines.append(
-                _row("", f"expected {sig3(b.low * c)}-{_tps(b.high * c)} ({b.low:.0%}-{b.high:.0%}: {clean(b.source)})")
+                _row(
+                    "", f"expected {sig3(b.low * c)}-{_tps(b.high * c)} ({pct(b.low)}-{pct(b.high)}: {clean(b.source)})"
+                )
             )
         ridge = p.ridge_flops_per_byte or 0
         lines.append(
