@@ -125,15 +125,16 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class ReplayServer:
-    """`with ReplayServer(routes) as url:` a server on a free local port."""
+    """`with ReplayServer(routes) as url:` a server on a free local port (of `host`)."""
 
-    def __init__(self, routes: dict[tuple[str, str], Route]) -> None:
+    def __init__(self, routes: dict[tuple[str, str], Route], host: str = "127.0.0.1") -> None:
         class Handler(_Handler):  # this server's own routes and requests
             pass
 
         Handler.routes, Handler.requests = routes, []
         self.handler = Handler
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = host  # another loopback address (127.0.0.2) is a server on "another machine"
+        self.httpd = ThreadingHTTPServer((host, 0), Handler)
         self.httpd.daemon_threads = True
 
     @property
@@ -142,7 +143,7 @@ class ReplayServer:
 
     def __enter__(self) -> str:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        return f"http://{self.host}:{self.httpd.server_address[1]}"
 
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()

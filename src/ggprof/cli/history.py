@@ -178,7 +178,8 @@ def report(run_id: int | None, fmt: str, db: str | None) -> None:
 @db_option
 def plot(run_id: int | None, output: str, db: str | None) -> None:
     """The roofline of a kept profile run (default: the latest): bandwidth slope, compute roof,
-    ridge, predicted and measured prefill and decode, and decode tok/s against depth."""
+    ridge, predicted and measured prefill and decode, and decode tok/s against depth; of a
+    `profile --vs-bench` run, its waterfall from llama-bench to the server."""
     from ggprof.errors import BadInputError
     from ggprof.history.store import get
     from ggprof.report.plots import plot_roofline
@@ -186,6 +187,14 @@ def plot(run_id: int | None, output: str, db: str | None) -> None:
     target = check_plot(output, "`ggprof plot`")
     assert target is not None
     run = get(db_path(db), run_id)
+    if run.kind == "gap" and isinstance(gap := run.record.result.get("gap"), dict):
+        from ggprof.report.plots import plot_gap
+
+        try:
+            click.echo(f"plot: {plot_gap(gap, target)}", err=True)
+        except OSError as e:
+            raise BadInputError(f"{output}: the plot was not written ({e.strerror or e})") from None
+        return
     if run.kind != "profile":
         raise BadInputError(f"run {run.id} is a {run.kind} run: a roofline needs a profile (with its prediction)")
     try:

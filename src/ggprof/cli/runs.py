@@ -167,6 +167,12 @@ def _ridge_prediction(spec: Any, params: Any) -> Any:
     help="With --server: also send N requests at once (1,2,4,8): aggregate and per-user tok/s per level.",
 )
 @click.option(
+    "--vs-bench",
+    is_flag=True,
+    help="With --server: why it is slower than llama-bench, term by term (settings, depth, sampler chain, "
+    "streaming, prompt cache), each measured; -t, -ub, ... give llama-bench's run as you ran it.",
+)
+@click.option(
     "--ignore-load",
     is_flag=True,
     help="Run in full even when other processes keep the CPUs busy (a busy machine gets a shorter run).",
@@ -181,6 +187,7 @@ def profile(
     threads_sweep: bool,
     server: str | None,
     concurrency: str | None,
+    vs_bench: bool,
     ignore_load: bool,
     plot: str | None,
     db: str | None,
@@ -202,6 +209,10 @@ def profile(
     from ggprof.verdict.finding import EXIT
 
     plot_path = check_plot(plot)
+    if vs_bench:
+        from ggprof.cli.gap import gap
+
+        return gap(run_request(model, rpc, prompt, gen, depth, kw), server, as_json, db, no_save, plot_path)
     request = ProfileRequest(
         run=run_request(model, rpc, prompt, gen, depth, kw),
         choice=choice,

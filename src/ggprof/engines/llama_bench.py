@@ -17,6 +17,7 @@ import shutil
 import statistics
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -287,20 +288,32 @@ def _wanted(rule: StopRule, tok_s: list[float]) -> int:
     return (NOISE_PROBE_REPS if needed > rule.max_reps else needed) - len(tok_s)
 
 
-def _arguments(p: BenchParams, amx: bool) -> list[str]:
+def _arguments(p: BenchParams, amx: bool, more: Mapping[str, Any] | None = None) -> list[str]:
     """llama-bench's flags for these parameters; the defaults left out (older builds lack some).
     `--repack auto` turns repacking off on a CPU with AMX, as the python engine does: llama.cpp's
-    AMX path segfaults on some of them (ggml-org/llama.cpp#20824)."""
+    AMX path segfaults on some of them (ggml-org/llama.cpp#20824). `more`: run facts beyond
+    BenchParams' own (a server's placement: -ncmoe, -nkvo, -sm, -mg)."""
     args = ["-m", str(p.model), "-p", _ints(p.n_prompt), "-n", _ints(p.n_gen), "-r", str(p.reps)]
     if p.n_depth != (0,):
         args += ["-d", _ints(p.n_depth)]
-    facts = p.facts()
+    facts = p.facts() | dict(more or {})
     if facts["repack"] is None and amx:
         facts["repack"] = False
     args += bench_arguments(facts)
     if p.rpc:
         args += ["--rpc", ",".join(p.rpc)]
     return [*args, "-o", "jsonl", "--progress", "-v"]
+
+
+def bench_command(program: Path, p: BenchParams, amx: bool, more: Mapping[str, Any] | None = None) -> list[str]:
+    """The llama-bench command line one run of `p` is (what a report cites as its evidence)."""
+    return [str(program), *_arguments(p, amx, more)]
+
+
+def run_rows(program: Path, p: BenchParams, amx: bool, more: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One llama-bench invocation of `p` (each test `p.reps` times), supervised as every run is:
+    its rows as llama-bench wrote them, validated."""
+    return _Run(program, _arguments(p, amx, more), p, None).rows()
 
 
 def _ints(values: tuple[int, ...]) -> str:

@@ -1,5 +1,6 @@
 """Pictures of the sweeps (the optional extra `ggprof[plot]`, matplotlib): aggregate tok/s and
-step time against the batch, tok/s against threads. SVG or PNG by the file's suffix."""
+step time against the batch, tok/s against threads, a server's gap to llama-bench. SVG or PNG by
+the file's suffix."""
 
 from __future__ import annotations
 
@@ -202,6 +203,41 @@ def plot_roofline(result: dict[str, Any], path: Path) -> Path:
     depth.set_ylabel("decode tok/s")
     depth.set_title("decode speed against depth")
     depth.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_gap(gap: dict[str, Any], path: Path) -> Path:
+    """`profile --server --vs-bench`'s two waterfalls side by side: llama-bench's bar, each term
+    floating where it moves the rate, the unexplained rest, the server's bar, the steps beyond."""
+    plt = _pyplot(path)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, test in zip(axes, ("prefill", "decode"), strict=True):
+        w = gap.get(test) or {}
+        bars: list[tuple[str, float, float, str]] = []  # label, bottom, height, colour
+        start, end = w.get("start"), (w.get("end") or {}).get("tok_s") or 0.0
+        level = start.get("tok_s") if start else None
+        if level is not None:
+            bars.append(("llama-bench", 0.0, level, "tab:blue"))
+            steps = [(t["name"], t["tok_s"]) for t in w.get("terms") or []]
+            if (rest := w.get("unexplained_tok_s")) is not None:
+                steps.append(("unexplained", rest))
+            for name, delta in steps:
+                bars.append((name, level, delta, "tab:green" if delta >= 0 else "tab:red"))
+                level += delta
+        bars.append(("server", 0.0, end, "tab:orange"))
+        level = end
+        for t in w.get("beyond") or []:
+            bars.append((t["name"], level, t["tok_s"], "tab:gray"))
+            level += t["tok_s"]
+        x = range(len(bars))
+        ax.bar(x, [b[2] for b in bars], bottom=[b[1] for b in bars], color=[b[3] for b in bars])
+        ax.set_xticks(list(x), [clean_name(b[0], 24) for b in bars], rotation=35, ha="right", fontsize=8)
+        ax.set_ylabel("tok/s")
+        ax.set_title(f"{test}: llama-bench -> server")
+    fig.suptitle(clean_name(gap.get("server"), 100), fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -13,6 +13,7 @@ from typing import Any
 from ggprof import __version__
 from ggprof.history.compare import label_of
 from ggprof.history.store import Run
+from ggprof.report.gap import gap_markdown
 from ggprof.runfacts import command_line, from_json
 from ggprof.units import clean, fmt_bytes, fmt_rate, sig3
 
@@ -122,6 +123,8 @@ def triage_markdown(run: Run) -> str:
     if stops:
         lines += ["", *stops]
     result = run.payload.get("result") or {}
+    if isinstance(gap := result.get("gap"), dict):
+        lines += ["", f"**Against llama-bench** ({private(str(gap.get('server') or ''))}):", gap_markdown(public(gap))]
     if d["verdict"]:
         tg = sig3(result.get("measured_tg_tok_s") or 0)
         lines += [

@@ -45,17 +45,43 @@ class Placement:
     drafting: tuple[tuple[str, Any], ...] = ()  # how its command line says it drafts (ggprof.runfacts.DRAFTING)
 
 
-def local_process(endpoint: Endpoint) -> Placement | None:
-    """The local process listening on the port: the GPU libraries it mapped, its -ngl and -t."""
+def listening_process(endpoint: Endpoint) -> psutil.Process | None:
+    """The local process listening on the endpoint's port (None: none this user may see)."""
     try:
         pid = next(
             c.pid
             for c in psutil.net_connections(kind="tcp")
             if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == endpoint.port and c.pid
         )
-        proc = psutil.Process(pid)
-        cmdline = proc.cmdline()
+        return psutil.Process(pid)
     except (StopIteration, psutil.Error, OSError):
+        return None
+
+
+def command_line_of(endpoint: Endpoint) -> tuple[list[str], Path | None] | None:
+    """The command line of the local server on the endpoint's port and its program's file (None
+    where the process cannot be seen: another user's, a container's, a remote server)."""
+    proc = listening_process(endpoint)
+    if proc is None:
+        return None
+    try:
+        cmdline = proc.cmdline()
+    except (psutil.Error, OSError):
+        return None
+    exe = None
+    with contextlib.suppress(psutil.Error, OSError):
+        exe = Path(proc.exe()) if proc.exe() else None
+    return cmdline, exe
+
+
+def local_process(endpoint: Endpoint) -> Placement | None:
+    """The local process listening on the port: the GPU libraries it mapped, its -ngl and -t."""
+    proc = listening_process(endpoint)
+    if proc is None:
+        return None
+    try:
+        pid, cmdline = proc.pid, proc.cmdline()
+    except (psutil.Error, OSError):
         return None
     libs: set[str] = set()
     with contextlib.suppress(psutil.Error, OSError):
