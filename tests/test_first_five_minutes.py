@@ -56,6 +56,22 @@ def test_fit_on_a_fresh_machine_measures_the_bandwidth_once_and_keeps_it(gemma_p
     assert again.exit_code == 0 and "measuring" not in again.stderr and "(cached)" in again.stdout
 
 
+def test_fit_on_a_cpu_shows_the_expected_prefill_not_the_ceiling(gemma_path: Path) -> None:
+    """On this host's CPU the pp512 column is the expected prefill (llama.cpp's measured share of the
+    vector units' peak), far below the compute ceiling, and says what it rests on."""
+    r = in_process("fit", str(gemma_path), "--json")
+    assert r.exit_code == 0, r.stderr
+    (row,) = json.loads(r.stdout)["models"]
+    low, high, ceiling = row["prefill_tok_s_low"], row["prefill_tok_s_high"], row["prefill_ceiling_tok_s"]
+    assert 0 < low < high <= 0.12 * ceiling
+    assert row["prefill_basis"].startswith("llama.cpp CPU prefill measured on 4 CPUs")
+    assert row["expected_tok_s_low"] <= row["expected_tok_s_high"] <= row["decode_ceiling_tok_s"]
+    text = in_process("fit", str(gemma_path)).stdout
+    line = next(x for x in text.splitlines() if "gemma-3-270m" in x)
+    assert line.split()[-2].count("-") == 1 and not line.split()[-2].startswith("<=")  # a range, no ceiling
+    assert "pp512 from: llama.cpp CPU prefill" in text and "(<=: its compute ceiling only)" in text
+
+
 # -- 6. above a ceiling: what makes a number too fast, whichever ceiling it breaks ------------------
 @pytest.mark.parametrize(("tg", "code"), [("5000", "DECODE_ABOVE_COMPUTE"), ("500", "DECODE_ABOVE_CEILING")])
 def test_a_claim_too_fast_names_every_way_a_number_is_too_fast(gemma_path: Path, tg: str, code: str) -> None:

@@ -53,6 +53,13 @@ INT8_OPS_PER_CYCLE = (
     ("AVX", 32),
 )
 BOOST_ALLOWANCE = 1.3  # when only the current clock is known, allow for turbo
+# llama.cpp's CPU prefill as a share of the vector units' int8 peak (AMX's tiles left out: llama.cpp
+# uses them only through its repacked AMX buffers), pp512 measured on four CPUs (docs/calibration.md,
+# "Prefill on a CPU"): from 1.6% (a 57M-parameter synthetic model) and 2.1% (Gemma 3 270M's K-quants
+# without repacking, a busy 2-core Xeon) to 11.7% (Gemma 3 270M repacked on a 2-core EPYC). Four
+# machines are too few to call a prompt below it suspicious: an expectation (what `fit` and
+# `predict` show), never a verdict's threshold.
+PREFILL_SHARE = (0.015, 0.12)
 
 
 # Parallel efficiency of llama.cpp CPU decode going from the probe's threads to the run's:
@@ -95,7 +102,20 @@ class CPUBackend(Backend):
         return _fitted.decode_band(self.name, model, device) or self.band
 
     def prefill_band(self, model: ModelSpec | None, device: Device | None) -> EfficiencyBand | None:
-        return _fitted.prefill_band(self.name, model, device)
+        """The fit on public results where there is one (none yet), else the share of the vector
+        units' peak llama.cpp reached on measured local runs: an expectation, not judged."""
+        fitted = _fitted.prefill_band(self.name, model, device)
+        if fitted is not None or device is None or device.peak_flops is None:
+            return fitted
+        vector = device.vector_flops or device.peak_flops
+        share, (low, high) = vector.value / device.peak_flops.value, PREFILL_SHARE
+        return EfficiencyBand(
+            low=low * share,
+            high=high * share,
+            source=f"llama.cpp CPU prefill measured on 4 CPUs: {low:.1%}-{high:.0%} of the vector units' int8 "
+            f"peak{' (AMX left out)' if share < 1 else ''}, docs/calibration.md; an expectation, not judged",
+            judged=False,
+        )
 
     def compute_roof(self, case: JudgeCase) -> ExpectedSpeed | None:
         return compute_roof(case)
@@ -115,6 +135,7 @@ class CPUBackend(Backend):
             memory_source="os",
             bandwidth=bandwidth,
             peak_flops=peak_int8_flops(facts.simd, facts.usable_cores, facts.freq_max_mhz, facts.freq_current_mhz),
+            vector_flops=vector_int8_flops(facts.simd, facts.usable_cores, facts.freq_max_mhz, facts.freq_current_mhz),
             profile_id=profile_id,
             llc_bytes=facts.llc_bytes,
             memory_available_bytes=facts.ram_available_bytes,
@@ -299,6 +320,17 @@ def peak_int8_flops(
         clock = f"{sig3((freq_current_mhz or 0) / 1000)} GHz now x {BOOST_ALLOWANCE} turbo allowance"
     flag = next(f for f, n in INT8_OPS_PER_CYCLE if f in simd)
     return Figure(cores * hz * ops, "derived", f"{cores} cores x {clock} x {ops} int8 ops/cycle ({flag})")
+
+
+def vector_int8_flops(
+    simd: tuple[str, ...], cores: int, freq_max_mhz: float | None, freq_current_mhz: float | None
+) -> Figure | None:
+    """The peak without AMX's tiles, where AMX sets the peak (None otherwise): what llama.cpp's
+    kernels reach outside its repacked AMX buffers."""
+    if not any(flag.startswith("AMX") for flag in simd):
+        return None
+    vector = tuple(flag for flag in simd if not flag.startswith("AMX"))
+    return peak_int8_flops(vector, cores, freq_max_mhz, freq_current_mhz)
 
 
 @hookimpl

@@ -56,6 +56,11 @@ def sig3(x: float) -> str:
     return f"{x:,.{digits}f}"
 
 
+def pct(x: float) -> str:
+    """A share as a percentage: whole percents, or two decimals under 1%."""
+    return f"{x:.0%}" if x >= 0.01 else f"{x:.2%}"
+
+
 def fmt_bytes(n: float, binary: bool = True) -> str:
     """`253 MB (241 MiB)`: decimal first, binary in parentheses; both labelled."""
     for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):

@@ -250,11 +250,14 @@ class Detection:
 
 @dataclass(frozen=True, kw_only=True)
 class EfficiencyBand:
-    """The fraction of the decode bandwidth ceiling llama.cpp reaches on a backend, and why."""
+    """The fraction of the decode bandwidth ceiling llama.cpp reaches on a backend, and why.
+    `judged` False: an expectation only (too few measurements behind it to call a speed below
+    it suspicious), shown as what to expect, never a verdict's threshold."""
 
     low: float
     high: float
     source: str
+    judged: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -57,6 +57,8 @@ class Assessed:
     available_bytes: int | None
     ttft_ms: float | None  # a 512-token prompt on an empty context (None: no peak FLOP/s known)
     prefill_tok_s: tuple[float, float] | None = None  # that prompt's expected prefill (the band's ends)
+    prefill_ceiling_tok_s: float | None = None  # that prompt's compute ceiling (None: no peak FLOP/s known)
+    prefill_basis: str | None = None  # what the expected prefill rests on (the backend's band's source)
     why_not: str | None = None  # None for the pick
     pick: bool = False
     fastest: bool = False  # the fastest that fits at the context (the pick is the largest fast enough)
@@ -208,16 +210,7 @@ def _assessed(
     at: Callable[..., Prediction],
 ) -> Assessed:
     empty = at(ngl if target.device.is_discrete_gpu else None, depth=0)
-    return _built(c, spec, p, fits, ngl, empty.ttft_floor_ms, prefill=_prefill(empty))
-
-
-def _prefill(p: Prediction) -> tuple[float, float] | None:
-    """The expected prefill of a 512-token prompt: the compute ceiling at the band's ends."""
-    ceiling = p.prefill_ceiling_tok_s
-    if ceiling is None:
-        return None
-    band = p.prefill_band
-    return (ceiling * band.low, ceiling * band.high) if band else (ceiling, ceiling)
+    return _built(c, spec, p, fits, ngl, empty.ttft_floor_ms, prefill=empty)
 
 
 def _built(
@@ -228,7 +221,7 @@ def _built(
     ngl: int,
     ttft: float | None,
     split: bool = False,
-    prefill: tuple[float, float] | None = None,
+    prefill: Prediction | None = None,
 ) -> Assessed:
     needed = sum(m.required_bytes for m in p.memory)
     avail = [m.total_bytes for m in p.memory]
@@ -243,7 +236,9 @@ def _built(
         needed_bytes=needed,
         available_bytes=sum(a for a in avail if a) if all(avail) else None,
         ttft_ms=ttft,
-        prefill_tok_s=prefill,
+        prefill_tok_s=prefill.prefill_expected_tok_s if prefill else None,
+        prefill_ceiling_tok_s=prefill.prefill_ceiling_tok_s if prefill else None,
+        prefill_basis=prefill.prefill_band.source if prefill and prefill.prefill_band else None,
         split=split,
     )
 

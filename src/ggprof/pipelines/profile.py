@@ -197,7 +197,7 @@ def plausible_ranges(
         out.append(PlausibleRange(range_key("tg", depth), low, ceiling * (1 + BASE_TOLERANCE), roof))
         pp_ceiling, pp_band = p.prefill_ceiling_tok_s, p.prefill_band
         if pp_ceiling:
-            pp_low = pp_band.low * pp_ceiling * (1 - BASE_TOLERANCE) if pp_band else 0.0
+            pp_low = pp_band.low * pp_ceiling * (1 - BASE_TOLERANCE) if pp_band and pp_band.judged else 0.0
             out.append(PlausibleRange(range_key("pp", depth), pp_low, pp_ceiling * (1 + BASE_TOLERANCE)))
     return tuple(out)
 

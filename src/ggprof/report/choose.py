@@ -9,7 +9,7 @@ from typing import Any
 
 from ggprof.pipelines.choose import Assessed, ChoiceReport
 from ggprof.report.host import device_dict
-from ggprof.units import clean_name, fmt_bytes, sig3
+from ggprof.units import clean_name, fmt_bytes, fmt_count, sig3
 
 WIDTH = 100
 
@@ -47,6 +47,8 @@ def assessed_dict(f: Assessed) -> dict[str, Any]:
         "ttft_ms": f.ttft_ms,
         "prefill_tok_s_low": f.prefill_tok_s[0] if f.prefill_tok_s else None,
         "prefill_tok_s_high": f.prefill_tok_s[1] if f.prefill_tok_s else None,
+        "prefill_ceiling_tok_s": f.prefill_ceiling_tok_s,
+        "prefill_basis": f.prefill_basis,
         "fastest": f.fastest,
         "max_ctx": p.max_ctx_fits,
         "context_length": s.context_length,
@@ -72,7 +74,20 @@ def choose_dict(r: ChoiceReport) -> dict[str, Any]:
 
 def _tok_s(f: Assessed) -> str:
     lo, hi = f.expected_low_tok_s, f.expected_high_tok_s
-    return f"{sig3(lo)}-{sig3(hi)}" if lo is not None and hi is not None else "?"
+    return f"{_n(lo)}-{_n(hi)}" if lo is not None and hi is not None else "?"
+
+
+def _n(x: float) -> str:
+    """A speed in a column: 3 significant digits, 10,000 and more as 43.7k."""
+    return fmt_count(x) if x >= 1e4 else sig3(x)
+
+
+def _pp(f: Assessed) -> str:
+    """The expected prefill (the band's ends), or its ceiling marked as one (`<=`) where no band
+    says what llama.cpp reaches on this backend."""
+    if f.prefill_tok_s is not None:
+        return f"{_n(f.prefill_tok_s[0])}-{_n(f.prefill_tok_s[1])}"
+    return f"<={_n(f.prefill_ceiling_tok_s)}" if f.prefill_ceiling_tok_s is not None else "?"
 
 
 def _where(f: Assessed) -> str:
@@ -93,20 +108,19 @@ def choose_text(r: ChoiceReport) -> str:
             f"--min-tok-s {o.min_tok_s:g}",
             WIDTH,
         ),
-        clean_name(f"device: {r.target.description}", WIDTH),
+        *textwrap.wrap(clean_name(f"device: {r.target.description}", 400), WIDTH, subsequent_indent="  "),
         "",
         f"  {'model':<30} {'quant':<7} {'bpw':>5} {'size':>8} {'fits':>5} {'-ngl':>4} {'tok/s':>11} "
-        f"{'pp512':>7} {'max ctx':>8}",
+        f"{'pp512':>11} {'max ctx':>8}",
     ]
     for f in r.models:
         mark = "*" if f.pick else ("+" if f.fastest else " ")
         ngl = "all" if f.n_gpu_layers > f.spec.n_layers else str(f.n_gpu_layers)
-        ttft = sig3(f.prefill_tok_s[0]) if f.prefill_tok_s else "?"
         max_ctx = f.prediction.max_ctx_fits
         lines.append(
             f"{mark} {clean_name(f.candidate.name, 30):<30} {clean_name(f.spec.quant_label or '?', 7):<7} "
             f"{f.bits_per_weight:5.2f} {fmt_bytes(f.spec.file_size_bytes, binary=False):>8} {_where(f):>5} "
-            f"{ngl:>4} {_tok_s(f):>11} {ttft:>7} {(f'{max_ctx:,}' if max_ctx is not None else '?'):>8}"
+            f"{ngl:>4} {_tok_s(f):>11} {_pp(f):>11} {(f'{max_ctx:,}' if max_ctx is not None else '?'):>8}"
         )
         notes = [f.label_note] if f.label_note else []
         if f.prediction.roof is not None and f.prediction.roof_note:
@@ -121,8 +135,12 @@ def choose_text(r: ChoiceReport) -> str:
         lines += [clean_name(f"    {n}", WIDTH) for n in notes]
     if not r.models:
         lines.append("  (no readable GGUF model)")
-    lines.append("tok/s: expected decode at a full context; pp512: expected prefill of a 512-token prompt,")
-    lines.append("tok/s (from); GB = 1e9 bytes; * the pick, + the fastest that fits")
+    lines.append("tok/s: expected decode at a full context; pp512: expected prefill of a 512-token prompt")
+    lines.append("(<=: its compute ceiling only); GB = 1e9 bytes; * the pick, + the fastest that fits")
+    basis = next((f.prefill_basis for f in r.models if f.prefill_basis), None)
+    if basis:
+        shown = textwrap.shorten(clean_name(f"pp512 from: {basis}", 600), 2 * WIDTH - 10, placeholder=" ...")
+        lines += textwrap.wrap(shown, WIDTH, subsequent_indent="  ")
     unroofed = [f for f in r.models if f.prediction.roof is None and f.prediction.roof_note]
     if unroofed:
         lines.append(

@@ -8,7 +8,7 @@ from ggprof.machine.device import ExpectedSpeed
 from ggprof.machine.measurements import MAX_BANDWIDTH_SPREAD
 from ggprof.physics.roofline import Prediction, expected_decode, is_partial_offload
 from ggprof.physics.speculative import expected_speculative
-from ggprof.units import fmt_bytes, fmt_rate, sig3
+from ggprof.units import fmt_bytes, fmt_rate, pct, sig3
 from ggprof.verdict.backend import NOT_ONE_STREAM_CAUSES, PREFILL_TOO_FAST_CAUSES, TOO_FAST_CAUSES, Backend
 from ggprof.verdict.finding import BASE_TOLERANCE, MAX_TOLERANCE, NOISY_CV, Finding, JudgeCase
 
@@ -414,10 +414,10 @@ def prefill_findings(b: Backend, case: JudgeCase) -> list[Finding]:
     expected = f"at most {tps(ceiling)}"
     if band is not None:
         expected = (
-            f"{tps(band.low * ceiling)} to {tps(band.high * ceiling)} ({band.low:.0%}-{band.high:.0%} of the "
+            f"{tps(band.low * ceiling)} to {tps(band.high * ceiling)} ({pct(band.low)}-{pct(band.high)} of the "
             f"compute ceiling; {band.source})"
         )
-        if pp < band.low * ceiling * (1 - case.tolerance):
+        if band.judged and pp < band.low * ceiling * (1 - case.tolerance):
             diagnosis = b.diagnose_prefill(case)
             return [
                 Finding(
