@@ -166,6 +166,16 @@ class Prediction:
         return self.inputs.prompt / self.prefill_seconds if self.prefill_seconds else None
 
     @property
+    def prefill_expected_tok_s(self) -> tuple[float, float] | None:
+        """The prefill the backend's band expects: its shares of the compute ceiling (what a band
+        is a share of), never above the ceiling reading the weights once per ubatch allows."""
+        band, ceiling, per_token = self.prefill_band, self.prefill_ceiling_tok_s, self.prefill_flops_per_token
+        if band is None or ceiling is None or not self.peak_flops or not per_token:
+            return None
+        compute = self.peak_flops / per_token
+        return min(band.low * compute, ceiling), min(band.high * compute, ceiling)
+
+    @property
     def ttft_floor_ms(self) -> float | None:
         return self.prefill_seconds * 1e3 if self.prefill_seconds is not None else None
 

@@ -213,13 +213,6 @@ def _assessed(
     return _built(c, spec, p, fits, ngl, empty.ttft_floor_ms, prefill=empty)
 
 
-def _prefill(p: Prediction) -> tuple[float, float] | None:
-    """The expected prefill of a 512-token prompt: the compute ceiling at the band's ends (None:
-    no band for this backend, only the ceiling is known)."""
-    ceiling, band = p.prefill_ceiling_tok_s, p.prefill_band
-    return (ceiling * band.low, ceiling * band.high) if ceiling is not None and band is not None else None
-
-
 def _built(
     c: Candidate,
     spec: ModelSpec,
@@ -243,7 +236,7 @@ def _built(
         needed_bytes=needed,
         available_bytes=sum(a for a in avail if a) if all(avail) else None,
         ttft_ms=ttft,
-        prefill_tok_s=_prefill(prefill) if prefill else None,
+        prefill_tok_s=prefill.prefill_expected_tok_s if prefill else None,
         prefill_ceiling_tok_s=prefill.prefill_ceiling_tok_s if prefill else None,
         prefill_basis=prefill.prefill_band.source if prefill and prefill.prefill_band else None,
         split=split,

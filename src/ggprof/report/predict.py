@@ -14,7 +14,6 @@ from ggprof.units import clean, fmt_bytes, fmt_flops, pct, sig3
 def predict_dict(spec: ModelSpec, p: Prediction, device_note: str) -> dict[str, Any]:
     d, e = p.device, p.expected
     mem = p.memory[0]
-    pb = p.prefill_band is not None and p.prefill_ceiling_tok_s is not None
     return {
         "model": str(spec.path),
         "device_id": d.id,
@@ -59,12 +58,8 @@ def predict_dict(spec: ModelSpec, p: Prediction, device_note: str) -> dict[str, 
         "prefill_flops": p.prefill_flops,
         "prefill_flops_per_token": p.prefill_flops_per_token,
         "prefill_ceiling_tok_s": p.prefill_ceiling_tok_s,
-        "prefill_expected_tok_s_low": p.prefill_band.low * p.prefill_ceiling_tok_s
-        if pb and p.prefill_band and p.prefill_ceiling_tok_s
-        else None,
-        "prefill_expected_tok_s_high": p.prefill_band.high * p.prefill_ceiling_tok_s
-        if pb and p.prefill_band and p.prefill_ceiling_tok_s
-        else None,
+        "prefill_expected_tok_s_low": p.prefill_expected_tok_s[0] if p.prefill_expected_tok_s else None,
+        "prefill_expected_tok_s_high": p.prefill_expected_tok_s[1] if p.prefill_expected_tok_s else None,
         "prefill_band_source": p.prefill_band.source if p.prefill_band else None,
         "ttft_floor_ms": p.ttft_floor_ms,
         "e2e_floor_ms": p.e2e_floor_ms,
@@ -197,12 +192,10 @@ def predict_text(spec: ModelSpec, p: Prediction, device_note: str) -> str:
     if p.peak_flops:
         lines.append(_row("", f"peak {sig3(p.peak_flops / 1e12)} TFLOP/s{flops_src}"))
         lines.append(_row("", f"ceiling {_tps(p.prefill_ceiling_tok_s)}, TTFT floor {sig3(p.ttft_floor_ms or 0)} ms"))
-        if p.prefill_band and p.prefill_ceiling_tok_s:
-            c, b = p.prefill_ceiling_tok_s, p.prefill_band
+        if p.prefill_band and (x := p.prefill_expected_tok_s):
+            b = p.prefill_band
             lines.append(
-                _row(
-                    "", f"expected {sig3(b.low * c)}-{_tps(b.high * c)} ({pct(b.low)}-{pct(b.high)}: {clean(b.source)})"
-                )
+                _row("", f"expected {sig3(x[0])}-{_tps(x[1])} ({pct(b.low)}-{pct(b.high)}: {clean(b.source)})")
             )
         ridge = p.ridge_flops_per_byte or 0
         lines.append(
