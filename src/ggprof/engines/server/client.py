@@ -12,16 +12,19 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ggprof.bounded import TooManyItems, loads_bounded
 from ggprof.errors import BadInputError, RunError
 from ggprof.netio import Budget, DeadlineExceeded, metered_connection, why
 from ggprof.units import clean_name
+
+T = TypeVar("T")
 
 MAX_JSON_BYTES = 64 << 20  # /api/show verbose carries the tokenizer: tens of MB for a 256k vocabulary
 MAX_STREAM_BYTES = 32 << 20  # one streamed completion of a few thousand tokens is well under 1 MB
@@ -202,3 +205,25 @@ def reachable(endpoint: Endpoint, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
             return True
     except (OSError, UnicodeError):
         return False
+
+
+def at_once(call: Callable[[int], T], n: int) -> list[T]:
+    """`call(0) .. call(n - 1)`, each on its own thread, all at once; the first error raised
+    (a ServerError or RunError as it is, anything else as a ServerError)."""
+    results: list[T | BaseException] = [RuntimeError("not run")] * n
+
+    def go(i: int) -> None:
+        try:
+            results[i] = call(i)
+        except BaseException as e:  # handed to the caller below
+            results[i] = e
+
+    threads = [threading.Thread(target=go, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r if isinstance(r, (ServerError, RunError)) else ServerError(str(r))
+    return [r for r in results if not isinstance(r, BaseException)]

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ggprof.bench.results import BenchRow
 from ggprof.engines.server.apis import Server, ServerTimings
-from ggprof.engines.server.client import Client, ServerError
-from ggprof.errors import RunError
+from ggprof.engines.server.client import Client, ServerError, at_once
 from ggprof.llamacpp import test_name
 
 if TYPE_CHECKING:
@@ -270,20 +269,4 @@ class Requester:
 
     def together(self, level: int, n_prompt: int, n_gen: int) -> list[Sample]:
         """`level` requests sent at once, each on its own connection."""
-        results: list[Sample | BaseException] = [RuntimeError("not run")] * level
-
-        def go(i: int) -> None:
-            try:
-                results[i] = self.one(n_prompt, n_gen)
-            except BaseException as e:  # handed to the caller below
-                results[i] = e
-
-        threads = [threading.Thread(target=go, args=(i,), daemon=True) for i in range(level)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        errors = [r for r in results if isinstance(r, BaseException)]
-        if errors:
-            raise errors[0] if isinstance(errors[0], (ServerError, RunError)) else ServerError(str(errors[0]))
-        return [r for r in results if isinstance(r, Sample)]
+        return at_once(lambda _: self.one(n_prompt, n_gen), level)

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ggprof.engines.server.apis import Server, ServerTimings
-from ggprof.engines.server.client import Client, ServerError
-from ggprof.errors import RunError
+from ggprof.engines.server.client import Client, ServerError, at_once
 
 # The sampler chain emptied to one argmax: what llama-bench's decode does not do at all
 GREEDY = {"samplers": ["top_k"], "top_k": 1}
@@ -77,23 +76,7 @@ class Turns:
     def together(self, kind: TurnKind, depth: int, prompt: int, gen: int, slots: int) -> list[TurnResult]:
         """`slots` turns at once, one in each slot, each after its own conversation."""
         conversations = [self._conversation(depth, s) for s in range(slots)]
-        results: list[TurnResult | BaseException] = [RuntimeError("not run")] * slots
-
-        def go(s: int) -> None:
-            try:
-                results[s] = self._turn(kind, conversations[s], prompt, gen, s)
-            except BaseException as e:  # handed to the caller below
-                results[s] = e
-
-        threads = [threading.Thread(target=go, args=(s,), daemon=True) for s in range(slots)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        for r in results:
-            if isinstance(r, BaseException):
-                raise r if isinstance(r, (ServerError, RunError)) else ServerError(str(r))
-        return [r for r in results if isinstance(r, TurnResult)]
+        return at_once(lambda s: self._turn(kind, conversations[s], prompt, gen, s), slots)
 
     def _conversation(self, depth: int, slot: int) -> list[int]:
         tokens = self.tokens(depth)
