@@ -167,6 +167,8 @@ def test_a_turn_the_slots_cannot_hold_is_refused(remote: tuple[str, ReplayServer
 
 def test_vs_bench_needs_a_llama_server(gemma_path: Path) -> None:
     assert "give --server [URL]" in in_process("profile", "--vs-bench", "--no-save").stderr
+    r = in_process("profile", "--server", "http://127.0.0.1:9", "--vs-bench", "--concurrency", "2", "--no-save")
+    assert r.exit_code == 2 and "leave out --concurrency" in r.stderr
     with ReplayServer(ollama_routes()) as url:
         r = in_process("profile", "--server", url, "--vs-bench", "--no-save")
     assert r.exit_code == 2 and "--vs-bench needs a llama-server" in r.stderr
