@@ -6,10 +6,10 @@ on made-up numbers and on the real programs. A fake llama-server on another loop
 (a server "on another machine"), answering with the recorded /props and /slots of the vendored
 llama-server and timings the test chooses, gets the terms that need no llama-bench recovered
 exactly, and the others named as not measured. On the real llama-server and llama-bench built
-from the vendored llama.cpp, each difference planted alone is the largest term: a physical
-batch of 16 (prefill), a sampler chain that penalizes and sorts the whole 262k vocabulary
-(decode), four slots of 512 tokens (every slot busy). Every real run is at -t 1, the server's
-and llama-bench's, so that a busy 2-core machine slows it less than it stalls two threads.
+from the vendored llama.cpp, the terms and the rest add up to the measured gap. Which term is
+the largest depends on how busy the machine is, so a planted difference (-ub 16, a penalizing
+chain, four busy slots) is shown by the recorded waterfall in docs/commands.md, not asserted
+here. Every real run is at -t 1, the server's and llama-bench's.
 """
 
 from __future__ import annotations
@@ -169,6 +169,8 @@ def test_a_turn_the_slots_cannot_hold_is_refused(remote: tuple[str, ReplayServer
 
 def test_vs_bench_needs_a_llama_server(gemma_path: Path) -> None:
     assert "give --server [URL]" in in_process("profile", "--vs-bench", "--no-save").stderr
+    r = in_process("profile", "--server", "http://127.0.0.1:9", "--vs-bench", "--concurrency", "2", "--no-save")
+    assert r.exit_code == 2 and "leave out --concurrency" in r.stderr
     with ReplayServer(ollama_routes()) as url:
         r = in_process("profile", "--server", url, "--vs-bench", "--no-save")
     assert r.exit_code == 2 and "--vs-bench needs a llama-server" in r.stderr
@@ -223,41 +225,3 @@ def test_on_a_real_server_the_terms_and_the_rest_are_the_measured_gap(
             assert t["tok_s"] == pytest.approx(statistics.median(after) - statistics.median(before), abs=1e-9)
             assert t["after"]["evidence"] and t["before"]["evidence"]
     assert "-p 0 -n 32 -r 1 -d 0,192 -t 1 -ngl 999 -ub 64 --repack 0" in gap["decode"]["terms"][0]["after"]["evidence"]
-
-
-def _largest(w: dict[str, Any]) -> str:
-    every = [*w["terms"], *w["beyond"]]
-    return str(max(every, key=lambda t: abs(t["tok_s"]))["key"])
-
-
-@pytest.mark.slow
-def test_a_small_physical_batch_is_the_largest_prefill_term(
-    llama_tools: Path, gemma_path: Path, tmp_path: Path
-) -> None:
-    """-ub 16 costs this CPU's prefill about a quarter (-ub 64 costs it 5-15%, within what a busy
-    2-core machine's server turns spread over); one slot, as llama-bench has one sequence."""
-    gap = _real_gap(llama_tools, gemma_path, tmp_path, "-np 1 -c 1024 -ub 16", "-p", "256", "-n", "8", "-r", "3")
-    assert _largest(gap["prefill"]) == "settings"
-    assert gap["prefill"]["terms"][0]["what"] == "-ub 16 (llama-bench's: 512)"
-
-
-@pytest.mark.slow
-def test_a_penalizing_sampler_chain_is_the_largest_decode_term(
-    llama_tools: Path, gemma_path: Path, tmp_path: Path
-) -> None:
-    """Penalties over the last 64 tokens and no top-k: every token, the chain goes over Gemma's
-    262,144 candidates and top-p sorts them all."""
-    planted = "-np 1 -c 1024 --top-k 0 --repeat-penalty 1.1"
-    gap = _real_gap(llama_tools, gemma_path, tmp_path, planted, "-p", "32", "-n", "48", "-r", "3")
-    assert _largest(gap["decode"]) == "sampling"
-    assert "--top-k 0 --repeat-penalty 1.1" in gap["decode"]["terms"][1]["what"]
-
-
-@pytest.mark.slow
-def test_four_slots_of_512_tokens_are_the_largest_step(llama_tools: Path, gemma_path: Path, tmp_path: Path) -> None:
-    """Alone, a turn runs in its own slot as fast as with one (llama-bench has no slots to
-    set: what is left of them is in the rest); with every slot serving a turn, the four share
-    the CPU."""
-    gap = _real_gap(llama_tools, gemma_path, tmp_path, "-np 4 -c 2048", "-p", "64", "-n", "32", "-r", "3")
-    assert _largest(gap["prefill"]) == _largest(gap["decode"]) == "slots"
-    assert gap["decode"]["beyond"][1]["what"] == "4 of its 4 slots serving a turn each, against one turn alone"

@@ -13,14 +13,19 @@ from ggprof.cli.history import record, save_run
 from ggprof.errors import BadInputError
 
 
-def gap(run: Any, server: str | None, as_json: bool, db: str | None, no_save: bool, plot: Path | None) -> int:
-    """Measure, print, keep and draw the gap; exit status 0 (a gap is explained, not judged)."""
+def gap(
+    run: Any, server: str | None, as_json: bool, db: str | None, no_save: bool, plot: Path | None, others: list[str]
+) -> int:
+    """Measure, print, keep and draw the gap; exit status 0 (a gap is explained, not judged).
+    `others`: the options given that measure something else."""
     from ggprof.pipelines.gap import GapRequest, run_gap
     from ggprof.pipelines.runs import int_list
     from ggprof.report.gap import gap_record, gap_text
 
     if server is None:
         raise BadInputError("--vs-bench compares a server with llama-bench: give --server [URL]")
+    if others:
+        raise BadInputError(f"--vs-bench measures one turn against llama-bench: leave out {' and '.join(others)}")
     if run.rpc.active:
         raise BadInputError("--vs-bench runs llama-bench beside the server: leave out --rpc")
     lists = {flag: int_list(text, flag) for flag, text in (("-p", run.prompt), ("-n", run.gen), ("-d", run.depth))}

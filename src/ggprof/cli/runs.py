@@ -212,7 +212,8 @@ def profile(
     if vs_bench:
         from ggprof.cli.gap import gap
 
-        return gap(run_request(model, rpc, prompt, gen, depth, kw), server, as_json, db, no_save, plot_path)
+        others = [f for f, on in (("--concurrency", concurrency), ("--threads-sweep", threads_sweep)) if on]
+        return gap(run_request(model, rpc, prompt, gen, depth, kw), server, as_json, db, no_save, plot_path, others)
     request = ProfileRequest(
         run=run_request(model, rpc, prompt, gen, depth, kw),
         choice=choice,

@@ -153,6 +153,7 @@ class _Plan:
         self.server = server
         self.differs = [name for name in BENCH if self.given.get(name) != server.get(name)]
         batch_threads = settings.facts.get("n_threads_batch") or server["n_threads"]
+        self.batch_threads = batch_threads if batch_threads != server["n_threads"] else None
         again = bool(self.differs) or batch_threads != server["n_threads"]
         base = BenchParams(model=spec.path, n_prompt=(p,), n_gen=(n,), reps=1, timeout_s=request.timeout_s)
         self.runs: dict[str, tuple[BenchParams, dict[str, Any]]] = {"A": self._params(base, self.given)}
@@ -270,11 +271,13 @@ def _waterfall(test: str, request: GapRequest, plan: _Plan, served: _Served) -> 
         b0 = start
         if plan.again:
             b0 = plan.measured(key, t_p, t_n, 0, f"llama-bench {name}, the server's settings")
-            differs = ", ".join(
+            differs = [
                 f"{BY_NAME[k].spelled(plan.server[k])} (llama-bench's: {BY_NAME[k].spell(plan.given[k])})"
                 for k in plan.differs
-            )
-            what_differs = differs or "its prompt threads (-tb) only"
+            ]
+            if pp and plan.batch_threads:
+                differs.append(f"-t {plan.batch_threads} for the prompt (its -tb)")
+            what_differs = ", ".join(differs) or "its prompt threads only (-tb): llama-bench's decode is the same"
             terms.append(Term(key="settings", name="the server's settings", what=what_differs, before=start, after=b0))
         else:
             why = "llama-bench takes none of the server's settings that differ"
