@@ -141,3 +141,8 @@ def parse_bandwidth(text: str) -> float:
     if not MIN_BANDWIDTH_BYTES_PER_S <= value <= MAX_BANDWIDTH_BYTES_PER_S:
         raise ValueError(f"bandwidth {text!r} = {value / GB:g} GB/s is outside 0.1 GB/s .. 100 TB/s: check the units")
     return value
+
+
+def tps(x: float | None) -> str:
+    """A speed in tokens per second, three significant digits ("unknown" for None)."""
+    return "unknown" if x is None else f"{sig3(x)} tok/s"

@@ -18,7 +18,7 @@ from typing import Literal
 
 from ggprof.bench.context import RunContext
 from ggprof.bench.llamabench import BadRows, backend_of_row, rows_from_text
-from ggprof.errors import BadInputError, GGProfError
+from ggprof.errors import BadInputError
 from ggprof.llamacpp import physical_batch
 from ggprof.logs.figures import BadFigure
 from ggprof.logs.model import LogModel, model_from_log
@@ -31,12 +31,10 @@ from ggprof.machine.device import BuildFacts, Device
 from ggprof.machine.profiles import Profile, with_gfx_target
 from ggprof.machine.target import DeviceChoice, device_from_profile
 from ggprof.model.spec import ModelSpec
-from ggprof.physics.speculative import Drafting, acceptance_from, drafting_for
 from ggprof.pipelines.check import Checker, Reported
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
-from ggprof.runfacts import BY_NAME as RUN_FACTS
-from ggprof.runfacts import DRAFTING, MAX_COUNT, PLACEMENT
+from ggprof.pipelines.logfacts import drafting_of, named, placed_in_ram
 from ggprof.units import clean_name
 from ggprof.verdict.backend import NEEDS_LAYERS_ON_CPU
 from ggprof.verdict.finding import RANK, Severity
@@ -257,9 +255,7 @@ def _check_run(
         else:
             missing.append("the GPU's name (no device line in the log): give --device ID or --bandwidth GB/s")
     # where the command line put the weights the GPU does not hold: -ncmoe, -nkvo (ggprof.runfacts)
-    placed = tuple((n, v) for n, v in run.value("command_facts") or () if n in PLACEMENT and n != "n_gpu_layers" and v)
-    if not any(n != "tensor_buft_overrides" or any(b.upper().startswith("CPU") for _, b in v) for n, v in placed):
-        placed = ()  # nothing put in RAM (an -ot to a GPU's buffer alone): a GPU's run, judged as one
+    placed = placed_in_ram(run)
     if (is_partial(run) or (placed and backend != "cpu")) and device_choice is not None:
         if chosen is not None and chosen.kind == "cpu-memory":
             cpu = device_from_profile(chosen)
@@ -267,7 +263,7 @@ def _check_run(
             cpu = Device(id="user", name="system RAM (user-given)", backend="cpu", bandwidth=choice.bandwidth)
         else:
             missing.append(
-                f"the system RAM's bandwidth for {'the layers not offloaded' if is_partial(run) else _named(placed)}: "
+                f"the system RAM's bandwidth for {'the layers not offloaded' if is_partial(run) else named(placed)}: "
                 "give --device (a memory profile such as ddr5-6000-dual) or --bandwidth GB/s"
             )
     rc = RunCheck(
@@ -294,7 +290,7 @@ def _check_run(
                 )
             )
             continue
-        drafting = _drafting(run, spec) if s.kind == "decode" else None
+        drafting = drafting_of(run, spec) if s.kind == "decode" else None
         if s.kind == "decode" and drafting is None and (spec_fact := run.facts.get("speculative")) is not None:
             rc.measurements.append(
                 Measurement(
@@ -308,7 +304,7 @@ def _check_run(
             continue
         if placed and backend != "cpu" and cpu is None and checker is not None:
             rc.measurements.append(
-                Measurement(index, s, None, f"not judged: {_named(placed)} read at the RAM's bandwidth, not known")
+                Measurement(index, s, None, f"not judged: {named(placed)} read at the RAM's bandwidth, not known")
             )
             continue
         if checker is None:
@@ -458,47 +454,3 @@ def _compare(runs: list[RunCheck]) -> list[str]:
                 )
         out.append(line)
     return out
-
-
-def _drafting(run: LogRun, spec: ModelSpec | None) -> Drafting | None:
-    """How a log's run drafted: its command line's --spec-type, --spec-draft-n-max (or older
-    --draft-max) and -md, and what its `draft acceptance` lines counted, with each request's
-    decoded tokens (steps = decoded - accepted, as llama-server's timings count them). None:
-    it did not draft, or did not say how."""
-    if spec is None or run.facts.get("speculative") is None:
-        return None
-    given = {n: v for n, v in run.value("command_facts") or () if n in DRAFTING}
-    kind = given.get("spec_type") or ("draft-simple" if "model_draft" in given else None)
-    if kind is None:
-        return None
-    kept, drafted, decoded = run.value("draft_counts") or (0, 0, 0)
-    counted = run.facts.get("draft_counts")
-    said = (
-        f"the log's draft acceptance lines: {kept:,} of {drafted:,} drafted tokens accepted over {decoded:,} "
-        f"decoded (line {counted.line})"
-        if counted
-        else ""
-    )
-    try:
-        drafting = drafting_for(
-            spec, kind, given.get("spec_draft_n_max"), None, acceptance_from(kept, drafted), said, draft_unread=True
-        )
-    except GGProfError:
-        return None
-    steps = decoded - kept
-    if drafting is None or not counted or steps <= 0:
-        return drafting
-    return replace(drafting, drafted_per_step=drafted / steps, tokens_per_step=decoded / steps)
-
-
-def _named(placed: tuple[tuple[str, object], ...]) -> str:
-    """What a command line keeps in RAM, in llama.cpp's words: `the experts of -ncmoe 4`."""
-
-    def named(n: str, v: object) -> str:
-        if n == "n_cpu_moe":
-            return "every layer's experts (-cmoe)" if v == MAX_COUNT else f"the experts of -ncmoe {v}"
-        if n == "no_kv_offload":
-            return "the KV cache (-nkvo)"
-        return f"what {RUN_FACTS[n].spelled(v)} puts there"
-
-    return " and ".join(named(n, v) for n, v in placed)

@@ -8,13 +8,10 @@ from ggprof.machine.device import ExpectedSpeed
 from ggprof.machine.measurements import MAX_BANDWIDTH_SPREAD
 from ggprof.physics.roofline import Prediction, expected_decode, is_partial_offload
 from ggprof.physics.speculative import expected_speculative
-from ggprof.units import fmt_bytes, fmt_rate, pct, sig3
+from ggprof.units import fmt_bytes, fmt_rate, pct, sig3, tps
 from ggprof.verdict.backend import NOT_ONE_STREAM_CAUSES, PREFILL_TOO_FAST_CAUSES, TOO_FAST_CAUSES, Backend
+from ggprof.verdict.drafting import above_drafting, drafting_causes, drafting_evidence
 from ggprof.verdict.finding import BASE_TOLERANCE, MAX_TOLERANCE, NOISY_CV, Finding, JudgeCase
-
-
-def tps(x: float | None) -> str:
-    return "unknown" if x is None else f"{sig3(x)} tok/s"
 
 
 def _next(case: JudgeCase, reported: str | None, measured: str | None = None) -> str | None:
@@ -159,9 +156,9 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
         *((case.roof_note,) if case.roof_note else ()),
     )
     if p.step is not None:
-        evidence = (*evidence, *_drafting_evidence(p))
+        evidence = (*evidence, *drafting_evidence(p))
         if tg > p.decode_limit_tok_s * (1 + case.tolerance):
-            return [_above_drafting(b, case, p, tg, evidence)]
+            return [above_drafting(b, case, p, tg, evidence)]
         ceiling = p.decode_limit_tok_s
     elif tg > ceiling * (1 + case.tolerance):
         return [_above_ceiling(b, case, p, tg, evidence)]
@@ -178,7 +175,7 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
                 expected=_band_text(expected),
                 observed=tps(tg),
                 evidence=(*evidence, *shared_checks, *diagnosis.checks),
-                causes=(*_drafting_causes(p), *shared, *(diagnosis.causes or b.causes.slow)),
+                causes=(*drafting_causes(p), *shared, *(diagnosis.causes or b.causes.slow)),
                 next_step=_next(case, b.causes.slow_next_step),
                 plugin=b.name,
             )
@@ -201,59 +198,6 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
             plugin=b.name,
         )
     ]
-
-
-def _drafting_evidence(p: Prediction) -> tuple[str, ...]:
-    step = p.step
-    assert step is not None
-    d = step.drafting
-    return (
-        f"speculative decoding: {d.spec_type}, up to {d.n_max} drafted a step ({d.draft_source}); a verify step "
-        f"reads the weights once ({step.plain_seconds * 1e3:.3g} ms, a plain step), the KV again for each drafted "
-        f"position ({step.kv_seconds * 1e3:.3g} ms each) and {step.draft_seconds * 1e3:.3g} ms a drafted token; "
-        f"plain decode {tps(p.decode_ceiling_tok_s)} at most",
-        f"at most {d.n_max + 1} tokens per target pass: {tps(p.decode_limit_tok_s)}",
-    )
-
-
-def _drafting_causes(p: Prediction) -> tuple[str, ...]:
-    """A speculative run slower than its band: drafts rejected (below break-even, slower than plain)."""
-    step = p.step
-    if step is None:
-        return ()
-    d = step.drafting
-    even = step.break_even_acceptance
-    where = f" (below {even:.0%} acceptance drafting is slower than plain decode)" if even is not None else ""
-    known = f"; measured {d.acceptance:.0%}" if d.acceptance is not None else ""
-    drafted, _ = d.yields(d.acceptance or 0.0)
-    long_steps = (
-        f"long verify steps: {drafted:.3g} drafted positions a step on average (up to {d.n_max}), each adding a "
-        "position's arithmetic to the target's pass; where the pass is compute-bound (a CPU, a large batch) a step "
-        "costs near as many plain steps as it has positions"
-    )
-    if d.acceptance is not None and (even is None or d.acceptance >= even):
-        return (long_steps,)  # the drafts were kept: what is left is what checking them cost
-    return (f"low draft acceptance: the target rejected most drafted tokens{where}{known}", long_steps)
-
-
-def _above_drafting(b: Backend, case: JudgeCase, p: Prediction, tg: float, evidence: tuple[str, ...]) -> Finding:
-    step = p.step
-    assert step is not None
-    n = step.drafting.n_max
-    return Finding(
-        severity="impossible",
-        code="DECODE_ABOVE_DRAFT_CEILING",
-        title=f"decode at {tps(tg)} is more than {n + 1} tokens per target pass allow ({tps(p.decode_limit_tok_s)})",
-        expected=f"at most {tps(p.decode_limit_tok_s)}: every one of {n} drafts accepted, drafts free",
-        observed=tps(tg),
-        evidence=(*evidence, f"tolerance {case.tolerance:.0%} above the ceiling"),
-        causes=(
-            f"more drafted tokens a step than --spec-draft-n-max {n} (a larger n-max, or another drafter)",
-            *b.causes.impossible,
-        ),
-        next_step="check the run's --spec-type and --spec-draft-n-max, and which device and model really ran",
-        plugin=b.name,
-    )
 
 
 def _tolerance_text(case: JudgeCase) -> str:

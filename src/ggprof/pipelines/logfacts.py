@@ -1,0 +1,66 @@
+"""What a pasted log's command line says of a run beyond its speeds: where it put the weights
+the GPU does not hold (-ncmoe, -cmoe, -ot ...=CPU, -nkvo) and how it drafted (--spec-type,
+--spec-draft-n-max, -md, with the log's own acceptance counts), read through the run-fact table."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ggprof.errors import GGProfError
+from ggprof.logs.records import LogRun
+from ggprof.model.spec import ModelSpec
+from ggprof.physics.speculative import Drafting, acceptance_from, drafting_for
+from ggprof.runfacts import BY_NAME as RUN_FACTS
+from ggprof.runfacts import DRAFTING, MAX_COUNT, PLACEMENT
+
+
+def placed_in_ram(run: LogRun) -> tuple[tuple[str, object], ...]:
+    """The placement facts of the run's command line that put something in RAM (none: ())."""
+    placed = tuple((n, v) for n, v in run.value("command_facts") or () if n in PLACEMENT and n != "n_gpu_layers" and v)
+    if not any(n != "tensor_buft_overrides" or any(b.upper().startswith("CPU") for _, b in v) for n, v in placed):
+        return ()  # nothing put in RAM (an -ot to a GPU's buffer alone): a GPU's run, judged as one
+    return placed
+
+
+def drafting_of(run: LogRun, spec: ModelSpec | None) -> Drafting | None:
+    """How a log's run drafted: its command line's --spec-type, --spec-draft-n-max (or older
+    --draft-max) and -md, and what its `draft acceptance` lines counted, with each request's
+    decoded tokens (steps = decoded - accepted, as llama-server's timings count them). None:
+    it did not draft, or did not say how."""
+    if spec is None or run.facts.get("speculative") is None:
+        return None
+    given = {n: v for n, v in run.value("command_facts") or () if n in DRAFTING}
+    kind = given.get("spec_type") or ("draft-simple" if "model_draft" in given else None)
+    if kind is None:
+        return None
+    kept, drafted, decoded = run.value("draft_counts") or (0, 0, 0)
+    counted = run.facts.get("draft_counts")
+    said = (
+        f"the log's draft acceptance lines: {kept:,} of {drafted:,} drafted tokens accepted over {decoded:,} "
+        f"decoded (line {counted.line})"
+        if counted
+        else ""
+    )
+    try:
+        drafting = drafting_for(
+            spec, kind, given.get("spec_draft_n_max"), None, acceptance_from(kept, drafted), said, draft_unread=True
+        )
+    except GGProfError:
+        return None
+    steps = decoded - kept
+    if drafting is None or not counted or steps <= 0:
+        return drafting
+    return replace(drafting, drafted_per_step=drafted / steps, tokens_per_step=decoded / steps)
+
+
+def named(placed: tuple[tuple[str, object], ...]) -> str:
+    """What a command line keeps in RAM, in llama.cpp's words: `the experts of -ncmoe 4`."""
+
+    def named(n: str, v: object) -> str:
+        if n == "n_cpu_moe":
+            return "every layer's experts (-cmoe)" if v == MAX_COUNT else f"the experts of -ncmoe {v}"
+        if n == "no_kv_offload":
+            return "the KV cache (-nkvo)"
+        return f"what {RUN_FACTS[n].spelled(v)} puts there"
+
+    return " and ".join(named(n, v) for n, v in placed)
