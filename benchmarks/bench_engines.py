@@ -54,7 +54,7 @@ def spread(values: list[float]) -> str:
 
 def llama_bench(tools: Path, model: Path, rounds: int) -> None:
     from ggprof.bench.results import BenchParams
-    from ggprof.engines.llama_bench import _arguments
+    from ggprof.engines.llama_bench.run import _arguments
     from ggprof.machine.facts import gather_facts
 
     facts = gather_facts()

@@ -144,10 +144,70 @@ def test_migration_from_the_first_schema(tmp_path: Path, run_cli: RunCli) -> Non
     assert (run["model_name"], run["backend"], run["n_threads"]) == ("old model", "cpu", 2)
     assert run["pp_tok_s"] == pytest.approx(rows[0]["avg_ts"]) and run["tg_tok_s"] == pytest.approx(rows[1]["avg_ts"])
     conn = sqlite3.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
     conn.close()
     assert "backend" in columns  # the v2 column the migration adds
+    # v3: the run's settings, read from its llama-bench row (n_ubatch 512, flash_attn -1, 2 threads)
+    assert {k: run["settings"][k] for k in ("n_threads", "n_ubatch", "n_batch", "flash_attn", "type_k")} == {
+        "n_threads": "2",
+        "n_ubatch": "512",
+        "n_batch": "2048",
+        "flash_attn": "auto",
+        "type_k": "f16",
+    }
+
+
+def write_v1_runs(db: Path, files: list[str]) -> None:
+    """One old (schema 1) run per llama-bench JSON file."""
+    write_v1(db, {"kind": "bench"})
+    conn = sqlite3.connect(db)
+    conn.execute("DELETE FROM runs")
+    for name in files:
+        rows = json.loads((DATA / name).read_text())
+        conn.execute(
+            "INSERT INTO runs (created_at, kind, model_key, model_name, host_fingerprint, payload) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                "2026-11-01T10:00:00Z",
+                "bench",
+                "1:a",
+                name,
+                "f00d",
+                json.dumps({"kind": "bench", "result": {"rows": rows}}),
+            ),
+        )
+    conn.commit()
+    conn.close()
+
+
+def test_runs_are_filtered_by_their_settings_in_any_spelling(tmp_path: Path, run_cli: RunCli) -> None:
+    """A run's settings are kept as the run-fact table spells them; `--fact` takes a fact's name or
+    any of llama.cpp's flags for it, and a value as the flag takes it (`-fa -1` is `auto`)."""
+    db = tmp_path / "v1.db"
+    ub16 = "llama-bench-gemma3-270m-cpu-ubatch.json"  # its first row: -ub 16
+    write_v1_runs(db, ["llama-bench-gemma3-270m.json", ub16])
+    assert [r["model_name"] for r in history_json(run_cli, db, "--fact", "-ub=16")] == [ub16]
+    assert [r["model_name"] for r in history_json(run_cli, db, "--fact", "--ubatch-size=16")] == [ub16]
+    assert [r["model_name"] for r in history_json(run_cli, db, "--fact", "n_ubatch=512")] == [
+        "llama-bench-gemma3-270m.json"
+    ]
+    both = history_json(run_cli, db, "--fact", "-fa=-1", "--fact", "-t=2")
+    assert sorted(r["model_name"] for r in both) == sorted(["llama-bench-gemma3-270m.json", ub16])
+    assert history_json(run_cli, db, "--fact", "-ub=16", "--fact", "-ngl=5") == []
+    r = run_cli("history", "--db", str(db), "--format", "csv", "--fact", "-ub=16")
+    assert r.exit_code == 0 and " -ub 16 " in r.stdout.splitlines()[1]  # the settings column, as flags
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [("-ub", "give NAME=VALUE"), ("--nope=3", "give NAME=VALUE"), ("-ub=lots", "is not a value of physical batch")],
+)
+def test_a_bad_fact_filter_is_one_line(given: str, said: str, tmp_path: Path, run_cli: RunCli) -> None:
+    db = tmp_path / "v1.db"
+    write_v1_runs(db, ["llama-bench-gemma3-270m.json"])
+    r = run_cli("history", "--db", str(db), "--fact", given)
+    assert r.exit_code == 2 and said in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("command", [["history"], ["report"], ["compare", "1", "2"]])

@@ -190,7 +190,7 @@ def test_weights_left_in_ram_with_every_layer_offloaded() -> None:
     _, d = checked("ik-llama-450-deepseek-cpu-buffers.txt")
     run = d["runs"][0]
     assert run["model_buffers_bytes"]["CPU"] == int(392428.85 * MiB) + int(938.98 * MiB)
-    assert (d["facts"]["layers_offloaded"], d["facts"]["flash_attn"]) == (62, "1")
+    assert (d["facts"]["layers_offloaded"], d["facts"]["flash_attn"]) == (62, "on")
     assert causes(d) == ["WEIGHTS_IN_RAM"]
 
 
@@ -569,10 +569,13 @@ def test_own_llama_cpp_python_log_read_and_judged(gemma_path: Path) -> None:
     )
     assert (f["n_ctx"], f["flash_attn"], f["backend"], f["model_file"]) == (
         512,
-        "disabled",
+        "off",  # the log's `flash_attn = disabled`, as llama.cpp's -fa spells it today
         "cpu",
         "gemma-3-270m-q4_k_m.gguf",
     )
+    # the context's other lines, read through the run-fact table (`n_ctx_seq = 512`, `n_seq_max = 1`,
+    # `kv_unified = false`)
+    assert (f["n_ctx_slot"], f["n_slots"], f["kv_unified"], f["n_ubatch"], f["n_batch"]) == (512, 1, False, 512, 512)
     assert run["kv_buffers_bytes"] == {"CPU": int(1.5 * MiB) + int(7.5 * MiB)}  # the full and the sliding-window cache
     assert [(m["kind"], m["n_tokens"], m["tok_s"]) for m in d["measurements"]] == [
         ("prefill", 90, 485.50),

@@ -106,3 +106,7 @@ def backend_names(field: str) -> tuple[str, ...]:
 # what llama.cpp's load log says of an offload, every build since 2023 (src/llama-model.cpp):
 # read by the supervisor from a child's stderr and by the log reader from a pasted log
 OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+# a llama.cpp program's stderr line that names what went wrong, and the generic one it prints
+# after it (`failed to load model`): a failed run's error line quotes the telling one first
+TELLING_FAILURE = re.compile(r"error|failed|abort|assert|invalid|what\(\)", re.IGNORECASE)
+GENERIC_FAILURE = re.compile(r"failed to load model\s*$", re.IGNORECASE)

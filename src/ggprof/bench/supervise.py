@@ -8,7 +8,6 @@ import collections
 import contextlib
 import os
 import queue
-import re
 import signal
 import subprocess
 import threading
@@ -19,7 +18,7 @@ from typing import IO, TypeVar
 import psutil
 
 from ggprof.bench.orphans import adopting
-from ggprof.llamacpp import OFFLOADED
+from ggprof.llamacpp import GENERIC_FAILURE, OFFLOADED, TELLING_FAILURE
 from ggprof.units import clean, clean_name
 
 T = TypeVar("T")
@@ -62,9 +61,6 @@ EXIT_GRACE_S = 2.0  # after the program exits, how long its last lines may take 
 DESCENDANTS_EVERY_S = 0.5  # how often the processes it started are noted
 MAX_LINE_CHARS = 1 << 20  # a protocol line or a JSONL row is ~1 kB; a longer one is not the program's output
 LOG_TAIL_LINES = 60  # stderr lines kept for the error line of a failed run
-# a line that names what went wrong, before a generic one
-_TELLING = re.compile(r"error|failed|abort|assert|invalid|what\(\)", re.IGNORECASE)
-_GENERIC = re.compile(r"failed to load model\s*$", re.IGNORECASE)
 
 
 class Supervised:
@@ -193,8 +189,8 @@ class Supervised:
         architecture, an assert) before a generic "failed to load" line."""
         self.log_thread.join(timeout=2)
         lines = [ln for ln in self.log if ln.strip()]
-        errors = [ln for ln in lines if _TELLING.search(ln)]
-        specific = [ln for ln in errors if not _GENERIC.search(ln)]
+        errors = [ln for ln in lines if TELLING_FAILURE.search(ln)]
+        specific = [ln for ln in errors if not GENERIC_FAILURE.search(ln)]
         return clean_name((specific or errors or lines or ["(nothing)"])[-1], 300)
 
 

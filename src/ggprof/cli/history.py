@@ -72,6 +72,13 @@ def save_run(db: str | None, no_save: bool, make: Callable[[], RunRecord]) -> No
 @click.option("--model", help="A model name (part of it) or model key.")
 @click.option("--host", help="A host fingerprint (its start).")
 @click.option("--since", metavar="DATE", help="Runs from this day on (YYYY-MM-DD).")
+@click.option(
+    "--fact",
+    "facts",
+    metavar="NAME=VALUE",
+    multiple=True,
+    help="Runs with this setting: a run fact's name or llama.cpp flag, and a value (n_ubatch=256, -fa=on).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 @click.option("--format", "fmt", type=click.Choice(["text", "csv", "jsonl"]), default="text", show_default=True)
 @click.option(
@@ -83,10 +90,18 @@ def save_run(db: str | None, no_save: bool, make: Callable[[], RunRecord]) -> No
 )
 @db_option
 def history(
-    model: str | None, host: str | None, since: str | None, as_json: bool, fmt: str, limit: int, db: str | None
+    model: str | None,
+    host: str | None,
+    since: str | None,
+    facts: tuple[str, ...],
+    as_json: bool,
+    fmt: str,
+    limit: int,
+    db: str | None,
 ) -> None:
     """List the runs kept: when, model, device, pp and tg tok/s with their spread, share of the ceiling, verdict."""
     from ggprof.errors import BadInputError
+    from ggprof.history.settings import wanted
     from ggprof.history.store import runs
     from ggprof.report.history import history_csv, history_rows, history_text
 
@@ -94,7 +109,8 @@ def history(
         len(since) == 10 and since[4] == since[7] == "-" and since.replace("-", "").isdigit()
     ):
         raise BadInputError(f"--since {since!r}: give a day as YYYY-MM-DD")
-    listing = runs(db_path(db), model=model, host=host, since=since, limit=limit or None)
+    chosen = tuple(wanted(f) for f in facts)
+    listing = runs(db_path(db), model=model, host=host, since=since, limit=limit or None, facts=chosen)
     for damaged in listing.skipped:
         warn(f"run {damaged}: skipped")
     if limit and listing.total > limit:

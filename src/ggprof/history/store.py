@@ -19,20 +19,21 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
 from ggprof.errors import BadInputError
+from ggprof.history import settings as run_settings
 from ggprof.units import clean_name
 
 if TYPE_CHECKING:
     from ggprof.machine.facts import HostFacts
     from ggprof.model.spec import ModelSpec
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 30_000
 
 # Version 1: the first schema (what ggprof 0.1 wrote): the run and its JSON.
@@ -216,6 +217,7 @@ class Run:
     efficiency: float | None
     verdict: str | None
     payload: dict[str, Any]
+    settings: dict[str, str] = field(default_factory=dict)  # its run facts, spelled (history.settings)
 
     @property
     def record(self) -> RunRecord:
@@ -282,6 +284,13 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
                     f"UPDATE runs SET {', '.join(f'{c} = ?' for c in COLUMNS)} WHERE id = ?",
                     (*(columns[c] for c in COLUMNS), row_id),
                 )
+        if now < 3:
+            for statement in _statements(run_settings.MIGRATE_V2_TO_V3):
+                conn.execute(statement)
+            run_settings.fill(
+                conn,
+                [(i, RunRecord.from_json(p)) for i, p in _payloads(conn)],
+            )
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
@@ -291,6 +300,17 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
 
 def _statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def _payloads(conn: sqlite3.Connection) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each stored run's payload that reads as a JSON object (a damaged one is left to listings to name)."""
+    for row_id, payload in conn.execute("SELECT id, payload FROM runs").fetchall():
+        try:
+            data = json.loads(payload)
+        except (TypeError, ValueError, RecursionError):
+            continue
+        if isinstance(data, dict):
+            yield row_id, data
 
 
 def summary_columns(record: RunRecord) -> dict[str, Any]:
@@ -332,11 +352,13 @@ def save(path: Path, record: RunRecord) -> int:
                     *(columns[c] for c in COLUMNS),
                 ),
             )
+            run_id = int(cur.lastrowid or 0)
+            run_settings.store(conn, run_id, run_settings.settings_of(record))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        return int(cur.lastrowid or 0)
+        return run_id
 
 
 @dataclass(frozen=True)
@@ -350,11 +372,20 @@ class Listing:
 
 
 def runs(
-    path: Path, model: str | None = None, host: str | None = None, since: str | None = None, limit: int | None = 1000
+    path: Path,
+    model: str | None = None,
+    host: str | None = None,
+    since: str | None = None,
+    limit: int | None = 1000,
+    facts: tuple[tuple[str, str], ...] = (),
 ) -> Listing:
     """Runs, newest first, filtered by model (key or name substring), host fingerprint prefix,
-    date; at most `limit` (None: all). A damaged row is skipped and named, never fatal."""
+    date and run facts (name, spelled value: history.settings.wanted); at most `limit` (None:
+    all). A damaged row is skipped and named, never fatal."""
     where, args = [], []
+    for name, value in facts:
+        where.append("id IN (SELECT run_id FROM run_facts WHERE name = ? AND value = ?)")
+        args += [name, value]
     if model:
         where.append("(model_key = ? OR model_name LIKE ?)")
         args += [model, f"%{model}%"]
@@ -375,7 +406,8 @@ def runs(
                 found.append(_run(row))
             except DamagedRun as e:
                 skipped.append(str(e))
-    return Listing(found, total, skipped)
+        kept = run_settings.read(conn, [r.id for r in found])
+    return Listing([replace(r, settings=kept[r.id]) for r in found], total, skipped)
 
 
 def get(path: Path, run_id: int | None = None) -> Run:
@@ -386,12 +418,14 @@ def get(path: Path, run_id: int | None = None) -> Run:
             row = conn.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY id DESC LIMIT 1").fetchone()
         else:
             row = conn.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE id = ?", (run_id,)).fetchone()
+        kept = run_settings.read(conn, [row["id"]]) if row is not None and isinstance(row["id"], int) else {}
     if row is None:
         raise HistoryError(f"{clean_name(path)}: no run {run_id}" if run_id is not None else f"{path}: no runs yet")
     try:
-        return _run(row)
+        found = _run(row)
     except DamagedRun as e:
         raise HistoryError(f"{clean_name(path)}: run {e}") from None
+    return replace(found, settings=kept.get(found.id, {}))
 
 
 class DamagedRun(ValueError):

@@ -54,6 +54,7 @@ from ggprof.logs.state import (
     ParserState,
 )
 from ggprof.logs.text import Line
+from ggprof.runfacts.table import BY_LOG_KEY
 
 
 class LoadLog(ParserState):
@@ -183,9 +184,8 @@ class LoadLog(ParserState):
         t = line.text
         if m := _CTX.match(t):
             self.saw("llama.cpp context")
-            key = {"n_ctx": "n_ctx", "n_batch": "n_batch", "n_ubatch": "n_ubatch", "flash_attn": "flash_attn"}
-            if m[1] in key:
-                self.run.set(key[m[1]], m[2][:16] if m[1] == "flash_attn" else count(m[2]), line)
+            fact = BY_LOG_KEY[m[1]]
+            self.run.set(fact.name, fact.read(m[2][:40]), line)
             return True
         if m := _KV_TYPE.search(t):
             self.run.set("cache_type_k", m[1].lower(), line)
@@ -193,7 +193,7 @@ class LoadLog(ParserState):
             return True
         if "Flash Attention" in t and (m := _FA_RESOLVED.search(t)):  # what `flash_attn = auto` became
             if self.run.value("flash_attn") in (None, "auto"):  # the first context's (a draft model's is later)
-                self.run.set("flash_attn", "enabled" if m[1] or m[2] == "enabled" else "disabled", line)
+                self.run.set("flash_attn", "on" if m[1] or m[2] == "enabled" else "off", line)
             return True
         return False
 

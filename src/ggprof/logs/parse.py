@@ -36,7 +36,7 @@ from ggprof.logs.servers import (
     ServerLines,
 )
 from ggprof.logs.text import Line
-from ggprof.runfacts import FACTS, facts_from_argv
+from ggprof.runfacts import BY_LOG_KEY, FACTS, facts_from_argv
 
 
 class _Parser(LoadLog, ServerLines, BenchTable):
@@ -100,7 +100,7 @@ class _Parser(LoadLog, ServerLines, BenchTable):
             ServerLines.timings,
         ),
         (("eval count", "eval duration", "eval rate"), ServerLines.ollama_verbose),
-        (("n_ctx", "n_batch", "n_ubatch", "flash_attn", "K (", "Flash Attention"), LoadLog.context),
+        ((*BY_LOG_KEY, "K (", "Flash Attention"), LoadLog.context),
         (
             (
                 "Device ",

@@ -9,6 +9,7 @@ from ggprof.llamacpp import OFFLOADED
 from ggprof.logs.records import (
     LogDevice,
 )
+from ggprof.runfacts.table import BY_LOG_KEY
 from ggprof.units import clean_name
 
 # -- the patterns ---------------------------------------------------------------------------------
@@ -23,8 +24,11 @@ _OFFLOADING = re.compile(r"offloading (\d+) repeating layers to GPU")
 _BUFFER = re.compile(r"^(?:llm_)?load_tensors:\s+(\S+?)(?: model)? buffer size =\s+([\d.,]+) MiB")
 _KV_BUFFER = re.compile(r"^llama_kv_cache\w*:\s+(\S+) KV buffer size =\s+([\d.,]+) MiB")
 _KV_TYPE = re.compile(r"K \((\w+)\):\s+[\d.]+ MiB, V \((\w+)\)")
+# a context's settings, one per line, their keys the run-fact table's (`llama_context: n_ubatch = 512`)
 _CTX = re.compile(
-    r"^(?:llama_new_context_with_model|llama_context|llama_init_from_model):\s+(n_ctx|n_batch|n_ubatch|flash_attn|n_ctx_per_seq|n_seq_max)\s+=\s+(\S+)"
+    r"^(?:llama_new_context_with_model|llama_context|llama_init_from_model):\s+("
+    + "|".join(sorted(map(re.escape, BY_LOG_KEY), key=len, reverse=True))
+    + r")\s+=\s+(\S+)"
 )
 _THREADS = re.compile(r"system_info: n_threads = (\d+)(?: \(n_threads_batch = (\d+)\))? / (\d+)")
 _THREADS2 = re.compile(r"system info: n_threads = (\d+), n_threads_batch = (-?\d+), total_threads = (\d+)")

@@ -25,7 +25,8 @@ from typing import Any
 from ggprof.bench.gap import Gap, Measured, NotMeasured, Term, Waterfall
 from ggprof.bench.results import BenchParams
 from ggprof.engines import ModelSource
-from ggprof.engines.llama_bench import LlamaBenchEngine, bench_command, run_rows
+from ggprof.engines.llama_bench import LlamaBenchEngine
+from ggprof.engines.llama_bench.run import bench_command, run_rows
 from ggprof.engines.server import ServerEngine
 from ggprof.engines.server.client import Client
 from ggprof.engines.server.process import llama_cpp_default_threads

@@ -8,20 +8,27 @@ from typing import Any
 
 from ggprof.history.compare import Comparison, Difference
 from ggprof.history.store import COLUMNS, Run
+from ggprof.runfacts import BY_NAME
 from ggprof.units import clean_name, sig3
 
 HISTORY_FIELDS = ("id", "created_at", "kind", "model_name", "model_key", "host_fingerprint", *COLUMNS)
 
 
 def history_rows(runs: list[Run]) -> list[dict[str, Any]]:
-    return [{f: getattr(r, f) for f in HISTORY_FIELDS} for r in runs]
+    """Each run's columns, and its settings (run facts, spelled as llama.cpp writes them)."""
+    return [{**{f: getattr(r, f) for f in HISTORY_FIELDS}, "settings": r.settings} for r in runs]
+
+
+def settings_line(settings: dict[str, str]) -> str:
+    """A run's settings as llama.cpp's flags write them (`-ngl 999 -ub 512 -fa auto`)."""
+    return " ".join(f"{BY_NAME[n].flag} {v}" for n, v in settings.items() if n in BY_NAME)
 
 
 def history_csv(rows: list[dict[str, Any]]) -> str:
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(HISTORY_FIELDS), lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=[*HISTORY_FIELDS, "settings"], lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({**r, "settings": settings_line(r["settings"])} for r in rows)
     return buf.getvalue()
 
 

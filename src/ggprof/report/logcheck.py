@@ -10,6 +10,7 @@ from ggprof.logs.text import MAX_LOG_BYTES, MAX_LOG_LINES
 from ggprof.pipelines.logcheck import LogCheck, Measurement, RunCheck
 from ggprof.report.triage import private
 from ggprof.report.verdict import TAG, finding_dict, finding_lines
+from ggprof.runfacts import BY_LOG_KEY
 from ggprof.units import clean_name, fmt_bytes, sig3
 from ggprof.verdict.finding import RANK
 
@@ -47,6 +48,12 @@ FACT_KEYS = (
     ("build", "build"),
     ("command", "command"),
 )
+# ... and in JSON, the rest of a context's settings as the run-fact table names them
+# (`llama_context: n_seq_max = 4`, `kv_unified = true`)
+JSON_FACT_KEYS = (
+    *FACT_KEYS,
+    *{f.name: (f.name, f.what) for f in BY_LOG_KEY.values() if f.name not in dict(FACT_KEYS)}.values(),
+)
 
 
 def _quote(f: Fact) -> str:
@@ -68,7 +75,7 @@ def _shown(key: str, value: Any) -> str:
 def facts_dict(rc: RunCheck) -> dict[str, Any]:
     r = rc.run
     out: dict[str, Any] = {
-        k: (private(v) if isinstance(v, str) else v) for k, _ in FACT_KEYS if (v := r.value(k)) is not None
+        k: (private(v) if isinstance(v, str) else v) for k, _ in JSON_FACT_KEYS if (v := r.value(k)) is not None
     }
     out["backend"] = rc.backend
     out["device_names"] = [clean_name(d.name, 120) for d in r.devices]
@@ -82,7 +89,7 @@ def facts_dict(rc: RunCheck) -> dict[str, Any]:
 def _sources(r: LogRun) -> dict[str, Any]:
     return {
         k: {"line": f.line, "text": clean_name(private(f.text), 300)}
-        for k, _ in FACT_KEYS
+        for k, _ in JSON_FACT_KEYS
         if (f := r.facts.get(k)) is not None
     }
 

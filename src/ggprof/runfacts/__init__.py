@@ -33,6 +33,7 @@ from ggprof.runfacts.fact import (
 from ggprof.runfacts.table import (
     BENCH,
     BY_HEAD,
+    BY_LOG_KEY,
     BY_NAME,
     DRAFTING,
     FACTS,
@@ -46,6 +47,7 @@ from ggprof.runfacts.table import (
 __all__ = [
     "BENCH",
     "BY_HEAD",
+    "BY_LOG_KEY",
     "BY_NAME",
     "DRAFTING",
     "FACTS",

@@ -30,7 +30,7 @@ class RunFact:
     bench_flags: tuple[str, ...] = ()  # llama-bench's, where they differ from `flags`
     bench: bool = True  # llama-bench takes it (its flags, JSON key and column)
     column: str | None = None  # llama-bench's markdown head (None: its JSON key, as llama-bench does)
-    log_key: str | None = None  # the key of the load log's `llama_context: KEY = VALUE` line
+    log_keys: tuple[str, ...] = ()  # the keys of the load log's `llama_context: KEY = VALUE` lines, older too
     low: int = 0  # a count's least value
     high: int = MAX_COUNT  # ... and its most
     values: tuple[str, ...] = field(default=())  # the words a switch or type takes

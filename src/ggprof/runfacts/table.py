@@ -35,7 +35,6 @@ FACTS: tuple[RunFact, ...] = (
         default=None,  # the machine's math cores (common_cpu_get_num_math)
         flags=("-t", "--threads"),
         column="threads",
-        log_key="n_threads",
         low=1,
         high=GGML_MAX_N_THREADS,
     ),
@@ -79,7 +78,7 @@ FACTS: tuple[RunFact, ...] = (
         kind="count",
         default=N_BATCH,
         flags=("-b", "--batch-size"),
-        log_key="n_batch",
+        log_keys=("n_batch",),
         low=1,
     ),
     RunFact(
@@ -89,7 +88,7 @@ FACTS: tuple[RunFact, ...] = (
         kind="count",
         default=N_UBATCH,
         flags=("-ub", "--ubatch-size"),
-        log_key="n_ubatch",
+        log_keys=("n_ubatch",),
         low=1,
     ),
     RunFact(
@@ -100,7 +99,7 @@ FACTS: tuple[RunFact, ...] = (
         default="auto",
         flags=("-fa", "--flash-attn"),
         column="fa",
-        log_key="flash_attn",
+        log_keys=("flash_attn",),
         values=tuple(FLASH_ATTN_TYPES),
     ),
     RunFact(
@@ -216,7 +215,6 @@ SERVER_FACTS: tuple[RunFact, ...] = (
         kind="count",
         default=None,  # the decode's threads (-t)
         flags=("-tb", "--threads-batch"),
-        log_key="n_threads_batch",
         low=1,
         high=GGML_MAX_N_THREADS,
         bench=False,
@@ -228,7 +226,7 @@ SERVER_FACTS: tuple[RunFact, ...] = (
         kind="count",
         default=0,  # the model's training context
         flags=("-c", "--ctx-size"),
-        log_key="n_ctx",
+        log_keys=("n_ctx",),
         bench=False,
     ),
     RunFact(
@@ -238,6 +236,7 @@ SERVER_FACTS: tuple[RunFact, ...] = (
         kind="count",
         default=-1,  # auto: 4, their KV cache unified
         flags=("-np", "--parallel"),
+        log_keys=("n_seq_max",),  # the sequences the context holds: llama-server's slots
         low=-1,
         bench=False,
         props=("total_slots",),
@@ -249,6 +248,7 @@ SERVER_FACTS: tuple[RunFact, ...] = (
         kind="count",
         default=None,  # -c over the slots (all of it, the KV cache unified)
         flags=(),  # what -c, -np and -kvu make of it: /props and /slots state it
+        log_keys=("n_ctx_seq", "n_ctx_per_seq"),  # the second before October 2025
         bench=False,
         props=("default_generation_settings", "n_ctx"),
     ),
@@ -260,6 +260,7 @@ SERVER_FACTS: tuple[RunFact, ...] = (
         default=False,  # on where the slots are auto (-np -1)
         flags=("-kvu", "--kv-unified"),
         set_by={"-kvu": True, "--kv-unified": True, "-no-kvu": False, "--no-kv-unified": False},
+        log_keys=("kv_unified",),
         bench=False,
     ),
     RunFact(
@@ -320,3 +321,5 @@ PLACEMENT = tuple(f.name for f in FACTS if f.placement)  # what `predict` and `c
 BY_HEAD: Mapping[str, RunFact] = {f.head: f for f in FACTS}
 SAMPLING = tuple(f.name for f in FACTS if f.sampling)  # the sampler chain and its parameters
 BENCH = tuple(f.name for f in FACTS if f.bench)  # what llama-bench takes
+# the load log's `llama_context: KEY = VALUE` lines, by key
+BY_LOG_KEY: Mapping[str, RunFact] = {k: f for f in FACTS for k in f.log_keys}

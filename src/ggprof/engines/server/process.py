@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from ggprof.engines.server.client import Endpoint
-from ggprof.llamacpp import GGML_MAX_N_THREADS
 from ggprof.runfacts import DRAFTING, facts_from_argv
 from ggprof.units import clean_name
 
@@ -88,7 +86,7 @@ def local_process(endpoint: Endpoint) -> Placement | None:
         for m in proc.memory_maps(grouped=True):
             name = Path(m.path).name
             libs.update(b for key, b in GPU_LIBRARIES if name.startswith(key))
-    ngl = _flag(cmdline, ("-ngl", "--n-gpu-layers", "--gpu-layers"))
+    ngl = dict(facts_from_argv(cmdline, ("n_gpu_layers",))).get("n_gpu_layers")
     threads = threads_of(cmdline)
     drafting = facts_from_argv(cmdline, DRAFTING)
     program = clean_name(Path(cmdline[0]).name if cmdline else "?", 60)
@@ -115,19 +113,7 @@ def local_process(endpoint: Endpoint) -> Placement | None:
 def threads_of(cmdline: list[str]) -> int | None:
     """The -t a llama.cpp server was started with; None where it gave none, or one llama.cpp
     itself would not run (above GGML_MAX_N_THREADS; -1 is its default, the physical cores)."""
-    threads = _flag(cmdline, ("-t", "--threads"))
-    return threads if threads is not None and 0 < threads <= GGML_MAX_N_THREADS else None
-
-
-def _flag(cmdline: list[str], names: tuple[str, ...]) -> int | None:
-    for i, arg in enumerate(cmdline[:-1]):
-        if arg in names and re.fullmatch(r"-?\d{1,6}", cmdline[i + 1]):
-            return int(cmdline[i + 1])
-    for arg in cmdline:
-        for name in names:
-            if arg.startswith(name + "=") and re.fullmatch(r"-?\d{1,6}", arg[len(name) + 1 :]):
-                return int(arg[len(name) + 1 :])
-    return None
+    return dict(facts_from_argv(cmdline, ("n_threads",))).get("n_threads")  # the table's bounds: 1..GGML_MAX_N_THREADS
 
 
 def llama_cpp_default_threads(facts: HostFacts) -> int:
