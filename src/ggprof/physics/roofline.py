@@ -47,6 +47,11 @@ class PredictInputs:
     n_batch: int = DEFAULT_N_BATCH  # logical batch: the LM head runs once per batch of a prompt
     n_ubatch: int = DEFAULT_N_UBATCH  # physical batch: weights are read once per ubatch
     flash_attn: str = "auto"  # on: no attention-score matrix in the compute buffer
+    # several devices (ggprof.physics.devices): how they share the model, as llama.cpp's flags say
+    split_mode: str = "layer"  # -sm: layer (in sequence), row or tensor (in parallel), none (-mg's alone)
+    main_gpu: int = 0  # -mg: the one device with -sm none; intermediate results with -sm row
+    tensor_split: tuple[float, ...] = ()  # -ts: each device's share (none: by each device's memory)
+    devices: tuple[str, ...] = ()  # -dev: llama.cpp's device names (none: every GPU a profile names)
 
 
 def expected_decode(
