@@ -21,6 +21,7 @@ from ggprof.physics.placement import Placement, placement
 from ggprof.physics.speculative import Drafting, VerifyStep, expected_speculative, verify_step
 
 if TYPE_CHECKING:
+    from ggprof.physics.devices import DeviceSplit
     from ggprof.physics.rpc import Split
 
 DEPTH_TABLE = (0, 4096, 16384, 32768)
@@ -133,6 +134,7 @@ class Prediction:
     roof: ExpectedSpeed | None = None  # a compute roof measured on this host for the model (CPU)
     roof_note: str | None = None  # where that roof came from, or why there is none
     step: VerifyStep | None = None  # speculative decoding: the verify step (ggprof.physics.speculative)
+    devices: DeviceSplit | None = None  # several GPUs of one machine (ggprof.physics.devices)
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
