@@ -112,7 +112,10 @@ def test_a_device_list_is_read_as_each_llama_cpp_program_writes_it() -> None:
     assert devices.read("CUDA0,CUDA1") == devices.read("CUDA0/CUDA1") == ("CUDA0", "CUDA1")
     assert devices.read("auto") == () and devices.read("none") == ("none",)
     assert devices.read("RPC0[192.168.1.20:50052]/Vulkan1") == ("RPC0[192.168.1.20:50052]", "Vulkan1")
-    assert devices.bench_argument(("CUDA0", "CUDA1")) == "CUDA0/CUDA1" and devices.spell(("CUDA0", "CUDA1")) == "CUDA0,CUDA1"
+    assert (
+        devices.bench_argument(("CUDA0", "CUDA1")) == "CUDA0/CUDA1"
+        and devices.spell(("CUDA0", "CUDA1")) == "CUDA0,CUDA1"
+    )
     row = {"split_mode": "row", "main_gpu": 1, "tensor_split": "3.00/1.00", "devices": "CUDA0/CUDA1"}
     assert command_line(from_json(row)) == "-sm row -mg 1 -ts 3,1 -dev CUDA0,CUDA1"
     assert bench_arguments(from_json(row)) == ["-sm", "row", "-mg", "1", "-ts", "3/1", "-dev", "CUDA0/CUDA1"]

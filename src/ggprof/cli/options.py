@@ -239,7 +239,7 @@ def _device_choice(kwargs: dict[str, Any]) -> DeviceChoice:
         profiles, devices = parse_device(given, _is_profile) if given is not None else ((), ())
         named = parse_device_profiles(mapping)
     except ValueError as e:
-        raise click.BadParameter(str(e)) from None
+        raise click.BadParameter(str(e), param_hint="'--device' / '-dev'") from None
     return DeviceChoice(
         device_id=profiles[0] if profiles else None,
         bandwidth=kwargs.pop("bandwidth"),

@@ -32,7 +32,8 @@ class DeviceChoice:
     @property
     def needs_host(self) -> bool:
         """Without a profile or a bandwidth, the device is this host's."""
-        return self.device_id is None and self.bandwidth is None and all(d == "none" for d in self.devices)
+        no_gpus = all(d == "none" for d in self.devices) and not self.device_profiles
+        return self.device_id is None and self.bandwidth is None and no_gpus
 
     def describe(self) -> str:
         if len(self.profile_ids) > 1:

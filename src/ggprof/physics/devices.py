@@ -206,7 +206,7 @@ def plan_devices(
     shares, source = shares_of(gpus, tensor_split)
     per_layer, output = layer_devices(spec.n_layers, shares, n_gpu_layers)
     n, cpu_i = len(gpus), len(gpus)
-    held, read, par, kv = [0] * (n + 1), [0] * (n + 1), [0.0] * (n + 1), [0] * (n + 1)
+    held, read, par, kv = [0] * (n + 1), [0] * (n + 1), [0] * (n + 1), [0] * (n + 1)
     labels = {label: i for i, (label, _) in enumerate(gpus)}
     matrices: list[TensorSpec] = []
     for t in spec.tensors:
@@ -230,7 +230,7 @@ def plan_devices(
             for i, share in enumerate(shares):
                 held[i] += int(t.n_bytes * share)
                 read[i] += int(decode * share)
-                par[i] += decode * share
+                par[i] += int(decode * share)
             if decode:
                 matrices.append(t)
             continue
@@ -243,13 +243,13 @@ def plan_devices(
         elif mode == "tensor":  # each GPU holds its heads' share of the cache
             for i, share in enumerate(shares):
                 kv[i] += int(b * share)
-                par[i] += b * share
+                par[i] += int(b * share)
         else:
             kv[dev] += b
     terms = []
     for i in range(n + 1):
         label, device = gpus[i] if i < n else ("CPU", cpu)
-        if i == cpu_i and (device is None or read[i] + kv[i] == 0):
+        if i == cpu_i and (device is None or not device.bandwidth_bytes_per_s or read[i] + kv[i] == 0):
             if read[i] + kv[i] > 1 << 20:
                 raise NoBandwidthError(
                     "the placement puts weights in the CPU's memory, but this host's CPU bandwidth is unknown: "
@@ -267,7 +267,7 @@ def plan_devices(
                 weight_bytes=held[i],
                 kv_bytes=kv[i],
                 read_bytes=read[i] + kv[i],
-                parallel_bytes=int(par[i]),
+                parallel_bytes=par[i],
             )
         )
     return DeviceSplit(
