@@ -60,7 +60,9 @@ def test_a_layer_split_adds_each_gpus_bytes_over_its_bandwidth(tmp_path: Path) -
     assert second["bandwidth_source"] == "profile: rtx-3060" and devices["shares_source"] == "-ts 3,1"
     assert devices["exchanges"][0]["transfers_per_token"] == 1
     # llama.cpp's own spelling gives the same placement, each device mapped to its profile
-    same = _predict(str(model), "-dev", "CUDA0,CUDA1", "--device-profile", "CUDA0=rtx-3090,CUDA1=rtx-3060", "-ts", "3,1")
+    same = _predict(
+        str(model), "-dev", "CUDA0,CUDA1", "--device-profile", "CUDA0=rtx-3090,CUDA1=rtx-3060", "-ts", "3,1"
+    )
     assert same["tpot_floor_ms"] == pytest.approx(p["tpot_floor_ms"], rel=1e-9)
     text = in_process("predict", str(model), *given)
     words = " ".join(text.stdout.split())  # the text wraps at 80 columns
@@ -130,6 +132,9 @@ def test_a_public_two_gpu_row_is_judged_on_both_gpus(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.stdout + r.stderr
     predicted = json.loads(r.stdout)["predictions"][0]
     assert [m["label"] for m in predicted["devices"]["memories"]] == ["CUDA0", "CUDA1"]
+    # docs/physics.md's worked figure: 41.9 GB a token over two 936 GB/s halves
+    assert predicted["decode_ceiling_tok_s"] == pytest.approx(22.3, abs=0.05)
+    assert [round(m["read_bytes_per_token"] / 1e9, 1) for m in predicted["devices"]["memories"]] == [21.0, 20.9]
     # a row of llama.cpp's own choice of devices (`auto`): --device says which GPUs it had
     rows.write_text(json.dumps([PUBLIC | {"devices": "auto"}]))
     one_gpu = in_process("check", str(model), "--llama-bench", str(rows), "--device", "rtx-3090")
@@ -167,7 +172,9 @@ def test_a_split_a_gpu_cannot_hold_is_impossible_and_says_which(tmp_path: Path) 
     r = in_process("check", str(model), "--tg", "15", "--device", "rtx-3090,rtx-3090", "-ts", "9,1", "-ngl", "99")
     assert r.exit_code == 4, r.stdout
     words = " ".join(r.stdout.split())
-    assert "MODEL_DOES_NOT_FIT: a full offload needs" in words and "CUDA0 (NVIDIA GeForce RTX 3090) has 24.0 GB" in words
+    assert (
+        "MODEL_DOES_NOT_FIT: a full offload needs" in words and "CUDA0 (NVIDIA GeForce RTX 3090) has 24.0 GB" in words
+    )
     assert "CUDA0 (NVIDIA GeForce RTX 3090) is given" in words and "(-ts 9,1), more than its 24.0 GB" in words
 
 
@@ -180,7 +187,7 @@ def test_device_means_a_profile_first_and_llama_cpps_list_otherwise() -> None:
     assert parse_device("RPC0[10.0.0.2:50052],Vulkan0", known) == ((), ("RPC0[10.0.0.2:50052]", "Vulkan0"))
     assert parse_device("none", known) == ((), ("none",))
     assert parse_device("CUDA0", lambda name: name == "CUDA0") == (("CUDA0",), ())  # both: the profile
-    with pytest.raises(ValueError, match="mixes profiles and llama.cpp devices"):
+    with pytest.raises(ValueError, match=r"mixes profiles and llama\.cpp devices"):
         parse_device("CUDA0,rtx-3090", known)
 
 
@@ -188,10 +195,14 @@ def test_device_errors_are_one_line(tmp_path: Path) -> None:
     model, _ = _model(tmp_path)
     r = in_process("predict", str(model), "-dev", "CUDA0,CUDA1")
     assert r.exit_code == 2
-    assert r.stderr == "Error: which device is CUDA0? give --device-profile CUDA0=PROFILE (`ggprof profiles` lists them)\n"
+    assert (
+        r.stderr == "Error: which device is CUDA0? give --device-profile CUDA0=PROFILE (`ggprof profiles` lists them)\n"
+    )
     r = in_process("predict", str(model), "--device", "rtx-3090,rtx-3090", "-ts", "1,1,1")
     assert r.exit_code == 2 and r.stderr == "Error: -ts 1,1,1: 3 shares for 2 devices (CUDA0, CUDA1)\n"
     r = in_process("predict", str(model), "--device", "CUDA0,rtx-3090")
-    assert r.exit_code == 2 and r.stderr.startswith("Error: Invalid value for '--device' / '-dev': 'CUDA0,rtx-3090' mixes")
+    assert r.exit_code == 2 and r.stderr.startswith(
+        "Error: Invalid value for '--device' / '-dev': 'CUDA0,rtx-3090' mixes"
+    )
     one = _predict(str(model), "-dev", "CUDA1", "--device-profile", "CUDA1=rtx-3060")  # one device: its profile
     assert one["device_id"] == "rtx-3060" and one["devices"] is None

@@ -41,7 +41,9 @@ class DeviceChoice:
         if self.devices or self.device_profiles:
             named = dict(self.device_profiles)
             if not self.devices:
-                return "each row's devices: " + ",".join(f"{d}={p}" for d, p in self.device_profiles)
+                return "each row's devices, " + ",".join(f"{d}={p}" for d, p in self.device_profiles).replace(
+                    "*=", "all "
+                )
             return ",".join(f"{d}={named.get(d, named.get('*', '?'))}" for d in self.devices)
         if self.device_id:
             return self.device_id
