@@ -41,7 +41,10 @@ GIVEN = {
     "type_v": "q8_0",
     "repack": False,
     "split_mode": "none",
+    "main_gpu": 1,  # harmless without a GPU: -dev none leaves llama.cpp no device to pick from
     "no_kv_offload": True,
+    "tensor_split": (3.0, 1.0),  # llama-bench writes it back as 3.00/1.00
+    "devices": ("none",),
 }
 
 
@@ -90,10 +93,35 @@ def test_a_command_line_spells_each_fact_as_llama_cpp_does_today() -> None:
         ("tensor_split", "nan/1"),
         ("tensor_split", "0/0"),
         ("tensor_split", "/".join(["1"] * 17)),
+        ("devices", "CUDA0,my-gpu"),
+        ("devices", "CUDA0;rm -rf"),
+        ("devices", "/".join(["CUDA0"] * 17)),
+        ("split_mode", "columns"),
+        ("main_gpu", 16),
     ],
 )
 def test_a_value_that_cannot_be_the_facts_is_not_read(name: str, raw: object) -> None:
     assert BY_NAME[name].read(raw) is None
+
+
+def test_a_device_list_is_read_as_each_llama_cpp_program_writes_it() -> None:
+    """llama-server's -dev separates devices by `,`, llama-bench's -dev and JSON by `/` (its `,`
+    separates runs); `auto` is llama.cpp's own choice, `none` no device; an RPC server's device is
+    RPC<n>[host:port] (ggml-rpc.cpp)."""
+    devices = BY_NAME["devices"]
+    assert devices.read("CUDA0,CUDA1") == devices.read("CUDA0/CUDA1") == ("CUDA0", "CUDA1")
+    assert devices.read("auto") == () and devices.read("none") == ("none",)
+    assert devices.read("RPC0[192.168.1.20:50052]/Vulkan1") == ("RPC0[192.168.1.20:50052]", "Vulkan1")
+    assert (
+        devices.bench_argument(("CUDA0", "CUDA1")) == "CUDA0/CUDA1"
+        and devices.spell(("CUDA0", "CUDA1")) == "CUDA0,CUDA1"
+    )
+    row = {"split_mode": "row", "main_gpu": 1, "tensor_split": "3.00/1.00", "devices": "CUDA0/CUDA1"}
+    assert command_line(from_json(row)) == "-sm row -mg 1 -ts 3,1 -dev CUDA0,CUDA1"
+    assert bench_arguments(from_json(row)) == ["-sm", "row", "-mg", "1", "-ts", "3/1", "-dev", "CUDA0/CUDA1"]
+    # one device, as llama.cpp's defaults say: no placement over several devices
+    one = {"split_mode": "layer", "main_gpu": 0, "tensor_split": "0.00", "devices": "auto", "n_cpu_moe": 0}
+    assert runfacts.placement_of(from_json(one)) == (("n_cpu_moe", 0),)
 
 
 def test_llama_bench_is_given_only_what_differs_from_its_defaults() -> None:

@@ -118,7 +118,9 @@ def placement_options(f: Any) -> Any:
 
     from ggprof.runfacts import PLACEMENT, placement_of
 
-    names = [n for n in PLACEMENT if n != "n_gpu_layers"]  # -ngl: each command declares its own
+    # -ngl: each command declares its own; -dev and -ts are --device's and --tensor-split's
+    # (device_options, rpc_options), which ggprof had before llama.cpp's spellings were rows
+    names = [n for n in PLACEMENT if n not in ("n_gpu_layers", "devices", "tensor_split")]
 
     # llama-server's switches for a fact (`-cmoe`: every layer's experts in RAM), where they set
     # something the fact's own flag does not say in one word
@@ -230,9 +232,46 @@ def _tflops(ctx: click.Context, param: click.Parameter, value: str | None) -> Fi
 
 
 def _device_choice(kwargs: dict[str, Any]) -> DeviceChoice:
-    from ggprof.machine.target import DeviceChoice
+    from ggprof.machine.target import DeviceChoice, parse_device
 
-    return DeviceChoice(device_id=kwargs.pop("device_id"), bandwidth=kwargs.pop("bandwidth"), flops=kwargs.pop("flops"))
+    given, mapping = kwargs.pop("device_id"), kwargs.pop("device_profiles")
+    try:
+        profiles, devices = parse_device(given, _is_profile) if given is not None else ((), ())
+        named = parse_device_profiles(mapping)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="'--device' / '-dev'") from None
+    return DeviceChoice(
+        device_id=profiles[0] if profiles else None,
+        bandwidth=kwargs.pop("bandwidth"),
+        flops=kwargs.pop("flops"),
+        profile_ids=profiles,
+        devices=devices,
+        device_profiles=named,
+    )
+
+
+def _is_profile(name: str) -> bool:
+    """Whether a hardware profile has this id (asked only of a name llama.cpp could mean too)."""
+    from ggprof.cli.base import extensions
+
+    return name in extensions().profiles
+
+
+def parse_device_profiles(given: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """--device-profile CUDA0=rtx-3090,CUDA1=rtx-3060 (repeatable): each llama.cpp device's profile;
+    a bare PROFILE is every device's."""
+    from ggprof.runfacts import device_list
+
+    out: list[tuple[str, str]] = []
+    for text in given:
+        for part in (p.strip() for p in text.split(",") if p.strip()):
+            device, eq, profile = part.rpartition("=")
+            if (eq and not (device_list(device) or ())) or (eq and not profile) or len(part) > 300:
+                raise ValueError(
+                    f"--device-profile {clean_name(part, 60)!r}: give DEVICE=PROFILE (CUDA0=rtx-3090) or PROFILE"
+                )
+            out.append((device if eq else "*", profile))
+    return tuple(out)
 
 
 def device_options(f: Any) -> Any:
@@ -250,8 +289,22 @@ def device_options(f: Any) -> Any:
     wrapper = click.option(
         "--bandwidth", metavar="BW", callback=_bandwidth, help="Bandwidth override: 90 (GB/s), 850GB/s, 1.2TB/s."
     )(wrapper)
+    wrapper = click.option(
+        "--device-profile",
+        "device_profiles",
+        metavar="DEV=PROFILE,...",
+        multiple=True,
+        help="The profile of each llama.cpp device --device (-dev) or a llama-bench row names: "
+        "CUDA0=rtx-3090,CUDA1=rtx-3060; a bare PROFILE is every device's.",
+    )(wrapper)
     return click.option(
-        "--device", "device_id", metavar="ID", help="Reason about a profile's device (ggprof profiles)."
+        "--device",
+        "-dev",
+        "device_id",
+        metavar="ID[,ID...]",
+        help="Reason about a profile's device (ggprof profiles); several, comma-separated, are GPUs sharing "
+        "the model in that order; llama.cpp's device list (CUDA0,CUDA1, Vulkan0, none) too, each device's "
+        "profile from --device-profile. A name that is both is the profile.",
     )(wrapper)
 
 
@@ -270,6 +323,9 @@ def rpc_options(f: Any) -> Any:
             devices=tuple(devices),
             tensor_split=_tensor_split(split) if split else (),
         )
+        if split and not kwargs["rpc"].active and "placement" in kwargs:
+            # local GPUs sharing the model (placement_options wraps this): -ts is a placement fact
+            kwargs["placement"] = (*kwargs["placement"], ("tensor_split", kwargs["rpc"].tensor_split))
         return f(*args, **kwargs)
 
     options = [
@@ -286,7 +342,13 @@ def rpc_options(f: Any) -> Any:
             multiple=True,
             help="What a remote device is and its link: rtx-3060@2.5GbE, this-host@localhost (repeat, in order).",
         ),
-        click.option("--tensor-split", "tensor_split", metavar="A,B,...", help="Share of layers per device, in order."),
+        click.option(
+            "--tensor-split",
+            "-ts",
+            "tensor_split",
+            metavar="A,B,...",
+            help="Share of the model per device, in order (llama.cpp's -ts 3,1).",
+        ),
     ]
     for option in reversed(options):
         wrapper = option(wrapper)

@@ -4,6 +4,7 @@ figures (`--bandwidth`, `--flops`). Every figure keeps its source."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ggprof.errors import BadInputError, NoBandwidthError
@@ -12,6 +13,9 @@ from ggprof.machine.cache import fingerprint
 from ggprof.machine.device import Device
 from ggprof.machine.host import HostReport
 from ggprof.machine.profiles import Profile, ProfileDB
+from ggprof.runfacts import MAX_SPLIT_DEVICES, device_list
+from ggprof.runfacts.fact import DEVICE_NAME
+from ggprof.units import clean_name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -21,13 +25,26 @@ class DeviceChoice:
     device_id: str | None = None
     bandwidth: Figure | None = None  # bytes/s
     flops: Figure | None = None  # FLOP/s
+    profile_ids: tuple[str, ...] = ()  # `--device a,b`: several GPUs sharing the model, in order
+    devices: tuple[str, ...] = ()  # `--device CUDA0,CUDA1` (-dev): llama.cpp's device names
+    device_profiles: tuple[tuple[str, str], ...] = ()  # --device-profile: (device or "*", profile id)
 
     @property
     def needs_host(self) -> bool:
         """Without a profile or a bandwidth, the device is this host's."""
-        return self.device_id is None and self.bandwidth is None
+        no_gpus = all(d == "none" for d in self.devices) and not self.device_profiles
+        return self.device_id is None and self.bandwidth is None and no_gpus
 
     def describe(self) -> str:
+        if len(self.profile_ids) > 1:
+            return ",".join(self.profile_ids)
+        if self.devices or self.device_profiles:
+            named = dict(self.device_profiles)
+            if not self.devices:
+                return "each row's devices, " + ",".join(f"{d}={p}" for d, p in self.device_profiles).replace(
+                    "*=", "all "
+                )
+            return ",".join(f"{d}={named.get(d, named.get('*', '?'))}" for d in self.devices)
         if self.device_id:
             return self.device_id
         return self.bandwidth.detail if self.bandwidth else "this host"
@@ -39,6 +56,8 @@ class Target:
     cpu: Device | None  # the host CPU, for layers not offloaded (None when unknown)
     description: str  # where the device and its figures came from, in words
     host_fingerprint: str | None = None  # the device is this host's (its cached figures' key)
+    # several GPUs sharing the model, in llama.cpp's order: (its device name, the device)
+    gpus: tuple[tuple[str, Device], ...] = ()
 
 
 def device_from_profile(p: Profile) -> Device:
@@ -60,12 +79,80 @@ def device_from_profile(p: Profile) -> Device:
     )
 
 
+def parse_device(text: str, is_profile: Callable[[str], bool]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """--device's value as (profile ids, llama.cpp device names): `rtx-3090`, `rtx-3090,rtx-3060`
+    (several GPUs), or llama.cpp's device list (`CUDA0,CUDA1`, `Vulkan0`, `RPC0[host:5052]`,
+    `none`). A list every name of which is a profile is profiles, even where llama.cpp would
+    read it as devices; ValueError for a mix."""
+    items = tuple(i.strip() for i in text.split(",")) if text.strip() else ()
+    if not items or any(not i for i in items) or len(items) > MAX_SPLIT_DEVICES:
+        raise ValueError(f"{clean_name(text, 60)!r} is not a profile id or a llama.cpp device list (CUDA0,CUDA1)")
+    if device_list(text) and not all(is_profile(i) for i in items):
+        return (), device_list(text) or ()
+    if any(DEVICE_NAME.fullmatch(i) for i in items) and not all(is_profile(i) for i in items):
+        raise ValueError(
+            f"{clean_name(text, 60)!r} mixes profiles and llama.cpp devices: give profiles (rtx-3090,rtx-3060), or "
+            "devices (CUDA0,CUDA1) with --device-profile CUDA0=rtx-3090,CUDA1=rtx-3060"
+        )
+    return items, ()
+
+
+def gpus_of(choice: DeviceChoice, profiles: ProfileDB, devices: tuple[str, ...] = ()) -> tuple[tuple[str, Device], ...]:
+    """The GPUs sharing the model, each with llama.cpp's name for it: `devices` (a run's -dev, or
+    --device's llama.cpp list), each with its --device-profile (or the profile at its place in
+    --device a,b), else --device's profiles named as llama.cpp numbers a backend's devices
+    (CUDA0, CUDA1). () for one device or none."""
+    names = tuple(d for d in (devices or choice.devices) if d != "none")
+    if not names:
+        if len(choice.profile_ids) < 2:
+            return ()
+        found = [device_from_profile(profiles.get(p)) for p in choice.profile_ids]
+        counts: dict[str, int] = {}
+        out = []
+        for d in found:
+            prefix = BACKEND_DEVICE_PREFIX.get(d.backend, d.backend.upper())
+            out.append((f"{prefix}{counts.get(prefix, 0)}", d))
+            counts[prefix] = counts.get(prefix, 0) + 1
+        return tuple(out)
+    mapped = dict(choice.device_profiles)
+    chosen = []
+    for i, name in enumerate(names):
+        profile = mapped.get(name) or (choice.profile_ids[i] if len(choice.profile_ids) == len(names) else None)
+        profile = profile or mapped.get("*") or (choice.profile_ids[0] if len(choice.profile_ids) == 1 else None)
+        if profile is None:
+            raise BadInputError(
+                f"which device is {name}? give --device-profile {name}=PROFILE (`ggprof profiles` lists them)"
+            )
+        chosen.append((name, device_from_profile(profiles.get(profile))))
+    return tuple(chosen)
+
+
+# llama.cpp's device names by backend (ggml_backend_dev_name: "CUDA0", "ROCm0", "Vulkan0", "SYCL0", "MTL0")
+BACKEND_DEVICE_PREFIX = {"cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan", "sycl": "SYCL", "metal": "MTL"}
+
+
 def resolve_target(
-    choice: DeviceChoice, *, profiles: ProfileDB, host: HostReport | None, backend: str | None = None
+    choice: DeviceChoice,
+    *,
+    profiles: ProfileDB,
+    host: HostReport | None,
+    backend: str | None = None,
+    devices: tuple[str, ...] = (),
 ) -> Target:
     """The device to reason about. Without --device/--bandwidth: this host's device of
     `backend` (default: its first GPU, else its CPU), with its cached measurement when
-    there is one. `host` (when given) also supplies the CPU for layers not offloaded."""
+    there is one. `host` (when given) also supplies the CPU for layers not offloaded. Several
+    GPUs (--device a,b; a llama.cpp device list, or a run's `devices`, with their profiles) are
+    the target's `gpus`, the first its device."""
+    gpus = gpus_of(choice, profiles, devices)
+    if len(gpus) > 1:
+        cpu = host.cpu if host is not None else None
+        named = ", ".join(f"{label} = profile {d.profile_id}" for label, d in gpus)
+        return Target(device=gpus[0][1], cpu=cpu, description=named, gpus=gpus)
+    if gpus:  # one llama.cpp device: its profile's
+        choice = replace(choice, device_id=gpus[0][1].profile_id, devices=())
+    elif any(d == "none" for d in (devices or choice.devices)) and choice.device_id is None:
+        choice, backend = replace(choice, devices=()), "cpu"  # -dev none: every layer on the CPU
     if choice.device_id is not None:
         device = device_from_profile(profiles.get(choice.device_id))
         description = f"profile {choice.device_id}"

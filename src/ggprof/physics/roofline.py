@@ -21,6 +21,7 @@ from ggprof.physics.placement import Placement, placement
 from ggprof.physics.speculative import Drafting, VerifyStep, expected_speculative, verify_step
 
 if TYPE_CHECKING:
+    from ggprof.physics.devices import DeviceSplit
     from ggprof.physics.rpc import Split
 
 DEPTH_TABLE = (0, 4096, 16384, 32768)
@@ -47,6 +48,11 @@ class PredictInputs:
     n_batch: int = DEFAULT_N_BATCH  # logical batch: the LM head runs once per batch of a prompt
     n_ubatch: int = DEFAULT_N_UBATCH  # physical batch: weights are read once per ubatch
     flash_attn: str = "auto"  # on: no attention-score matrix in the compute buffer
+    # several devices (ggprof.physics.devices): how they share the model, as llama.cpp's flags say
+    split_mode: str = "layer"  # -sm: layer (in sequence), row or tensor (in parallel), none (-mg's alone)
+    main_gpu: int = 0  # -mg: the one device with -sm none; intermediate results with -sm row
+    tensor_split: tuple[float, ...] = ()  # -ts: each device's share (none: by each device's memory)
+    devices: tuple[str, ...] = ()  # -dev: llama.cpp's device names (none: every GPU a profile names)
 
 
 def expected_decode(
@@ -128,6 +134,7 @@ class Prediction:
     roof: ExpectedSpeed | None = None  # a compute roof measured on this host for the model (CPU)
     roof_note: str | None = None  # where that roof came from, or why there is none
     step: VerifyStep | None = None  # speculative decoding: the verify step (ggprof.physics.speculative)
+    devices: DeviceSplit | None = None  # several GPUs of one machine (ggprof.physics.devices)
 
     @property
     def bandwidth_bytes_per_s(self) -> float:

@@ -11,6 +11,8 @@ from ggprof.errors import BadInputError
 from ggprof.figures import Figure
 from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.model.spec import ModelSpec
+from ggprof.physics.devices import SPLIT_MODES, DeviceSplit, plan_devices
+from ggprof.physics.devices import split_rules as devices_rules
 from ggprof.physics.placement import Placement
 from ggprof.physics.roofline import (
     DepthRow,
@@ -177,3 +179,122 @@ def split_rules(split: Split) -> tuple[str, ...]:
         )
     lines.append(f"rpc: the pace is set by {split.pace}")
     return tuple(lines)
+
+
+# -- several GPUs of one machine (ggprof.physics.devices) ------------------------------------
+def predict_devices(
+    spec: ModelSpec,
+    gpus: Sequence[tuple[str, Device]],
+    cpu: Device | None,
+    bands: Sequence[EfficiencyBand | None],
+    inputs: PredictInputs,
+) -> Prediction:
+    """The prediction for `spec` over several GPUs (llama.cpp's names and devices, in its order,
+    each with its backend's band in `bands`, then the CPU's), as one device's is: its device the
+    GPUs together (bandwidth and peak derived from the split's step), its `devices` each
+    memory's and each exchange's term."""
+    mode = inputs.split_mode if inputs.split_mode in SPLIT_MODES else "layer"
+
+    def plan(depth: int) -> DeviceSplit:
+        kv = spec.kv_layer_bytes_at(depth, inputs.cache_type_k, inputs.cache_type_v)
+        state = spec.state_layer_bytes()
+        return plan_devices(
+            spec,
+            gpus,
+            cpu,
+            mode=mode,
+            tensor_split=inputs.tensor_split,
+            n_gpu_layers=inputs.n_gpu_layers,
+            n_cpu_moe=inputs.n_cpu_moe,
+            overrides=inputs.tensor_buft_overrides,
+            no_kv_offload=inputs.no_kv_offload,
+            kv_layer_bytes=[b + 2 * r for b, r in zip(kv, state, strict=True)],
+        )
+
+    split = plan(inputs.depth)
+    floor = split.floor_s
+    read = sum(t.read_bytes for t in split.terms)
+    peaks = [d.peak_flops.value if d.peak_flops else 0.0 for _, d in gpus]
+    first = gpus[0][1]
+    models = list(dict.fromkeys(d.name for _, d in gpus))
+    names = f"{len(gpus)} x {models[0]}" if len(models) == 1 else " + ".join(models)
+    device = replace(
+        first,
+        id="+".join(d.id for _, d in gpus),
+        name=f"{names} (-sm {mode})",
+        bandwidth=Figure(read / floor, "derived", f"the split's step: {split.pace()}"),
+        peak_flops=Figure(sum(peaks), "derived", "the GPUs' peaks together") if all(peaks) else None,
+        vector_flops=None,
+        int_dot_ops=None,
+        memory_bytes=sum(d.memory_bytes or 0 for _, d in gpus) or None,
+        memory_available_bytes=None,
+    )
+    one = replace(inputs, n_gpu_layers=None, n_cpu_moe=0, tensor_buft_overrides=(), no_kv_offload=False)
+    base = predict(spec, device, one, band=None)
+    term_bands = [*bands[: len(gpus)], *([bands[len(gpus)]] if len(split.terms) > len(gpus) else [])]
+    expected = split.expected_s(term_bands)
+    source = f"each GPU at its backend's band ({_bands_text(gpus, bands)}), plus every exchange at 5-20 us"
+    band = EfficiencyBand(low=floor / expected[1], high=floor / expected[0], source=source) if expected else None
+    gpu_terms = split.gpus
+    placement = Placement(
+        gpu_layers=tuple(sorted({il for t in gpu_terms for il in t.layers})),
+        output_on_gpu=any(t.output for t in gpu_terms),
+        gpu_weight_bytes=sum(t.weight_bytes for t in gpu_terms),
+        cpu_weight_bytes=sum(t.weight_bytes for t in split.terms if t.label == "CPU"),
+        gpu_decode_bytes=sum(t.read_bytes - t.kv_bytes for t in gpu_terms),
+        cpu_decode_bytes=sum(t.read_bytes - t.kv_bytes for t in split.terms if t.label == "CPU"),
+    )
+    table = tuple(
+        DepthRow(
+            depth=d,
+            kv_bytes=sum(spec.kv_layer_bytes_at(d, inputs.cache_type_k, inputs.cache_type_v)),
+            decode_ceiling_tok_s=1 / plan(d).floor_s,
+            tpot_floor_ms=plan(d).floor_s * 1e3,
+        )
+        for d in depth_points(spec)
+    )
+    return replace(
+        base,
+        inputs=inputs,
+        device=device,
+        cpu=cpu,
+        band=band,
+        placement=placement,
+        kv_bytes_at_depth=sum(t.kv_bytes for t in split.terms),
+        decode_seconds_per_token=floor,
+        prefill_seconds=_prefill_over(split, base.prefill_flops, inputs),
+        depth_table=table,
+        memory=_memory_of(spec, plan(inputs.ctx), inputs),
+        max_ctx_fits=None,
+        batch_max=None,
+        rules=(*spec.decode_rules(), *devices_rules(split)),
+        devices=split,
+    )
+
+
+def _bands_text(gpus: Sequence[tuple[str, Device]], bands: Sequence[EfficiencyBand | None]) -> str:
+    used = {d.backend: b for (_, d), b in zip(gpus, bands, strict=False) if b is not None}
+    return ", ".join(f"{name} {b.low:.0%}-{b.high:.0%}" for name, b in used.items()) or "none known"
+
+
+def _prefill_over(split: DeviceSplit, flops: float, inputs: PredictInputs) -> float | None:
+    """The prompt's floor: its FLOPs at the GPUs' peaks together (llama.cpp pipelines a layer
+    split's micro-batches; a row or tensor split shares each one), never below each memory
+    reading its weights once per micro-batch."""
+    peaks = [t.device.peak_flops.value if t.device.peak_flops else 0.0 for t in split.gpus]
+    if not inputs.prompt or not all(peaks):
+        return None
+    n_ub = -(-inputs.prompt // inputs.n_ubatch)
+    reads = [t.weight_bytes * n_ub / t.bandwidth_bytes_per_s for t in split.terms if t.bandwidth_bytes_per_s]
+    return max(flops / sum(peaks), *reads)
+
+
+def _memory_of(spec: ModelSpec, at_ctx: DeviceSplit, inputs: PredictInputs) -> tuple[MemoryFit, ...]:
+    """Each GPU's weights, its KV at the context (`at_ctx`: the split at that depth) and a
+    compute buffer; the CPU's part of RAM."""
+    out = []
+    for t in at_ctx.terms:
+        compute = compute_buffer_bytes(spec, inputs.ctx, inputs.n_ubatch, inputs.flash_attn) if t.label != "CPU" else 0
+        avail, total = device_memory(t.device)
+        out.append(memory_fit(t.name, t.weight_bytes, t.kv_bytes, compute, avail, total))
+    return tuple(out)

@@ -89,10 +89,12 @@ class Checker:
             self._host = describe_host(self.ext.backends.values(), self.ext.profiles, measure=False)
         return self._host
 
-    def target(self, backend: str | None, partial: bool) -> Target | None:
+    def target(self, backend: str | None, partial: bool, devices: tuple[str, ...] = ()) -> Target | None:
         host = self.host() if self.use_host and (self.choice.needs_host or partial) else None
         try:
-            target = resolve_target(self.choice, profiles=self.ext.profiles, host=host, backend=backend)
+            target = resolve_target(
+                self.choice, profiles=self.ext.profiles, host=host, backend=backend, devices=devices
+            )
         except NoBandwidthError:
             return None
         return replace(target, cpu=self.cpu) if self.cpu is not None and target.device.is_discrete_gpu else target
@@ -113,7 +115,7 @@ class Checker:
                 n_gpu_layers=r.n_gpu_layers,
                 **dict(r.placement),
             )
-            target = self.target(r.backend, splits_to_cpu(inputs, self.spec.n_layers))
+            target = self.target(r.backend, splits_to_cpu(inputs, self.spec.n_layers), inputs.devices)
             if target is not None and r.build:
                 target = replace(target, device=with_build(target.device, r.build))
             if r.backend == "rpc":

@@ -11,12 +11,13 @@ from ggprof.logs.records import LogRun
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.speculative import Drafting, acceptance_from, drafting_for
 from ggprof.runfacts import BY_NAME as RUN_FACTS
-from ggprof.runfacts import DRAFTING, MAX_COUNT, PLACEMENT
+from ggprof.runfacts import DRAFTING, MAX_COUNT, MULTI_DEVICE, PLACEMENT
 
 
 def placed_in_ram(run: LogRun) -> tuple[tuple[str, object], ...]:
     """The placement facts of the run's command line that put something in RAM (none: ())."""
-    placed = tuple((n, v) for n, v in run.value("command_facts") or () if n in PLACEMENT and n != "n_gpu_layers" and v)
+    in_ram = [n for n in PLACEMENT if n != "n_gpu_layers" and n not in MULTI_DEVICE]
+    placed = tuple((n, v) for n, v in run.value("command_facts") or () if n in in_ram and v)
     if not any(n != "tensor_buft_overrides" or any(b.upper().startswith("CPU") for _, b in v) for n, v in placed):
         return ()  # nothing put in RAM (an -ot to a GPU's buffer alone): a GPU's run, judged as one
     return placed

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ggprof.bench import roofs
 from ggprof.bench.roofs import StoredRoof
-from ggprof.errors import NoBandwidthError
+from ggprof.errors import BadInputError, NoBandwidthError
 from ggprof.machine.device import EfficiencyBand
 from ggprof.machine.host import describe_host
 from ggprof.machine.load import BUSY_SHARE
@@ -30,7 +30,7 @@ def predict_on(
         return _predict_split(spec, inputs, choice, ext, rpc)
     partial = splits_to_cpu(inputs, spec.n_layers)
     host = describe_host(ext.backends.values(), ext.profiles, measure=False) if choice.needs_host or partial else None
-    target = resolve_target(choice, profiles=ext.profiles, host=host)
+    target = resolve_target(choice, profiles=ext.profiles, host=host, devices=inputs.devices)
     if partial and target.device.is_discrete_gpu and (target.cpu is None or target.cpu.bandwidth is None):
         raise NoBandwidthError(
             "the placement puts weights in the CPU's memory, but this host's CPU bandwidth is unknown: "
@@ -106,9 +106,33 @@ def predict_with(spec: ModelSpec, target: Target, inputs: PredictInputs, ext: Ex
             warnings.append(f"the {backend.name} backend plugin failed computing its {what}: {type(e).__name__}: {e}")
             return None
 
+    gpus = target.gpus
+    if gpus and inputs.split_mode == "none":  # -sm none: the model on -mg's device alone
+        if not 0 <= inputs.main_gpu < len(gpus):
+            raise BadInputError(f"-mg {inputs.main_gpu}: the run has {len(gpus)} devices (0 to {len(gpus) - 1})")
+        return predict_with(spec, replace(target, device=gpus[inputs.main_gpu][1], gpus=()), inputs, ext)
+    if gpus:
+        return _predict_devices(spec, target, inputs, ext)
     band = band_of("efficiency_band", "expected band")
     prefill_band = band_of("prefill_band", "prefill band")
     p = predict(spec, target.device, inputs, band, target.cpu, prefill_band)
+    return replace(p, warnings=tuple(warnings)) if warnings else p
+
+
+def _predict_devices(spec: ModelSpec, target: Target, inputs: PredictInputs, ext: Extensions) -> Prediction:
+    """Several GPUs sharing the model (ggprof.physics.devices), each at its backend's band."""
+    from ggprof.physics.split import predict_devices
+    from ggprof.pipelines.rpc import band_for
+
+    if inputs.tensor_split and len(inputs.tensor_split) > len(target.gpus):
+        raise BadInputError(
+            f"-ts {','.join(f'{v:g}' for v in inputs.tensor_split)}: {len(inputs.tensor_split)} shares for "
+            f"{len(target.gpus)} devices ({', '.join(label for label, _ in target.gpus)})"
+        )
+    warnings: list[str] = []
+    devices = [d for _, d in target.gpus] + ([target.cpu] if target.cpu is not None else [])
+    bands = [band_for(ext, d, spec, warnings) for d in devices]
+    p = predict_devices(spec, target.gpus, target.cpu, bands, inputs)
     return replace(p, warnings=tuple(warnings)) if warnings else p
 
 

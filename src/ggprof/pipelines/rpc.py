@@ -108,7 +108,9 @@ def _device(
     return None
 
 
-def _band(ext: Extensions, device: Device, spec: ModelSpec, warnings: list[str]) -> EfficiencyBand | None:
+def band_for(ext: Extensions, device: Device, spec: ModelSpec, warnings: list[str]) -> EfficiencyBand | None:
+    """A device's band from its backend plugin (None: no plugin knows it; a plugin that fails
+    is named in `warnings`)."""
     backend = ext.backends.get(device.backend)
     if backend is None:
         return None
@@ -137,7 +139,7 @@ def predict_split(
     if local_gpu is not None:
         members.append(Member(label="this host", device=local_gpu))
     warnings: list[str] = []
-    bands = [_band(ext, m.device, spec, warnings) for m in members]
+    bands = [band_for(ext, m.device, spec, warnings) for m in members]
     p = predict_over(spec, members, bands, inputs, tensor_split=tensor_split)
     return replace(p, warnings=tuple(warnings)) if warnings else p
 

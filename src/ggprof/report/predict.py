@@ -6,6 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ggprof.model.spec import ModelSpec
+from ggprof.physics.devices import SYNC_LATENCY_S, DeviceSplit
 from ggprof.physics.roofline import MemoryFit, Prediction
 from ggprof.physics.rpc import Hop, Split
 from ggprof.units import clean, fmt_bytes, fmt_flops, pct, sig3
@@ -81,6 +82,52 @@ def predict_dict(spec: ModelSpec, p: Prediction, device_note: str) -> dict[str, 
         },
         "rules": list(p.rules),
         "split": split_dict(p.split) if p.split else None,
+        "devices": devices_dict(p.devices) if p.devices else None,
+    }
+
+
+def devices_dict(split: DeviceSplit) -> dict[str, Any]:
+    """Several GPUs: each memory's bytes, bandwidth (with its source) and seconds, each exchange."""
+    return {
+        "split_mode": split.mode,
+        "run_in": "sequence" if split.mode == "layer" else "parallel",
+        "shares": list(split.shares),
+        "shares_source": split.shares_source,
+        "memories": [
+            {
+                "label": t.label,
+                "device": t.device.name,
+                "profile": t.device.profile_id,
+                "layers": list(t.layers),
+                "output_layer": t.output,
+                "weight_bytes": t.weight_bytes,
+                "kv_bytes_per_token": t.kv_bytes,
+                "read_bytes_per_token": t.read_bytes,
+                "parallel_bytes_per_token": t.parallel_bytes,
+                "bandwidth_bytes_per_s": t.bandwidth_bytes_per_s,
+                "bandwidth_source": t.device.bandwidth.describe() if t.device.bandwidth else None,
+                "floor_s_per_token": t.seconds,
+            }
+            for t in split.terms
+        ],
+        "exchanges": [
+            {
+                "what": s.what,
+                "transfers_per_token": s.count,
+                "transfers_per_token_slow": s.slow_count if s.slow_count is not None else s.count,
+                "bytes_each": s.bytes_each,
+                "latency_s": [SYNC_LATENCY_S[0], SYNC_LATENCY_S[1]],
+                "link_bytes_per_s": s.bytes_per_s,
+                "link_source": s.source,
+                "floor_s_per_token": s.seconds(),
+            }
+            for s in split.syncs
+        ],
+        "parallel_s_per_token": split.parallel_s,
+        "sequential_s_per_token": split.sequential_s,
+        "exchange_s_per_token": split.sync_s(),
+        "floor_s_per_token": split.floor_s,
+        "pace": split.pace(),
     }
 
 

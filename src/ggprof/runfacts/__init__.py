@@ -29,6 +29,7 @@ from ggprof.runfacts.fact import (
     MAX_OVERRIDES,
     MAX_SPLIT_DEVICES,
     RunFact,
+    device_list,
 )
 from ggprof.runfacts.table import (
     BENCH,
@@ -38,6 +39,7 @@ from ggprof.runfacts.table import (
     DRAFTING,
     FACTS,
     KV_CACHE_TYPES,
+    MULTI_DEVICE,
     PLACEMENT,
     SAMPLING,
     SERVER_FACTS,
@@ -55,6 +57,7 @@ __all__ = [
     "KV_CACHE_TYPES",
     "MAX_COUNT",
     "MAX_SPLIT_DEVICES",
+    "MULTI_DEVICE",
     "PLACEMENT",
     "SAMPLING",
     "SERVER_FACTS",
@@ -62,6 +65,7 @@ __all__ = [
     "RunFact",
     "bench_arguments",
     "command_line",
+    "device_list",
     "facts_from_argv",
     "from_json",
     "from_props",
@@ -89,7 +93,13 @@ def from_json(row: Mapping[str, Any]) -> dict[str, Any]:
 def placement_of(values: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     """The placement facts among `values` (those given), beyond -ngl (which every command has
     its own way), as a prediction takes them: (name, value) pairs in the table's order."""
-    return tuple((n, values[n]) for n in PLACEMENT if n != "n_gpu_layers" and values.get(n) is not None)
+    return tuple(
+        (n, values[n])
+        for n in PLACEMENT
+        if n != "n_gpu_layers"
+        and values.get(n) is not None
+        and not (n in MULTI_DEVICE and values[n] == BY_NAME[n].default)  # one device, as llama.cpp's default
+    )
 
 
 def bench_arguments(values: Mapping[str, Any]) -> list[str]:

@@ -24,7 +24,8 @@ class RunFact:
     unit: str  # of its value: "tokens", "threads", "layers", "" (none)
     kind: str  # "count", "switch" (on/off/auto), "bool" (0/1), "type" (one of `values`), "shares", "path",
     # "number" (a float), "names" (a list of words: the sampler chain), "overrides" (-ot's
-    # pattern=buffer pairs, every occurrence's added)
+    # pattern=buffer pairs, every occurrence's added), "devices" (llama.cpp's backend device names:
+    # CUDA0, Vulkan1, RPC0[host:port]; `none`: no device)
     default: Any  # llama.cpp's default (llama-bench's cmd_params_defaults; None: the machine's)
     flags: tuple[str, ...]  # a command line's spellings, short first (llama-server, llama-cli)
     bench_flags: tuple[str, ...] = ()  # llama-bench's, where they differ from `flags`
@@ -38,6 +39,7 @@ class RunFact:
     always: bool = False  # given to llama-bench even at its default (defaults changed across builds)
     placement: bool = False  # says where weights or cache live: a prediction's input (PredictInputs' field)
     drafting: bool = False  # says how a run drafted tokens (speculative decoding)
+    multi_device: bool = False  # says how several devices share the model (-sm, -ts, -mg, -dev)
     old_flags: tuple[str, ...] = ()  # spellings of older builds, still accepted
     aliases: Mapping[str, str] = field(default_factory=dict)  # older words for a value
     set_by: Mapping[str, Any] = field(default_factory=dict)  # flags that set it without a value (--no-repack)
@@ -64,8 +66,8 @@ class RunFact:
             return ",".join(f"{v:g}" for v in value)
         if self.kind == "names":
             return ";".join(value)
-        if self.kind == "overrides":
-            return ",".join(f"{p}={b}" for p, b in value)
+        if self.kind in ("overrides", "devices"):
+            return ",".join(f"{p}={b}" for p, b in value) if self.kind == "overrides" else ",".join(value)
         if self.kind == "number":
             return f"{value:g}"
         if self.kind == "bool":
@@ -86,6 +88,8 @@ class RunFact:
             return self.bench_words[value]
         if self.kind == "shares":
             return "/".join(f"{v:g}" for v in value)
+        if self.kind == "devices":  # llama-bench: `/` between one run's devices (`,` separates runs)
+            return "/".join(value)
         if self.kind == "switch":
             return {"on": "1", "off": "0"}.get(value, str(value))  # 0/1 every build reads; `auto` by name
         if self.kind == "overrides":  # one run's list: `;` between pairs (`,` separates runs)
@@ -120,6 +124,8 @@ class RunFact:
             return _names(raw)
         if self.kind == "overrides":
             return _overrides(raw)
+        if self.kind == "devices":
+            return device_list(raw)
         raise ValueError(f"unknown kind of run fact: {self.kind}")
 
 
@@ -207,3 +213,26 @@ def _overrides(raw: object) -> tuple[tuple[str, str], ...] | None:
             return None
         pairs.append((pattern, buffer))
     return tuple(pairs)
+
+
+# A llama.cpp backend device's name, as ggml's backends register them (ggml_backend_dev_name):
+# CUDA0, ROCm1, Vulkan0, SYCL0, MTL0 or Metal, OpenCL, CANN0, MUSA0, BLAS, and an RPC server's
+# RPC0[host:port] (older builds: RPC[host:port]); none (no device, every layer on the CPU)
+DEVICE_NAME = re.compile(
+    r"(?:(?:CUDA|ROCm|HIP|Vulkan|SYCL|MTL|Metal|OpenCL|CANN|MUSA|BLAS|ZenDNN)\d{0,2}|RPC\d{0,2}(?:\[[^\]\s,/]{1,256}\])?)"
+)
+
+
+def device_list(raw: object) -> tuple[str, ...] | None:
+    """llama.cpp's device list: `CUDA0,CUDA1` (llama-server, llama-cli), `CUDA0/CUDA1` (llama-bench's
+    -dev and JSON), `auto` (llama.cpp's choice: ()), `none` (("none",)); None where an entry is
+    no backend device's name."""
+    text = str(raw).strip() if not isinstance(raw, (list, tuple)) else ",".join(str(v) for v in raw)
+    if text in ("", "auto"):
+        return ()
+    if text == "none":
+        return ("none",)
+    names = tuple(n.strip() for n in re.split(r"[,/]", text))
+    if len(names) > MAX_SPLIT_DEVICES or not all(DEVICE_NAME.fullmatch(n) for n in names):
+        return None
+    return names

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ggprof.llamacpp import CACHE_TYPE, GGML_MAX_N_THREADS, N_BATCH, N_UBATCH
-from ggprof.runfacts.fact import FLASH_ATTN_TYPES, MAX_COUNT, RunFact
+from ggprof.runfacts.fact import FLASH_ATTN_TYPES, MAX_COUNT, MAX_SPLIT_DEVICES, RunFact
 
 # KV cache types llama.cpp accepts for --cache-type-k/-v (common/arg.cpp kv_cache_types)
 KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
@@ -132,21 +132,27 @@ FACTS: tuple[RunFact, ...] = (
     ),
     RunFact(
         name="split_mode",
-        what="split mode",
+        what="split mode (how several GPUs share the model)",
         unit="",
         kind="type",
         default="layer",
         flags=("-sm", "--split-mode"),
         column="sm",
-        values=("none", "layer", "row", "tensor"),
+        values=("none", "layer", "row", "tensor"),  # llama.h's llama_split_mode (tensor: 2026 builds)
+        placement=True,
+        multi_device=True,
     ),
     RunFact(
         name="main_gpu",
-        what="main GPU",
+        what="main GPU (the one -sm none uses)",
         unit="",
         kind="count",
         default=0,
         flags=("-mg", "--main-gpu"),
+        low=-1,  # -1: no GPU with -sm none (llama.cpp's llama_prepare_model_devices)
+        high=MAX_SPLIT_DEVICES - 1,
+        placement=True,
+        multi_device=True,
     ),
     RunFact(
         name="no_kv_offload",
@@ -202,6 +208,19 @@ FACTS: tuple[RunFact, ...] = (
         default=(),
         flags=("-ts", "--tensor-split"),
         column="ts",
+        placement=True,
+        multi_device=True,
+    ),
+    RunFact(
+        name="devices",
+        what="devices",
+        unit="",
+        kind="devices",
+        default=(),  # auto: every GPU llama.cpp finds (RPC servers first)
+        flags=("-dev", "--device"),
+        column="dev",
+        placement=True,
+        multi_device=True,
     ),
 )
 
@@ -318,6 +337,7 @@ FACTS = (*FACTS, *SERVER_FACTS)
 BY_NAME: Mapping[str, RunFact] = {f.name: f for f in FACTS}
 DRAFTING = tuple(f.name for f in FACTS if f.drafting)  # how a run drafted: `check` takes them
 PLACEMENT = tuple(f.name for f in FACTS if f.placement)  # what `predict` and `check` take and predict on
+MULTI_DEVICE = tuple(f.name for f in FACTS if f.multi_device)  # how the devices share the model
 BY_HEAD: Mapping[str, RunFact] = {f.head: f for f in FACTS}
 SAMPLING = tuple(f.name for f in FACTS if f.sampling)  # the sampler chain and its parameters
 BENCH = tuple(f.name for f in FACTS if f.bench)  # what llama-bench takes

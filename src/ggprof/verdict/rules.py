@@ -10,6 +10,7 @@ from ggprof.physics.roofline import Prediction, expected_decode, is_partial_offl
 from ggprof.physics.speculative import expected_speculative
 from ggprof.units import fmt_bytes, fmt_rate, pct, sig3, tps
 from ggprof.verdict.backend import NOT_ONE_STREAM_CAUSES, PREFILL_TOO_FAST_CAUSES, TOO_FAST_CAUSES, Backend
+from ggprof.verdict.devices import devices_causes, devices_evidence, overfull
 from ggprof.verdict.drafting import above_drafting, drafting_causes, drafting_evidence
 from ggprof.verdict.finding import BASE_TOLERANCE, MAX_TOLERANCE, NOISY_CV, Finding, JudgeCase
 
@@ -154,6 +155,7 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
         f"{fmt_bytes(p.kv_bytes_at_depth, binary=False)})",
         f"bandwidth {fmt_rate(p.bandwidth_bytes_per_s)} [{_bandwidth_source(p)}]",
         *((case.roof_note,) if case.roof_note else ()),
+        *devices_evidence(p),
     )
     if p.step is not None:
         evidence = (*evidence, *drafting_evidence(p))
@@ -175,7 +177,7 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
                 expected=_band_text(expected),
                 observed=tps(tg),
                 evidence=(*evidence, *shared_checks, *diagnosis.checks),
-                causes=(*drafting_causes(p), *shared, *(diagnosis.causes or b.causes.slow)),
+                causes=(*devices_causes(p), *drafting_causes(p), *shared, *(diagnosis.causes or b.causes.slow)),
                 next_step=_next(case, b.causes.slow_next_step),
                 plugin=b.name,
             )
@@ -407,7 +409,7 @@ def fit_findings(b: Backend, case: JudgeCase) -> list[Finding]:
     p = case.prediction
     if p is None or not p.device.is_discrete_gpu or not p.memory:
         return []
-    gpu = p.memory[0]
+    gpu = next((m for m in p.memory if m.verdict == "does_not_fit"), p.memory[0]) if p.devices else p.memory[0]
     if case.context is not None:
         offloaded, layers = case.context.n_gpu_layers_offloaded, case.context.n_layers
         full = offloaded is not None and layers is not None and offloaded > layers
@@ -421,7 +423,7 @@ def fit_findings(b: Backend, case: JudgeCase) -> list[Finding]:
         Finding(
             severity="impossible",
             code="MODEL_DOES_NOT_FIT",
-            title=f"a full offload needs {required}; {p.device.name} has {total}",
+            title=f"a full offload needs {required}; {gpu.pool if p.devices else p.device.name} has {total}",
             expected=f"at most {total} on the device",
             observed=f"{required} needed",
             evidence=(
@@ -430,6 +432,7 @@ def fit_findings(b: Backend, case: JudgeCase) -> list[Finding]:
                 f"{fmt_bytes(gpu.compute_buffer_bytes, binary=False)}",
             ),
             causes=(
+                *overfull(p),
                 "part of the model ran on the CPU (partial offload) or in host memory",
                 "a smaller or more quantized model ran",
                 "a device with more memory ran it",

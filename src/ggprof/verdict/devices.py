@@ -1,0 +1,57 @@
+"""The rules for a model over several GPUs (ggprof.physics.devices): what each memory and each
+exchange costs a token, and the causes its placement can show by itself (a GPU given more than
+it holds, an unbalanced -ts, a split that synchronises often over its link)."""
+
+from __future__ import annotations
+
+from ggprof.physics.roofline import Prediction
+from ggprof.units import fmt_bytes
+
+# A split's exchanges are named as a cause of a slow run when they take this share of its floor
+SYNC_SHARE = 0.2
+
+
+def devices_evidence(p: Prediction) -> tuple[str, ...]:
+    """Each memory's term and each exchange, with the sources of its figures."""
+    split = p.devices
+    if split is None:
+        return ()
+    return tuple(line.removeprefix("devices: ") for line in p.rules if line.startswith("devices: "))
+
+
+def devices_causes(p: Prediction) -> tuple[str, ...]:
+    """What the placement itself says of a slow run, the likeliest first."""
+    split = p.devices
+    if split is None:
+        return ()
+    causes = [*overfull(p)]
+    if (unbalanced := split.unbalanced()) is not None:
+        now, balanced = unbalanced
+        causes.append(
+            f"an unbalanced split ({split.shares_source}): the slowest GPU reads its share of the split matrices in "
+            f"{now * 1e3:.3g} ms a token, against {balanced * 1e3:.3g} ms with shares in proportion to each GPU's "
+            "bandwidth"
+        )
+    sync = split.sync_s()
+    if split.floor_s and sync / split.floor_s >= SYNC_SHARE:
+        what = "; ".join(f"{s.what} ({s.count} transfers)" for s in split.syncs)
+        causes.append(
+            f"-sm {split.mode} synchronises the GPUs often: {what}, {sync * 1e3:.3g} ms of the "
+            f"{split.floor_s * 1e3:.3g} ms floor on a PCIe 4.0 x16 link, more over a slower one (PCIe 3.0, x4 or x1 "
+            "risers, through the CPU without peer access); -sm layer hands over once between GPUs"
+        )
+    return tuple(causes)
+
+
+def overfull(p: Prediction) -> tuple[str, ...]:
+    """Each GPU the split gives more than its memory holds."""
+    split = p.devices
+    if split is None:
+        return ()
+    return tuple(
+        f"{m.pool} is given {fmt_bytes(m.required_bytes, binary=False)} ({split.shares_source}), more than its "
+        f"{fmt_bytes(m.total_bytes or 0, binary=False)}: llama.cpp cannot load this split, so the run was placed "
+        "otherwise (weights spilled to system memory by the driver, fewer layers offloaded, another -ts)"
+        for m in p.memory
+        if m.verdict == "does_not_fit" and not m.pool.startswith("CPU")
+    )
