@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import textwrap
 from pathlib import Path
@@ -130,7 +131,7 @@ def _pp(f: Assessed) -> str:
     """The expected prefill (the band's ends), or its ceiling marked as one (`<=`) where no band
     says what llama.cpp reaches on this backend."""
     if f.prefill_tok_s is not None:
-        return f"{_n(f.prefill_tok_s[0])}-{_n(f.prefill_tok_s[1])}"
+        return _range(*f.prefill_tok_s)
     return f"<={_n(f.prefill_ceiling_tok_s)}" if f.prefill_ceiling_tok_s is not None else "?"
 
 
@@ -190,7 +191,12 @@ def _placed_speeds(x: Placed) -> str:
         return f"does not fit: {POOLS.get(short.pool, short.pool)} {needs} of {usable} usable"
     tg, pp = x.tg_tok_s, x.pp_tok_s
     speed = f"tg {_n(tg[0])}-{_n(tg[1])}" if tg else "tg ? (RAM bandwidth unknown)"
-    return f"{speed}  pp {_n(pp[0])}-{_n(pp[1])}  {pools}" if pp else f"{speed}  {pools}"
+    return f"{speed}  pp {_range(*pp)}  {pools}" if pp else f"{speed}  {pools}"
+
+
+def _range(low: float, high: float) -> str:
+    """A prefill band; both ends at the ceiling (reading the weights once a batch) is that ceiling."""
+    return f"<={_n(high)}" if math.isclose(low, high, rel_tol=1e-9) else f"{_n(low)}-{_n(high)}"
 
 
 def choose_text(r: ChoiceReport) -> str:
