@@ -17,6 +17,7 @@ Q8_0 = gguf.GGMLQuantizationType.Q8_0
 F32 = gguf.GGMLQuantizationType.F32
 F16 = gguf.GGMLQuantizationType.F16
 Q4_K = gguf.GGMLQuantizationType.Q4_K
+MXFP4 = gguf.GGMLQuantizationType.MXFP4
 
 
 def nbytes(shape: tuple[int, ...], qtype: gguf.GGMLQuantizationType) -> int:
@@ -45,6 +46,7 @@ class Shape:
     n_experts: int = 0
     n_experts_used: int = 0
     qtype: gguf.GGMLQuantizationType = Q8_0
+    expert_qtype: gguf.GGMLQuantizationType | None = None  # the routed experts' type, when not qtype
     file_type: int | None = 7  # LLAMA_FTYPE_MOSTLY_Q8_0
     name: str = "test model"
     tokens: bool = True  # write a tokenizer vocabulary (else {arch}.vocab_size)
@@ -63,7 +65,10 @@ class Shape:
 
         dims = LlamaDims(self.n_layers, self.n_embd, self.n_heads, self.hd, self.n_ff, self.vocab, self.kv_heads)
         layout = llama_tensors(replace(dims, tied=self.tied, n_experts=self.n_experts))
-        return [(t.name, t.shape, self.qtype if t.role == "weight" else F32) for t in layout]
+        return [(t.name, t.shape, self._qtype_of(t.name) if t.role == "weight" else F32) for t in layout]
+
+    def _qtype_of(self, name: str) -> gguf.GGMLQuantizationType:
+        return self.expert_qtype if self.expert_qtype is not None and "_exps." in name else self.qtype
 
 
 def write_model(path: Path, shape: Shape, split_max_tensors: int = 0) -> list[Path]:
@@ -146,3 +151,13 @@ LLAMA_70B_F16 = replace(LLAMA_3_1_8B_F16, n_layers=80, n_embd=8192, n_heads=64, 
 Q4_8B_TIED = replace(LLAMA_3_1_8B_F16, n_layers=36, qtype=Q4_K, file_type=15, tied=True, context=8192)
 # The desktop table's Q4_K models (docs/physics.md): Llama-3-8B layers, 32000 tokens, N layers.
 Q4_K_LLAMA = replace(LLAMA_3_1_8B_F16, vocab=32000, qtype=Q4_K, file_type=15, context=Shape.context)
+# gpt-oss-120b as ggml-org/gpt-oss-120b-GGUF ships it (openai/gpt-oss-120b config.json: 36 layers
+# of 2880, 64 heads of 64, 8 KV heads, 128 experts of 2880 of which 4 are used a token, vocabulary
+# 201088, a 128-token window on every other layer): routed experts MXFP4 (17 bytes per 32
+# weights), the rest Q8_0; file type MXFP4_MOE (38). 116.8B parameters, 63.3 GB (58.9 GiB; the
+# real file's 59.02 GiB adds biases and attention sinks).
+GPT_OSS_120B = Shape(
+    arch="gpt-oss", n_layers=36, n_embd=2880, n_heads=64, n_kv_heads=8, head_dim=64, n_ff=2880, vocab=201088,
+    context=131072, n_experts=128, n_experts_used=4, qtype=Q8_0, expert_qtype=MXFP4, file_type=38,
+    name="gpt-oss-120b", tokens=False, extra={"gpt-oss.attention.sliding_window": 128},
+)  # fmt: skip

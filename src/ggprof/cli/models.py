@@ -21,6 +21,7 @@ from ggprof.cli.options import (
     POSITIVE_TOKENS,
     TOK_S,
     TOKENS,
+    bandwidth_figure,
     device_options,
     fact_option,
     finite_in,
@@ -34,8 +35,10 @@ from ggprof.llamacpp import N_CTX, N_GEN, N_PROMPT
 from ggprof.units import warn
 
 if TYPE_CHECKING:
+    from ggprof.figures import Figure
     from ggprof.machine.target import DeviceChoice
     from ggprof.physics.rpc import Member
+    from ggprof.pipelines.placements import RankBy
     from ggprof.pipelines.rpc import RpcChoice
 
 
@@ -147,8 +150,23 @@ def predict(
 @remote_options
 @click.option("--ctx", type=POSITIVE_TOKENS, default=N_CTX, show_default=True, help="Context the models must hold.")
 @device_options
-@click.option("--memory", "memory_gb", type=float, callback=GB, help="Memory of the device (RAM), GB.")
+@click.option("--memory", "--ram", "memory_gb", type=float, callback=GB, help="Memory of the device (RAM), GB.")
 @click.option("--gpu-memory", "gpu_memory_gb", type=float, callback=GB, help="Memory of the GPU (VRAM), GB.")
+@click.option(
+    "--ram-bandwidth",
+    metavar="BW",
+    callback=bandwidth_figure,
+    help="Bandwidth of the RAM holding what a GPU does not: 80 (GB/s) [default: this host's measured].",
+)
+@fact_option("type_k", param="cache_type_k")
+@fact_option("type_v", param="cache_type_v")
+@click.option(
+    "--rank-by",
+    type=click.Choice(["tg", "pp"]),
+    default="tg",
+    show_default=True,
+    help="Rank a model's placements by expected decode (tg) or prefill (pp).",
+)
 @click.option(
     "--min-tok-s",
     "--min-tg",
@@ -168,19 +186,23 @@ def fit(
     rpc: RpcChoice,
     memory_gb: float | None,
     gpu_memory_gb: float | None,
+    ram_bandwidth: Figure | None,
+    cache_type_k: str,
+    cache_type_v: str,
+    rank_by: RankBy,
     min_tok_s: float,
     as_json: bool,
 ) -> None:
     """Which models run well here? Rank GGUF files (or, with no PATH, the models of Ollama,
-    LM Studio, the Hugging Face cache and llama.cpp's cache) by expected decode speed."""
+    LM Studio, the Hugging Face cache and llama.cpp's cache) by expected decode speed; on a GPU,
+    each model's placements that fit (llama.cpp's flags), fastest first."""
     from pathlib import Path
 
-    from ggprof.errors import BadInputError
-    from ggprof.machine.device import with_memory
+    from ggprof.errors import BadInputError, NoBandwidthError
     from ggprof.machine.host import describe_host
-    from ggprof.machine.target import resolve_target
+    from ggprof.machine.target import resolve_target, with_memories
     from ggprof.model.stores import Candidate, default_locations, is_remote
-    from ggprof.pipelines.choose import ChooseOptions, choose_models, scan
+    from ggprof.pipelines.choose import RAM_BANDWIDTH_UNKNOWN, ChooseOptions, choose_models, scan
     from ggprof.report.choose import choose_dict, choose_text
 
     ext = extensions()
@@ -197,16 +219,8 @@ def fit(
         for w in host.warnings:
             warn(w)
     target = resolve_target(choice, profiles=ext.profiles, host=host)
-    if memory_gb is not None or gpu_memory_gb is not None:
-        from dataclasses import replace
-
-        device, cpu = target.device, target.cpu
-        if device.is_discrete_gpu:
-            device = with_memory(device, int(gpu_memory_gb * 1e9) if gpu_memory_gb else None, "--gpu-memory")
-            cpu = with_memory(cpu, int(memory_gb * 1e9) if memory_gb else None, "--memory") if cpu else None
-        else:
-            device = with_memory(device, int(memory_gb * 1e9) if memory_gb else None, "--memory")
-        target = replace(target, device=device, cpu=cpu)
+    ram, vram = (int(gb * 1e9) if gb else None for gb in (memory_gb, gpu_memory_gb))
+    target = with_memories(target, ram, vram, ram_bandwidth)
     locations = [] if paths else default_locations()
     found = scan([Path(p) for p in paths if not is_remote(p)], locations)
     for m in listed:  # models elsewhere: their headers by range requests
@@ -223,10 +237,15 @@ def fit(
         remote=remote,
         max_header_bytes=remote_header_bytes(),
         header_timeout_s=remote_header_timeout(),
+        cache_type_k=cache_type_k,
+        cache_type_v=cache_type_v,
+        rank_by=rank_by,
     )
     report = choose_models(found, target, options, ext, scanned=locations)
     for w in dict.fromkeys(w for m in report.models for w in m.prediction.warnings):
         warn(w)
+    if not report.models and report.skipped and all(s.reason == RAM_BANDWIDTH_UNKNOWN for s in report.skipped):
+        raise NoBandwidthError(RAM_BANDWIDTH_UNKNOWN)  # not the files' fault: a figure is missing
     if not report.models:
         where = ", ".join(paths) if paths else ", ".join(f"{loc.store} {loc.path}" for loc in locations)
         first = f"; {report.skipped[0].path}: {report.skipped[0].reason}" if report.skipped else ""

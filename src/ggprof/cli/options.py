@@ -210,8 +210,9 @@ def parse_vulkan_driver(ctx: click.Context, param: click.Parameter, value: str |
 GB = finite_in(0, 1e6)  # a memory size in GB (1e9 bytes)
 
 
-def _bandwidth(ctx: click.Context, param: click.Parameter, value: str | None) -> Figure | None:
-    """--bandwidth: '90' (GB/s), '850GB/s', '1.2TB/s' -> a user-given Figure in bytes/s."""
+def bandwidth_figure(ctx: click.Context, param: click.Parameter, value: str | None) -> Figure | None:
+    """--bandwidth (or --ram-bandwidth): '90' (GB/s), '850GB/s', '1.2TB/s' -> a user-given Figure
+    in bytes/s, its detail the option as given."""
     from ggprof.errors import BadInputError
     from ggprof.figures import Figure
     from ggprof.units import parse_bandwidth
@@ -219,7 +220,7 @@ def _bandwidth(ctx: click.Context, param: click.Parameter, value: str | None) ->
     if value is None:
         return None
     try:
-        return Figure(parse_bandwidth(value), "user", f"--bandwidth {value}")
+        return Figure(parse_bandwidth(value), "user", f"{param.opts[0] if param.opts else '--bandwidth'} {value}")
     except ValueError as e:
         raise BadInputError(str(e)) from None
 
@@ -287,7 +288,7 @@ def device_options(f: Any) -> Any:
         wrapper
     )
     wrapper = click.option(
-        "--bandwidth", metavar="BW", callback=_bandwidth, help="Bandwidth override: 90 (GB/s), 850GB/s, 1.2TB/s."
+        "--bandwidth", metavar="BW", callback=bandwidth_figure, help="Bandwidth override: 90 (GB/s), 850GB/s, 1.2TB/s."
     )(wrapper)
     wrapper = click.option(
         "--device-profile",

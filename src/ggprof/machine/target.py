@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from ggprof.errors import BadInputError, NoBandwidthError
 from ggprof.figures import Figure
 from ggprof.machine.cache import fingerprint
-from ggprof.machine.device import Device
+from ggprof.machine.device import Device, with_memory
 from ggprof.machine.host import HostReport
 from ggprof.machine.profiles import Profile, ProfileDB
 from ggprof.runfacts import MAX_SPLIT_DEVICES, device_list
@@ -222,3 +222,25 @@ def parse_tflops(text: str) -> Figure:
 
 
 MAX_TFLOPS = 100_000.0  # 100 PFLOP/s: nothing a GGUF runs on comes close
+
+
+def with_memories(
+    target: Target, ram_bytes: int | None, gpu_bytes: int | None, ram_bandwidth: Figure | None = None
+) -> Target:
+    """The target with the user's RAM and GPU memory sizes (--memory/--ram, --gpu-memory) and the
+    RAM's bandwidth (--ram-bandwidth): on a discrete GPU the RAM is its host's, which holds what
+    is not offloaded; elsewhere the device's own memory is the RAM. A given figure wins over the
+    host's measured one."""
+    device, cpu = target.device, target.cpu
+    if not device.is_discrete_gpu:
+        device = with_memory(device, ram_bytes, "--memory")
+        if ram_bandwidth is not None and device.backend == "cpu":
+            device = replace(device, bandwidth=ram_bandwidth)
+        return replace(target, device=device)
+    device = with_memory(device, gpu_bytes, "--gpu-memory")
+    if cpu is None and (ram_bytes is not None or ram_bandwidth is not None):
+        cpu = Device(id="ram", name="host RAM", backend="cpu")
+    if cpu is not None:
+        cpu = with_memory(cpu, ram_bytes, "--memory")
+        cpu = replace(cpu, bandwidth=ram_bandwidth) if ram_bandwidth is not None else cpu
+    return replace(target, device=device, cpu=cpu)

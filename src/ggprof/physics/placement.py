@@ -3,13 +3,15 @@ places them for `-ngl` (the output layer first, then the last repeating layers; 
 embedding stays in host memory), `-ncmoe` (the routed experts of the first layers in RAM) and
 `-ot PATTERN=BUFFER` (a tensor whose name the first matching pattern names goes to that buffer:
 a CPU buffer is RAM, any other the GPU's; llama.cpp's llama-model.cpp, regex_search in order).
-What a decode step reads from each side is its decode share of those bytes."""
+What a decode step reads from each side is its decode share of those bytes, each side at its own
+device's share of its bandwidth (`blended_band`)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+from ggprof.machine.device import EfficiencyBand
 from ggprof.model.spec import OUTPUT_LAYER_TENSORS, ModelSpec, offloaded_layers
 
 
@@ -84,4 +86,23 @@ def placement(
         cpu_decode_bytes=cd,
         experts_in_ram_decode_bytes=experts,
         overridden_in_ram_decode_bytes=overridden,
+    )
+
+
+def blended_band(gpu: EfficiencyBand, cpu: EfficiencyBand, gpu_s: float, cpu_s: float) -> EfficiencyBand:
+    """The band of a token whose GPU part takes `gpu_s` and whose RAM part takes `cpu_s` at full
+    bandwidth, each part at its own backend's share: `(gpu_s + cpu_s) / (gpu_s / g + cpu_s / c)` at
+    each end. Times add, so the slower part's share weighs by its time."""
+    total = gpu_s + cpu_s
+
+    def share(g: float, c: float) -> float:
+        return total / (gpu_s / g + cpu_s / c) if g > 0 and c > 0 else 0.0
+
+    ram = cpu_s / total if total else 0.0
+    return EfficiencyBand(
+        low=share(gpu.low, cpu.low),
+        high=share(gpu.high, cpu.high),
+        source=f"{1 - ram:.0%} of the time at the GPU's band ({gpu.source}); {ram:.0%} in RAM at the CPU's "
+        f"({cpu.low:.0%}-{cpu.high:.0%}: {cpu.source})",
+        judged=gpu.judged and cpu.judged,
     )

@@ -17,17 +17,37 @@ from ggprof.llamacpp import CACHE_TYPE, N_BATCH, N_CTX, N_GEN, N_PROMPT, N_UBATC
 from ggprof.machine.device import Device, EfficiencyBand, ExpectedSpeed, int_dot_ceiling
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.expected import dominant_family
-from ggprof.physics.placement import Placement, placement
+from ggprof.physics.memory import (
+    GPU_RESERVE_FRACTION,
+    MemoryFit,
+    batch_max,
+    compute_buffer_bytes,
+    device_memory,
+    kv_split,
+    max_context,
+    memory_fit,
+    memory_pools,
+)
+from ggprof.physics.placement import Placement, blended_band, placement
 from ggprof.physics.speculative import Drafting, VerifyStep, expected_speculative, verify_step
 
 if TYPE_CHECKING:
     from ggprof.physics.devices import DeviceSplit
     from ggprof.physics.rpc import Split
 
+__all__ = [  # the memory fit lives in physics.memory; its names stay importable from here
+    "GPU_RESERVE_FRACTION",
+    "MemoryFit",
+    "batch_max",
+    "compute_buffer_bytes",
+    "device_memory",
+    "max_context",
+    "memory_fit",
+]
+
 DEPTH_TABLE = (0, 4096, 16384, 32768)
 DEFAULT_N_BATCH = N_BATCH  # the logical batch: logits once per batch
 DEFAULT_N_UBATCH = N_UBATCH
-GPU_RESERVE_FRACTION = 0.05  # driver, context and fragmentation headroom on a GPU
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,22 +102,6 @@ def splits_to_cpu(inputs: PredictInputs, n_layers: int) -> bool:
     CPU's bandwidth is part of a token's time."""
     to_ram = any(b.upper().startswith("CPU") for _, b in inputs.tensor_buft_overrides)
     return is_partial_offload(inputs.n_gpu_layers, n_layers) or inputs.n_cpu_moe > 0 or inputs.no_kv_offload or to_ram
-
-
-@dataclass(frozen=True, kw_only=True)
-class MemoryFit:
-    pool: str  # "gpu" or "cpu" (unified memory: one pool)
-    required_bytes: int
-    weight_bytes: int
-    kv_bytes: int
-    compute_buffer_bytes: int
-    available_bytes: int | None
-    total_bytes: int | None
-    verdict: str  # fits | tight | does_not_fit | unknown
-
-    @property
-    def fits(self) -> bool | None:
-        return None if self.verdict == "unknown" else self.verdict == "fits"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,53 +249,6 @@ def prefill_flops(
     return 2.0 * body * prompt + 2.0 * head * head_runs + attention_flops(spec, prompt, depth)
 
 
-def compute_buffer_bytes(spec: ModelSpec, ctx: int, n_ubatch: int = DEFAULT_N_UBATCH, flash_attn: str = "auto") -> int:
-    """An estimate of llama.cpp's compute buffer: activations of one ubatch, the attention
-    scores of one layer (n_ubatch x ctx x heads, f32; not with flash attention on) and the
-    logits (vocab x 4 bytes)."""
-    ub = min(n_ubatch, ctx) or 1
-    ff = max(
-        (t.shape[1] for t in spec.tensors if t.name.endswith("ffn_up.weight") and len(t.shape) > 1),
-        default=4 * spec.n_embd,
-    )
-    activations = ub * (8 * spec.n_embd + 3 * ff) * 4
-    scores = 0 if flash_attn == "on" else ub * ctx * spec.n_heads * 4
-    return activations + scores + spec.vocab_size * 4 * ub
-
-
-def memory_fit(
-    pool: str, weight_bytes: int, kv_bytes: int, compute_bytes: int, available: int | None, total: int | None
-) -> MemoryFit:
-    required = weight_bytes + kv_bytes + compute_bytes
-    if available is None and total is None:
-        verdict = "unknown"
-    elif required <= (available if available is not None else total or 0):
-        verdict = "fits"
-    elif total is not None and required <= total:
-        verdict = "tight"
-    else:
-        verdict = "does_not_fit"
-    return MemoryFit(
-        pool=pool,
-        required_bytes=required,
-        weight_bytes=weight_bytes,
-        kv_bytes=kv_bytes,
-        compute_buffer_bytes=compute_bytes,
-        available_bytes=available,
-        total_bytes=total,
-        verdict=verdict,
-    )
-
-
-def device_memory(d: Device) -> tuple[int | None, int | None]:
-    """(available, total) bytes of a device's pool; a GPU keeps a small reserve."""
-    total = d.memory_bytes
-    if not d.is_discrete_gpu:
-        return d.memory_available_bytes or total, total
-    avail = d.memory_available_bytes or (int(total * (1 - GPU_RESERVE_FRACTION)) if total else None)
-    return avail, total
-
-
 def with_prompt_kernels(device: Device, spec: ModelSpec) -> Device:
     """The device as a prompt on `spec` sees it: its compute ceiling the int8 dot-product units'
     where the build may have run the model's weights on them (machine.device.int_dot_ceiling)."""
@@ -307,21 +264,26 @@ def predict(
     band: EfficiencyBand | None,
     cpu: Device | None = None,
     prefill_band: EfficiencyBand | None = None,
+    cpu_band: EfficiencyBand | None = None,
 ) -> Prediction:
-    """Ceilings and fit for `spec` on `device` (with `cpu` holding layers not offloaded)."""
+    """Ceilings and fit for `spec` on `device` (with `cpu` holding layers not offloaded, its part
+    of a token at `cpu_band`'s share of its bandwidth where given)."""
     if spec.decode_bytes_per_token <= 0:
         raise BadInputError(f"{spec.path.name}: the model has no weight tensors: a token reads nothing to predict from")
     device = with_prompt_kernels(device, spec)
     has_gpu = device.is_discrete_gpu
     place = placement(spec, inputs.n_gpu_layers, has_gpu, inputs.n_cpu_moe, inputs.tensor_buft_overrides)
     ck, cv = inputs.cache_type_k, inputs.cache_type_v
-    kv_gpu, kv_cpu = _kv_split(spec, inputs, place, inputs.depth, state_passes=2)
+    kv_gpu, kv_cpu = kv_split(spec, inputs, place, inputs.depth, state_passes=2)
     seconds, rules = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu)
+    in_ram_s = (place.cpu_decode_bytes + kv_cpu) / cpu.bandwidth.value if has_gpu and cpu and cpu.bandwidth else 0
+    if band is not None and cpu_band is not None and in_ram_s > 0:
+        band = blended_band(band, cpu_band, seconds - in_ram_s, in_ram_s)
     table = tuple(_depth_row(spec, device, cpu, place, inputs, d) for d in depth_points(spec))
     peak = device.peak_flops.value if device.peak_flops else None
     flops = prefill_flops(spec, inputs.prompt, inputs.depth, n_batch=inputs.n_batch)
     prefill_s = _prefill_seconds(flops, peak, place, device, inputs)
-    memory = _memory(spec, device, cpu, place, inputs)
+    memory = memory_pools(spec, device, cpu, place, inputs)
     avail = device_memory(device)[0]
     weights = place.gpu_weight_bytes if has_gpu else place.cpu_weight_bytes
     return Prediction(
@@ -358,19 +320,6 @@ def drafted(p: Prediction, drafting: Drafting) -> Prediction:
 def depth_points(spec: ModelSpec) -> list[int]:
     top = spec.context_length or DEPTH_TABLE[-1]
     return sorted({d for d in DEPTH_TABLE if d < top} | {top})
-
-
-def _kv_split(
-    spec: ModelSpec, inputs: PredictInputs, place: Placement, tokens: int, state_passes: int = 1
-) -> tuple[int, int]:
-    """KV bytes at `tokens` of context held by the offloaded layers, and by the rest; with a
-    recurrent layer's state (ggprof.model.hybrid) `state_passes` times: once held, twice moved
-    by a decode step (read, then written back)."""
-    on_gpu = set() if inputs.no_kv_offload else set(place.gpu_layers)  # -nkvo: every layer's KV in RAM
-    kv = spec.kv_layer_bytes_at(tokens, inputs.cache_type_k, inputs.cache_type_v)
-    per_layer = [b + state_passes * r for b, r in zip(kv, spec.state_layer_bytes(), strict=True)]
-    gpu = sum(b for il, b in enumerate(per_layer) if il in on_gpu)
-    return gpu, sum(per_layer) - gpu
 
 
 def _kv_in_ram(inputs: PredictInputs, has_gpu: bool, kv_cpu: int) -> tuple[str, ...]:
@@ -421,7 +370,7 @@ def _decode_seconds(
 def _depth_row(
     spec: ModelSpec, device: Device, cpu: Device | None, place: Placement, inputs: PredictInputs, depth: int
 ) -> DepthRow:
-    kv_gpu, kv_cpu = _kv_split(spec, inputs, place, depth, state_passes=2)
+    kv_gpu, kv_cpu = kv_split(spec, inputs, place, depth, state_passes=2)
     seconds, _ = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu)
     return DepthRow(
         depth=depth, kv_bytes=kv_gpu + kv_cpu, decode_ceiling_tok_s=1 / seconds, tpot_floor_ms=seconds * 1e3
@@ -439,61 +388,3 @@ def _prefill_seconds(
     weights = place.gpu_weight_bytes + place.cpu_weight_bytes
     memory_s = weights * n_ubatch / (device.bandwidth_bytes_per_s or float("inf"))
     return max(flops / peak, memory_s)
-
-
-def _memory(
-    spec: ModelSpec, device: Device, cpu: Device | None, place: Placement, inputs: PredictInputs
-) -> tuple[MemoryFit, ...]:
-    batch = max(inputs.batch, 1)
-    kv_gpu, kv_cpu = (b * batch for b in _kv_split(spec, inputs, place, inputs.ctx))
-    compute = _compute_buffer(spec, inputs, inputs.ctx)
-    if not device.is_discrete_gpu:
-        avail, total = device_memory(device)
-        return (
-            memory_fit(
-                "cpu" if device.backend == "cpu" else "unified", place.cpu_weight_bytes, kv_cpu, compute, avail, total
-            ),
-        )
-    fits = [memory_fit("gpu", place.gpu_weight_bytes, kv_gpu, compute, *device_memory(device))]
-    if place.cpu_weight_bytes or kv_cpu:
-        avail, total = device_memory(cpu) if cpu else (None, None)
-        fits.append(memory_fit("cpu", place.cpu_weight_bytes, kv_cpu, 0, avail, total))
-    return tuple(fits)
-
-
-def _compute_buffer(spec: ModelSpec, inputs: PredictInputs, ctx: int) -> int:
-    return compute_buffer_bytes(spec, ctx, inputs.n_ubatch, inputs.flash_attn)
-
-
-def max_context(
-    spec: ModelSpec, inputs: PredictInputs, place: Placement, available: int, cpu_available: int | None = None
-) -> int:
-    """The largest context (<= the model's, or inputs.ctx if larger) that fits every pool: on a
-    GPU its layers' weights + their KV + the buffers within `available`, and the layers left in
-    RAM with their own KV within `cpu_available` (when known); elsewhere one pool holds all."""
-    hi = max(spec.context_length, inputs.ctx)
-    split = bool(place.gpu_layers) or place.gpu_weight_bytes > 0
-
-    def fits(ctx: int) -> bool:
-        kv_gpu, kv_cpu = _kv_split(spec, inputs, place, ctx)
-        buffers = _compute_buffer(spec, inputs, ctx)
-        if not split:
-            return place.cpu_weight_bytes + kv_gpu + kv_cpu + buffers <= available
-        in_ram = cpu_available is None or place.cpu_weight_bytes + kv_cpu <= cpu_available
-        return place.gpu_weight_bytes + kv_gpu + buffers <= available and in_ram
-
-    if not fits(1):
-        return 0
-    lo = 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-    return lo
-
-
-def batch_max(spec: ModelSpec, inputs: PredictInputs, weight_bytes: int, available: int) -> int:
-    """B_max = (memory - weights - reserve) / (KV per token x L): sequences of inputs.ctx tokens that fit."""
-    per_sequence = spec.kv_bytes_at(inputs.ctx, inputs.cache_type_k, inputs.cache_type_v)
-    per_sequence += spec.state_bytes_per_sequence or 0
-    free = available - weight_bytes - _compute_buffer(spec, inputs, inputs.ctx)
-    return max(free // per_sequence, 0) if per_sequence else 0

@@ -1,8 +1,9 @@
 """`ggprof fit`: which of these models runs well on a device, at the context the user needs.
 
 Headers only: each model's ModelSpec is predicted on the device at a full context (the KV
-cache a long conversation fills). A discrete GPU too small for the whole model gets the
-largest `-ngl` split whose GPU part fits, the rest in RAM. The pick is the largest model
+cache a long conversation fills). On a discrete GPU each model gets the placements worth
+trying (pipelines.placements: every layer on the GPU, a mixture of experts' experts in RAM,
+the largest `-ngl` split), the fastest that fits shown first. The pick is the largest model
 that fits, at the context, at or above the speed asked for; every other model says why it
 loses.
 """
@@ -10,13 +11,13 @@ loses.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ggprof.errors import BadInputError, GGProfError, NoBandwidthError
-from ggprof.llamacpp import N_CTX, N_PROMPT
+from ggprof.llamacpp import CACHE_TYPE, N_CTX, N_PROMPT
 from ggprof.machine.target import Target
 from ggprof.model.ggml import GGML_TYPES_BY_NAME
 from ggprof.model.gguf import GGUFHeader, read_model_files
@@ -26,6 +27,7 @@ from ggprof.model.stores import Candidate, Location, Scan, Skipped
 from ggprof.physics.roofline import PredictInputs, Prediction
 from ggprof.physics.rpc import Member
 from ggprof.pipelines.extensions import Extensions
+from ggprof.pipelines.placements import Placed, RankBy, place
 from ggprof.pipelines.predict import predict_with, with_host_roof
 from ggprof.pipelines.rpc import predict_split
 from ggprof.units import clean_name, fmt_bytes
@@ -40,6 +42,20 @@ class ChooseOptions:
     remote: tuple[Member, ...] = ()  # machines a model that does not fit may be split over (RPC)
     max_header_bytes: int = MAX_HEADER_BYTES  # a remote model's header at most (--max-header-bytes)
     header_timeout_s: float = HEADER_TIMEOUT_S  # the remote models' headers, all read at once (--header-timeout)
+    cache_type_k: str = CACHE_TYPE  # -ctk: the KV cache the context holds
+    cache_type_v: str = CACHE_TYPE  # -ctv
+    rank_by: RankBy = "tg"  # which speed ranks a model's placements: decode, or prefill (pp)
+
+    def inputs(self) -> PredictInputs:
+        """A model's prediction at this context: decode at a full context, llama-bench's prompt."""
+        return PredictInputs(
+            depth=self.ctx,
+            prompt=TTFT_PROMPT,
+            gen=1,
+            ctx=self.ctx,
+            cache_type_k=self.cache_type_k,
+            cache_type_v=self.cache_type_v,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +79,11 @@ class Assessed:
     pick: bool = False
     fastest: bool = False  # the fastest that fits at the context (the pick is the largest fast enough)
     split: bool = False  # placed over the main device and the remote machines (llama.cpp's RPC)
+    n_cpu_moe: int = 0  # layers whose routed experts stay in RAM (-ncmoe; n_layers: -cmoe)
+    flags: str | None = None  # the placement as llama.cpp's flags (None: over RPC, or this host's CPU)
+    placements: tuple[Placed, ...] = ()  # on a GPU: every placement tried, those that fit best first
+    llama_fit: Placed | None = None  # what llama.cpp's own --fit would choose
+    ram_bandwidth_missing: bool = False  # only placements with weights in RAM fit, of unknown bandwidth
 
     @property
     def expected_low_tok_s(self) -> float | None:
@@ -169,7 +190,7 @@ def assess(c: Candidate, spec: ModelSpec, target: Target, options: ChooseOptions
         if split is None or not split.fits:
             raise
         return split
-    partial = target.device.is_discrete_gpu and alone.n_gpu_layers <= spec.n_layers
+    partial = target.device.is_discrete_gpu and (alone.n_gpu_layers <= spec.n_layers or alone.n_cpu_moe > 0)
     if options.remote and (not alone.fits or partial or why_not(alone, options) is not None):
         # one machine does not suffice (too small, layers left in RAM, or too slow): the split
         # over the remote machines when it fits and is faster
@@ -181,36 +202,37 @@ def assess(c: Candidate, spec: ModelSpec, target: Target, options: ChooseOptions
 
 
 def _assess_alone(c: Candidate, spec: ModelSpec, target: Target, options: ChooseOptions, ext: Extensions) -> Assessed:
-    ctx = options.ctx
-    all_layers = spec.n_layers + 1
-
-    def at(ngl: int | None, depth: int = ctx) -> Prediction:
-        inputs = PredictInputs(depth=depth, prompt=TTFT_PROMPT, gen=1, ctx=ctx, n_gpu_layers=ngl)
-        return predict_with(spec, target, inputs, ext)
-
-    p = at(None)
-    if not target.device.is_discrete_gpu:  # this host's CPU: capped by a compute roof kept here
-        p = with_host_roof(spec, p, target, ext)
-    ngl = all_layers if target.device.is_discrete_gpu else 0
-    if target.device.is_discrete_gpu and not _pool_fits(p, 0) and target.cpu is not None:
-        ngl = _largest_split(at, spec.n_layers)
-        p = at(ngl)
+    inputs = options.inputs()
+    if target.device.is_discrete_gpu:
+        return _assess_on_gpu(c, spec, target, options, ext)
+    # this host's CPU (or one memory): capped by a compute roof kept here
+    p = with_host_roof(spec, predict_with(spec, target, inputs, ext), target, ext)
     fits = all(_pool_fits(p, i) for i in range(len(p.memory)))
-    return _assessed(c, spec, p, fits, ngl, target, ctx, at)
+    empty = predict_with(spec, target, replace(inputs, depth=0), ext)
+    return _built(c, spec, p, fits, 0, empty.ttft_floor_ms, prefill=empty)
 
 
-def _assessed(
-    c: Candidate,
-    spec: ModelSpec,
-    p: Prediction,
-    fits: bool,
-    ngl: int,
-    target: Target,
-    ctx: int,
-    at: Callable[..., Prediction],
-) -> Assessed:
-    empty = at(ngl if target.device.is_discrete_gpu else None, depth=0)
-    return _built(c, spec, p, fits, ngl, empty.ttft_floor_ms, prefill=empty)
+def _assess_on_gpu(c: Candidate, spec: ModelSpec, target: Target, options: ChooseOptions, ext: Extensions) -> Assessed:
+    """The best of the placements tried (pipelines.placements), with the others beside it."""
+    placed = place(spec, target, options.inputs(), ext, options.rank_by)
+    best = next((p for p in placed.ranked if p.prediction is not None), None)
+    if best is None or best.first is None or best.prediction is None:  # every one needs the RAM's bandwidth
+        raise NoBandwidthError(RAM_BANDWIDTH_UNKNOWN)
+    a = _built(c, spec, best.prediction, best.fits, best.n_gpu_layers, best.first.ttft_floor_ms, prefill=best.first)
+    return replace(
+        a,
+        n_cpu_moe=best.n_cpu_moe,
+        flags=best.flags,
+        placements=placed.ranked,
+        llama_fit=placed.llama_fit,
+        ram_bandwidth_missing=placed.ram_bandwidth_missing and not best.fits,
+    )
+
+
+RAM_BANDWIDTH_UNKNOWN = (
+    "the placements that fit keep weights in RAM, whose bandwidth is unknown: pass --ram-bandwidth GB/s "
+    "(or run `ggprof host` to measure this host's)"
+)
 
 
 def _built(
@@ -264,17 +286,6 @@ def _pool_fits(p: Prediction, i: int) -> bool:
     return p.memory[i].verdict in ("fits", "tight")
 
 
-def _largest_split(predict_at: Callable[[int], Prediction], n_layers: int) -> int:
-    """The most layers (0..n_layers) whose GPU part fits: binary search on -ngl."""
-    lo, hi = 0, n_layers
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        # the GPU part must fit what is usable (not only the total, "tight"): the same memory the
-        # row's largest context is computed against, so one row never says two things
-        lo, hi = (mid, hi) if predict_at(mid).memory[0].verdict == "fits" else (lo, mid - 1)
-    return lo
-
-
 def bits_per_weight(spec: ModelSpec) -> float:
     """Stored bits per parameter over all tensors (the file's real mix, not its label)."""
     n = sum(t.n_elements for t in spec.tensors)
@@ -321,6 +332,8 @@ def rank(assessed: list[Assessed], options: ChooseOptions) -> list[Assessed]:
 
 def why_not(f: Assessed, options: ChooseOptions) -> str | None:
     """Why a model cannot be the pick (None: it can)."""
+    if f.ram_bandwidth_missing:
+        return f"does not fit without RAM: {RAM_BANDWIDTH_UNKNOWN}"
     if not f.fits:
         avail = fmt_bytes(f.available_bytes, binary=False) if f.available_bytes else "unknown"
         return f"does not fit: needs {fmt_bytes(f.needed_bytes, binary=False)} at ctx {options.ctx:,}, has {avail}"

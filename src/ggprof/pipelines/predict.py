@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING
 from ggprof.bench import roofs
 from ggprof.bench.roofs import StoredRoof
 from ggprof.errors import BadInputError, NoBandwidthError
-from ggprof.machine.device import EfficiencyBand
+from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.machine.host import describe_host
 from ggprof.machine.load import BUSY_SHARE
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.roofline import PredictInputs, Prediction, predict, splits_to_cpu
 from ggprof.pipelines.extensions import Extensions
+from ggprof.verdict.backend import Backend
 from ggprof.verdict.finding import JudgeCase
 
 if TYPE_CHECKING:
@@ -96,14 +97,16 @@ def predict_with(spec: ModelSpec, target: Target, inputs: PredictInputs, ext: Ex
     backend = ext.backends.get(target.device.backend)
     warnings: list[str] = []
 
-    def band_of(method: str, what: str) -> EfficiencyBand | None:
-        if backend is None:
+    def band_of(
+        method: str, what: str, b: Backend | None = backend, device: Device = target.device
+    ) -> EfficiencyBand | None:
+        if b is None:
             return None
         try:
-            band: EfficiencyBand | None = getattr(backend, method)(spec, target.device)
+            band: EfficiencyBand | None = getattr(b, method)(spec, device)
             return band
         except Exception as e:  # a backend plugin's bug
-            warnings.append(f"the {backend.name} backend plugin failed computing its {what}: {type(e).__name__}: {e}")
+            warnings.append(f"the {b.name} backend plugin failed computing its {what}: {type(e).__name__}: {e}")
             return None
 
     gpus = target.gpus
@@ -115,7 +118,11 @@ def predict_with(spec: ModelSpec, target: Target, inputs: PredictInputs, ext: Ex
         return _predict_devices(spec, target, inputs, ext)
     band = band_of("efficiency_band", "expected band")
     prefill_band = band_of("prefill_band", "prefill band")
-    p = predict(spec, target.device, inputs, band, target.cpu, prefill_band)
+    cpu = target.cpu
+    # the part of a token read from RAM goes at the CPU's share of its bandwidth, not the GPU's
+    in_ram = cpu is not None and target.device.is_discrete_gpu and splits_to_cpu(inputs, spec.n_layers)
+    cpu_band = band_of("efficiency_band", "expected band", ext.backends.get("cpu"), cpu) if in_ram and cpu else None
+    p = predict(spec, target.device, inputs, band, cpu, prefill_band, cpu_band)
     return replace(p, warnings=tuple(warnings)) if warnings else p
 
 
