@@ -11,24 +11,19 @@ from ggprof.cli.base import (
     extensions,
     load_model_arg,
 )
+from ggprof.cli.build_options import BuildChoice, build_options
 from ggprof.cli.options import (
-    ON_OFF,
     POSITIVE_TOKENS,
     TOK_S,
     TOKENS,
     device_options,
     drafting_options,
     fact_option,
-    on_off,
-    parse_build_number,
-    parse_vulkan_driver,
     placement_options,
     remote_options,
     rpc_options,
-    switch_given,
 )
 from ggprof.llamacpp import N_PROMPT
-from ggprof.machine.device import HIPBLASLT_SETTINGS, MATRIX_CORES, BuildFacts
 from ggprof.pipelines.runs import check_model_context
 from ggprof.units import clean_name
 
@@ -65,68 +60,7 @@ if TYPE_CHECKING:
 @fact_option("n_gpu_layers", default=None, help="Layers offloaded in the report.")
 @placement_options
 @drafting_options
-@click.option(
-    "--build",
-    "build_number",
-    metavar="BUILD",
-    callback=parse_build_number,
-    help=(
-        "The report's llama.cpp build (5315 or b5315): its age sets the prompt band (Vulkan, ROCm), "
-        "and builds before b4200 are judged by their era."
-    ),
-)
-@click.option(
-    "--matrix-cores",
-    type=click.Choice(MATRIX_CORES, case_sensitive=False),
-    help="What the report's ggml_vulkan banner says of matrix cores (with --backend vulkan): the prefill ceiling.",
-)
-@click.option(
-    "--int-dot",
-    type=click.Choice(("0", "1")),
-    help="What the report's ggml_vulkan banner says of int dot (with --backend vulkan; with --build, "
-    "whether its int8 dot-product kernels set the prefill ceiling).",
-)
-@click.option(
-    "--vulkan-driver",
-    metavar="NAME",
-    callback=parse_vulkan_driver,
-    help="The driver the report's ggml_vulkan banner names, its last parenthesis (with --backend vulkan): "
-    "radv, NVIDIA, Honeykrisp, AMD open-source driver (AMDVLK); a slow prompt names a driver known to be slow.",
-)
-@click.option(
-    "--rocblas-use-hipblaslt",
-    "hipblaslt",
-    type=click.Choice(HIPBLASLT_SETTINGS),
-    help="The report's ROCBLAS_USE_HIPBLASLT (with --backend rocm): a slow prompt names rocBLAS without hipBLASLt.",
-)
-@click.option(
-    "--sycl-f16",
-    type=click.Choice(("yes", "no")),
-    help="What the report's SYCL log says of GGML_SYCL_F16 (with --backend sycl): the prefill ceiling "
-    "(the XMX units with it, the vector units without).",
-)
-@fact_option(
-    "flash_attn",
-    default=None,
-    callback=switch_given,
-    help="Whether the reported run used flash attention (llama-bench's -fa 1, a log's `flash_attn = 1`): "
-    "on ROCm, a slow prompt with it on names a build without rocWMMA's kernels as a cause to check.",
-)
-@fact_option(
-    "n_ubatch",
-    default=None,
-    help="The reported run's physical batch (llama-bench's and llama.cpp's -ub, at most its -b; a log's "
-    "`n_ubatch`): a slow prompt below 512 names it, with how much speed public runs lost at that size; "
-    "512 or more rules it out.",
-)
-@click.option(
-    "--sycl-reorder",
-    type=ON_OFF,
-    callback=on_off,
-    help="Whether the report's SYCL run reordered quantized weights (with --backend sycl; its log's "
-    "`GGML_SYCL_ENABLE_OPT: 1`, or `GGML_SYCL_DISABLE_OPT: 0` on older builds, is on): a slow decode with "
-    "them off names it.",
-)
+@build_options
 @click.option(
     "--llama-bench",
     "llama_bench",
@@ -153,34 +87,13 @@ def check(
     n_gpu_layers: int | None,
     placement: tuple[tuple[str, Any], ...],
     drafting: dict[str, Any],
-    build_number: int | None,
-    matrix_cores: str | None,
-    int_dot: str | None,
-    vulkan_driver: str | None,
-    hipblaslt: str | None,
-    sycl_f16: str | None,
-    sycl_reorder: bool | None,
-    flash_attn: bool | None,
-    n_ubatch: int | None,
+    reported_build: BuildChoice,
     llama_bench: str | None,
     log_path: str | None,
     as_json: bool,
 ) -> int:
     """Judge a reported number (a bug report, a README, a forum post, a pasted log) without running anything."""
-    build_given = any(
-        x is not None
-        for x in (
-            build_number,
-            matrix_cores,
-            int_dot,
-            vulkan_driver,
-            hipblaslt,
-            sycl_f16,
-            sycl_reorder,
-            flash_attn,
-            n_ubatch,
-        )
-    )
+    build_given = reported_build.given
     if drafting and (log_path is not None or llama_bench is not None):
         raise click.UsageError(
             "--spec-type, --spec-draft-n-max, -md and --draft-acceptance describe a reported speed (--tg): "
@@ -224,26 +137,7 @@ def check(
         spec = load_model_arg(model)
         # what bench would refuse to run is refused as a claim too: a depth past the model's context
         check_model_context(spec, depth + (n_prompt if pp is not None else 0) + 1, "--depth + prompt + 1")
-        vulkan_facts = (("--matrix-cores", matrix_cores), ("--int-dot", int_dot), ("--vulkan-driver", vulkan_driver))
-        for name, value in vulkan_facts:
-            if value is not None and backend != "vulkan":
-                raise click.UsageError(f"{name} is what a ggml_vulkan banner says: give it with --backend vulkan")
-        if hipblaslt is not None and backend != "rocm":
-            raise click.UsageError("--rocblas-use-hipblaslt is rocBLAS's setting: give it with --backend rocm")
-        for name, given in (("--sycl-f16", sycl_f16 is not None), ("--sycl-reorder", sycl_reorder is not None)):
-            if given and backend != "sycl":
-                raise click.UsageError(f"{name} is a SYCL build's setting: give it with --backend sycl")
-        build = BuildFacts(
-            number=build_number,
-            matrix_cores=_matrix_cores(matrix_cores),
-            int_dot=None if int_dot is None else int_dot == "1",
-            vulkan_driver=vulkan_driver,
-            rocblas_use_hipblaslt=hipblaslt,
-            sycl_f16=None if sycl_f16 is None else sycl_f16 == "yes",
-            sycl_reorder=sycl_reorder,
-            flash_attn=flash_attn,
-            n_ubatch=n_ubatch,
-        )
+        build = reported_build.facts(backend)
         reports = [
             Reported(
                 tg_tok_s=tg,
@@ -297,11 +191,6 @@ def _drafting(spec: Any, given: dict[str, Any]) -> Any:
     return drafting_for(
         spec, given.get("spec_type"), given.get("spec_draft_n_max"), draft, acceptance, "--draft-acceptance"
     )
-
-
-def _matrix_cores(value: str | None) -> str | None:
-    """--matrix-cores in the banner's own spelling."""
-    return next((m for m in MATRIX_CORES if value and m.lower() == value.lower()), None)
 
 
 def _check_log(path: str, model: str | None, choice: DeviceChoice, backend: str | None, as_json: bool) -> int:
