@@ -225,3 +225,32 @@ def test_override_tensor_places_what_its_patterns_name(tmp_path: Path, monkeypat
     (tmp_path / "rows.json").write_text(json.dumps(rows))
     r = in_process("check", str(model), "--llama-bench", str(tmp_path / "rows.json"), "--device", "rtx-4090", "--json")
     assert json.loads(r.stdout)["predictions"][0]["decode_ceiling_tok_s"] == pytest.approx(ceiling(4), rel=1e-6)
+
+
+def test_a_public_llama_bench_log_with_ncmoe_is_judged_on_its_placement(tmp_path: Path) -> None:
+    """schedcp's RTX 5090 log (`llama-bench -ncmoe 64` on gpt-oss-120b: every layer's experts in RAM,
+    its build's table without an n_cpu_moe column): the command line places the experts, the decode
+    (16.34 tok/s) is judged against that placement with the RAM's bandwidth given, each memory's
+    part shown with its source, and the table's `ngl 99` rules out "no -ngl given"."""
+    from ggufs import GPT_OSS_120B
+
+    log = Path(__file__).parent / "data" / "logs" / "schedcp-5090-gpt-oss-120b-ncmoe64.txt"
+    model = write_model(tmp_path / "gpt-oss-120b-mxfp4.gguf", GPT_OSS_120B)[0]
+    r = in_process("check", str(model), "--log", str(log), "--json")  # no RAM bandwidth: not judged
+    (run,) = json.loads(r.stdout)["runs"]
+    assert any("-ncmoe 64" in m and "--bandwidth" in m for m in run["missing"]), run["missing"]
+    r = in_process("check", str(model), "--log", str(log), "--bandwidth", "80", "--json")
+    (run,) = json.loads(r.stdout)["runs"]
+    decode = next(m for m in run["measurements"] if m["kind"] == "decode")
+    assert decode["tok_s"] == pytest.approx(16.34) and decode["verdict"] == "plausible"
+    evidence = decode["findings"][0]["evidence"]
+    parts = [e for e in evidence if e.startswith("placement: ")]
+    assert "rtx-5090" in parts[0] and "[profile: rtx-5090]" in parts[0]
+    assert "experts of -ncmoe 64" in parts[1] and "80.0 GB/s [user: --bandwidth 80]" in parts[1]
+    ms = [float(p.split("= ")[1].split(" ms")[0]) for p in parts[:2]]
+    assert sum(ms) == pytest.approx(1e3 / decode["decode_ceiling_tok_s"], rel=0.01)  # the floor is their sum
+    # every routed expert in RAM: that part is most of a token's time
+    assert ms[1] > 10 * ms[0]
+    assert all(c["code"] != "NO_NGL" for c in run.get("causes", [])), run.get("causes")
+    r = in_process("check", "--log", str(log))
+    assert "the command gives no -ngl" not in r.stdout

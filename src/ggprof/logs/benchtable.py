@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from ggprof.llamacpp import N_UBATCH, physical_batch
 from ggprof.logs import figures
@@ -23,6 +24,7 @@ from ggprof.logs.state import (
     ParserState,
 )
 from ggprof.logs.text import Line
+from ggprof.runfacts import BY_HEAD
 
 
 class BenchTable(ParserState):
@@ -92,9 +94,18 @@ class BenchTable(ParserState):
                 n_prompt=n if kind == "prefill" else None,
                 flash_attn=flash_attn(row["fa"]) if "fa" in row else None,
                 n_ubatch=_table_ubatch(row),
+                facts=_row_facts(row),
             )
         )
         return True
+
+
+def _row_facts(row: dict[str, str]) -> tuple[tuple[str, Any], ...]:
+    """The run facts a row's columns state (its heads as llama-bench prints them: `n_cpu_moe`, `ot`,
+    `sm`, `ts`, `dev`), read by the run-fact table; a cell that is not the fact's value is left out."""
+    return tuple(
+        (f.name, v) for h, c in row.items() if (f := BY_HEAD.get(h)) is not None and (v := f.read(c)) is not None
+    )
 
 
 def _table_ubatch(row: dict[str, str]) -> int | None:

@@ -54,6 +54,7 @@ class Speed:
     n_prompt: int | None = None  # llama-bench's pp size
     flash_attn: bool | None = None  # llama-bench's fa column (1 or 0)
     n_ubatch: int | None = None  # llama-bench's physical batch: its n_ubatch column, at most n_batch (512 without)
+    facts: tuple[tuple[str, Any], ...] = ()  # a llama-bench row's run-fact columns (-ncmoe, -ot...), read by the table
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,7 @@ def causes(run: LogRun, backend: str) -> list[Cause]:
         and "command" in facts
         and not run.warnings
         and (run.devices or backend not in ("cpu", "unknown"))
+        and not any(sp.n_gpu_layers for sp in run.speeds)  # llama-bench's ngl column (its default is 99)
     ):
         cmd = facts["command"]
         where = f" ({run.devices[0].name} was found)" if run.devices else f" (a {backend} build)"

@@ -328,7 +328,7 @@ def _check_run(
             n_prompt=s.n_tokens or 512 if s.kind == "prefill" else 512,
             backend=backend if backend != "unknown" else None,
             n_gpu_layers=ngl if backend != "cpu" else None,
-            placement=placed if backend != "cpu" else (),
+            placement=placed_in_ram(run, s) if backend != "cpu" else (),
             drafting=drafting,
             cv=s.cv,
             model_uncertainty=model.uncertainty,  # the estimate's spread widens the tolerance, as noise does

@@ -7,17 +7,22 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ggprof.errors import GGProfError
-from ggprof.logs.records import LogRun
+from ggprof.logs.records import LogRun, Speed
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.speculative import Drafting, acceptance_from, drafting_for
 from ggprof.runfacts import BY_NAME as RUN_FACTS
 from ggprof.runfacts import DRAFTING, MAX_COUNT, MULTI_DEVICE, PLACEMENT
 
 
-def placed_in_ram(run: LogRun) -> tuple[tuple[str, object], ...]:
-    """The placement facts of the run's command line that put something in RAM (none: ())."""
+def placed_in_ram(run: LogRun, speed: Speed | None = None) -> tuple[tuple[str, object], ...]:
+    """The placement facts that put something in RAM (none: ()): the run's command line's, and a
+    llama-bench row's own columns over them (`speed`; without one, any row's)."""
     in_ram = [n for n in PLACEMENT if n != "n_gpu_layers" and n not in MULTI_DEVICE]
-    placed = tuple((n, v) for n, v in run.value("command_facts") or () if n in in_ram and v)
+    rows = [speed] if speed is not None else run.speeds
+    given = dict(run.value("command_facts") or ())
+    for row in rows:
+        given |= {n: v for n, v in row.facts if n in in_ram and (v or speed is not None)}
+    placed = tuple((n, given[n]) for n in in_ram if given.get(n))
     if not any(n != "tensor_buft_overrides" or any(b.upper().startswith("CPU") for _, b in v) for n, v in placed):
         return ()  # nothing put in RAM (an -ot to a GPU's buffer alone): a GPU's run, judged as one
     return placed

@@ -5,7 +5,7 @@ it holds, an unbalanced -ts, a split that synchronises often over its link)."""
 from __future__ import annotations
 
 from ggprof.physics.roofline import Prediction
-from ggprof.units import fmt_bytes
+from ggprof.units import fmt_bytes, fmt_rate
 
 # A split's exchanges are named as a cause of a slow run when they take this share of its floor
 SYNC_SHARE = 0.2
@@ -17,6 +17,38 @@ def devices_evidence(p: Prediction) -> tuple[str, ...]:
     if split is None:
         return ()
     return tuple(line.removeprefix("devices: ") for line in p.rules if line.startswith("devices: "))
+
+
+def placement_evidence(p: Prediction) -> tuple[str, ...]:
+    """One GPU with part of the model in RAM (-ngl, -ncmoe, -cmoe, -ot ...=CPU, -nkvo): each memory's
+    part of a token, its bandwidth and source, and their sum, the time a token takes at least."""
+    place, cpu = p.placement, p.cpu
+    if p.devices is not None or p.split is not None or not p.device.is_discrete_gpu or cpu is None:
+        return ()
+    kv_in_ram = p.inputs.no_kv_offload
+    on_gpu = place.gpu_decode_bytes + (0 if kv_in_ram else p.kv_bytes_at_depth)
+    in_ram = place.cpu_decode_bytes + (p.kv_bytes_at_depth if kv_in_ram else 0)
+    gpu_bw, cpu_bw = p.device.bandwidth_bytes_per_s, cpu.bandwidth_bytes_per_s
+    if in_ram <= 0 or not gpu_bw or not cpu_bw:
+        return ()
+    what = [
+        f"the experts of -ncmoe {p.inputs.n_cpu_moe}" if place.experts_in_ram_decode_bytes else "",
+        "the tensors -ot puts in a CPU buffer" if place.overridden_in_ram_decode_bytes else "",
+        "the KV cache (-nkvo)" if kv_in_ram and p.kv_bytes_at_depth else "",
+    ]
+    named = ", ".join(w for w in what if w) or f"the {len(place.gpu_layers)} layers' rest not offloaded"
+    gpu_s, cpu_s = on_gpu / gpu_bw, in_ram / cpu_bw
+    sources = (
+        p.device.bandwidth.describe() if p.device.bandwidth else "unknown",
+        cpu.bandwidth.describe() if cpu.bandwidth else "unknown",
+    )
+    return (
+        f"placement: on {p.device.id} {fmt_bytes(on_gpu, binary=False)} a token at {fmt_rate(gpu_bw)} "
+        f"[{sources[0]}] = {gpu_s * 1e3:.3g} ms",
+        f"placement: in RAM ({named}) {fmt_bytes(in_ram, binary=False)} a token at {fmt_rate(cpu_bw)} "
+        f"[{sources[1]}] = {cpu_s * 1e3:.3g} ms",
+        f"placement: a token takes {(gpu_s + cpu_s) * 1e3:.3g} ms at least, the sum (the GPU waits for the CPU's part)",
+    )
 
 
 def devices_causes(p: Prediction) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ from ggprof.physics.roofline import Prediction, expected_decode, is_partial_offl
 from ggprof.physics.speculative import expected_speculative
 from ggprof.units import fmt_bytes, fmt_rate, pct, sig3, tps
 from ggprof.verdict.backend import NOT_ONE_STREAM_CAUSES, PREFILL_TOO_FAST_CAUSES, TOO_FAST_CAUSES, Backend
-from ggprof.verdict.devices import devices_causes, devices_evidence, overfull
+from ggprof.verdict.devices import devices_causes, devices_evidence, overfull, placement_evidence
 from ggprof.verdict.drafting import above_drafting, drafting_causes, drafting_evidence
 from ggprof.verdict.finding import BASE_TOLERANCE, MAX_TOLERANCE, NOISY_CV, Finding, JudgeCase
 
@@ -156,6 +156,7 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
         f"bandwidth {fmt_rate(p.bandwidth_bytes_per_s)} [{_bandwidth_source(p)}]",
         *((case.roof_note,) if case.roof_note else ()),
         *devices_evidence(p),
+        *placement_evidence(p),
     )
     if p.step is not None:
         evidence = (*evidence, *drafting_evidence(p))
