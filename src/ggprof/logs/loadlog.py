@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from ggprof.logs.patterns import (
+    _BREAKDOWN,
     _BUFFER,
     _BUILD,
     _BUILD_BENCH,
@@ -14,6 +15,8 @@ from ggprof.logs.patterns import (
     _CTX,
     _DEVICE,
     _FA_RESOLVED,
+    _FIT_DEVICE,
+    _FIT_DONE,
     _FOUND,
     _KV,
     _KV_BUFFER,
@@ -41,6 +44,7 @@ from ggprof.logs.patterns import (
 )
 from ggprof.logs.records import (
     MAX_BYTES,
+    MAX_DEVICES,
     MAX_LISTED,
     METADATA_FACTS,
     Fact,
@@ -55,6 +59,9 @@ from ggprof.logs.state import (
 )
 from ggprof.logs.text import Line
 from ggprof.runfacts.table import BY_LOG_KEY
+from ggprof.units import clean_name
+
+BUFFER_NAME_CHARS = 80  # an RPC device's buffer names its server: `RPC0[192.168.100.200:50052]`
 
 
 class LoadLog(ParserState):
@@ -167,13 +174,13 @@ class LoadLog(ParserState):
         elif m := _BUFFER.match(t):
             b = num(m[2])
             if b is not None and len(r.model_buffers) < 32:
-                name = m[1][:32]
+                name = m[1][:BUFFER_NAME_CHARS]
                 have = r.model_buffers[name].value if name in r.model_buffers else 0  # a buffer type twice: both
                 r.model_buffers[name] = Fact(have + int(b * (1 << 20)), line.number, line.text)
         elif m := _KV_BUFFER.match(t):
             b = num(m[2])
             if b is not None and len(r.kv_buffers) < 32:  # a sliding-window model has two caches: both
-                name = m[1][:32]
+                name = m[1][:BUFFER_NAME_CHARS]
                 have = r.kv_buffers[name].value if name in r.kv_buffers else 0
                 r.kv_buffers[name] = Fact(have + int(b * (1 << 20)), line.number, line.text)
         else:
@@ -291,9 +298,14 @@ class LoadLog(ParserState):
             r.set("metal_working_set_bytes", int(ws * 1e6) if ws else None, line)
             return True
         if "using device" in t and (m := _USING_DEVICE.search(t)):
-            used = {"cuda": "cuda", "rocm": "rocm", "vulkan": "vulkan", "metal": "metal", "sycl": "sycl"}.get(
-                m[1].lower()
-            )
+            used = {
+                "cuda": "cuda",
+                "rocm": "rocm",
+                "vulkan": "vulkan",
+                "metal": "metal",
+                "sycl": "sycl",
+                "rpc": "rpc",
+            }.get(m[1].lower())
             if used and not any(d.name == m[3] for d in r.devices):
                 free = count(m[4])
                 self._device(
@@ -301,3 +313,23 @@ class LoadLog(ParserState):
                 )
             return True
         return False
+
+    def fit(self, line: Line) -> bool:
+        """--fit's choice for each device and its outcome; the memory breakdown printed after the
+        load (the ones --fit prints while it tries placements come before the model's buffers)."""
+        t, r = line.text, self.run
+        if m := _FIT_DEVICE.match(t):
+            self.saw("llama.cpp --fit")
+            if len(r.fit_devices) < MAX_DEVICES or m[1] in r.fit_devices:
+                values = (clean_name(m[2] or "", 80), count(m[3]), count(m[4] or "0"), int(m[5]), int(m[6]))
+                r.fit_devices[m[1]] = Fact(values, line.number, t)
+            return True
+        if m := _FIT_DONE.match(t):
+            r.set("fit_status", "fit" if m[1].startswith("successfully") else "failed", line)
+            return True
+        if (m := _BREAKDOWN.match(t)) and r.model_buffers:
+            if len(r.memory_breakdown) < MAX_DEVICES or m[1] in r.memory_breakdown:
+                mib = tuple(count(v) for v in m.group(3, 4, 5, 6))
+                r.memory_breakdown[m[1]] = Fact((clean_name(m[2] or "", 80), *mib), line.number, t)
+            return True
+        return bool(_BREAKDOWN.match(t))

@@ -84,6 +84,7 @@ class _Parser(LoadLog, ServerLines, BenchTable):
         (("llm_load_print_meta", "print_info", "llama_model_load_internal"), LoadLog.model_meta),
         (("llama_model_loader",), LoadLog.loader),
         (("layers to GPU", "buffer size", "VRAM used"), LoadLog.tensors),
+        (("params_fit", "fit_params", "memory_breakdown_print"), LoadLog.fit),
         (
             (
                 "eval time",
@@ -154,6 +155,17 @@ def _route(*names: str) -> tuple[int, ...]:
 _ROUTES: dict[str, tuple[int, ...]] = {
     **dict.fromkeys(("llm_load_print_meta", "print_info", "llama_model_load_internal"), _route("model_meta", "system")),
     "llama_model_loader": _route("loader"),
+    **dict.fromkeys(
+        (
+            "common_params_fit_impl",
+            "llama_params_fit_impl",
+            "common_fit_params",
+            "llama_params_fit",
+            "common_memory_breakdown_print",
+            "llama_memory_breakdown_print",
+        ),
+        _route("fit"),
+    ),
     **dict.fromkeys(("llm_load_tensors", "load_tensors"), _route("tensors", "system")),
     **dict.fromkeys(
         ("llama_new_context_with_model", "llama_context", "llama_init_from_model"), _route("context", "tensors")

@@ -23,6 +23,21 @@ _OFFLOADED = OFFLOADED
 _OFFLOADING = re.compile(r"offloading (\d+) repeating layers to GPU")
 _BUFFER = re.compile(r"^(?:llm_)?load_tensors:\s+(\S+?)(?: model)? buffer size =\s+([\d.,]+) MiB")
 _KV_BUFFER = re.compile(r"^llama_kv_cache\w*:\s+(\S+) KV buffer size =\s+([\d.,]+) MiB")
+# what llama.cpp's --fit chose for each device, its last word per device (common/fit.cpp, before 2026
+# src/llama.cpp's llama_params_fit_impl): `  - RPC0 (127.0.0.1:50161):  3 layers ( 3 overflowing),
+# 4 MiB used,  24100 MiB free` (overflowing: layers whose experts it moved to system memory)
+_FIT_DEVICE = re.compile(
+    r"^(?:common|llama)_params_fit_impl:\s+- (\w{1,40}?)(?: \(([^()]{0,200})\))?:\s+(\d+) layers"
+    r"(?: \(\s*(\d+) overflowing\))?,\s+(-?\d+) MiB used,\s+(-?\d+) MiB free"
+)
+_FIT_DONE = re.compile(r"^(?:common_fit_params|llama_params_fit): (successfully fit|failed to fit) params")
+# the memory breakdown (llama_memory_breakdown_print, common_memory_breakdown_print in 2026 builds), a
+# row a device: `|   - RPC0 (127.0.0.1:50161) | 24105 = 24105 + (   4 =     0 +       0 +       3) +  -4 |`,
+# the host's without its total and free: `|   - Host   |   18 =    10 +       0 +       7   |` (MiB)
+_BREAKDOWN = re.compile(
+    r"^(?:common|llama)_memory_breakdown_print: \|\s+- (\w{1,40}?)(?: \(([^()]{0,200})\))?\s+\|"
+    r"\s+(?:\d+ = \d+ \+ \(\s*)?(\d+) =\s+(\d+) \+\s+(\d+) \+\s+(\d+)"
+)
 _KV_TYPE = re.compile(r"K \((\w+)\):\s+[\d.]+ MiB, V \((\w+)\)")
 # a context's settings, one per line, their keys the run-fact table's (`llama_context: n_ubatch = 512`)
 _CTX = re.compile(

@@ -80,6 +80,10 @@ class LogRun:
     devices: list[LogDevice] = field(default_factory=list)
     model_buffers: dict[str, Fact] = field(default_factory=dict)  # buffer -> bytes
     kv_buffers: dict[str, Fact] = field(default_factory=dict)
+    # --fit's choice per device: (its words, layers, overflowing layers, MiB used, MiB free)
+    fit_devices: dict[str, Fact] = field(default_factory=dict)
+    # the memory breakdown after the load, per device (and Host): (self, model, context, compute) MiB
+    memory_breakdown: dict[str, Fact] = field(default_factory=dict)
     type_counts: dict[str, int] = field(default_factory=dict)
     warnings: list[Fact] = field(default_factory=list)
     full_reprocess: list[Fact] = field(default_factory=list)  # server prompts evaluated from token 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ggprof.logs.records import Fact, LogDevice, LogRun, Speed
+from ggprof.units import fmt_bytes
 
 MIN_PREFILL_TOKENS = 32  # fewer prompt tokens are a tiny batch: no prefill rate to judge
 SAMPLING_SHARE = 0.20  # sampling taking more of the generation time than this is named
@@ -22,6 +23,7 @@ _BUFFER_BACKENDS = {
     "metal": "metal",
     "sycl": "sycl",
     "musa": "musa",
+    "rpc": "rpc",  # `RPC0[127.0.0.1:50052]`: a device behind an rpc-server
 }
 
 
@@ -34,7 +36,7 @@ class Cause:
 
 
 def _buffer_backend(name: str) -> str | None:
-    low = name.lower().rstrip("0123456789")
+    low = name.split("[", 1)[0].lower().rstrip("0123456789")
     if low in ("cpu", "cpu_mapped", "cpu_repack", "cuda_host", "cpu_aarch64"):
         return None
     return _BUFFER_BACKENDS.get(low)
@@ -188,7 +190,7 @@ def causes(run: LogRun, backend: str) -> list[Cause]:
             out.append(
                 Cause(
                     "WEIGHTS_IN_RAM",
-                    f"every layer is offloaded, yet {cpu_only / 2**30:.1f} GiB of {all_bytes / 2**30:.1f} GiB of "
+                    f"every layer is offloaded, yet {fmt_bytes(cpu_only)} of {fmt_bytes(all_bytes)} of "
                     "weights sit in CPU buffers (tensor overrides, -ot/--cpu-moe): those are read from system RAM",
                     (big,),
                     "judge the run as a split between the GPU and system RAM (its ceiling is set by the RAM part)",

@@ -67,6 +67,8 @@ class TensorSpec:
     n_elements: int
     n_bytes: int
     layer: int | None
+    offset: int | None = None  # where its data starts in its file's data section (None: not read)
+    shard: int = 0  # which file of a split model holds it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -367,6 +369,8 @@ def _tensor_spec(t: TensorInfo) -> TensorSpec:
         n_elements=t.n_elements,
         n_bytes=t.n_bytes,
         layer=int(m[1]) if m else None,
+        offset=t.offset,
+        shard=t.shard,
     )
 
 

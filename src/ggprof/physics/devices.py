@@ -26,7 +26,7 @@ derivation and its sources.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -188,6 +188,46 @@ def _is_split_matrix(spec: ModelSpec, t: TensorSpec, mode: str) -> bool:
     return mode == "row" and len(t.shape) == 2 and t.name.endswith(".weight") and not spec.is_lookup(t)
 
 
+@dataclass(frozen=True)
+class Home:
+    """Where llama.cpp puts one tensor: a GPU's index in its order (None: the CPU's RAM), cut over
+    every GPU (a row or tensor split's matrix), or the input embedding's lookup (always RAM)."""
+
+    device: int | None
+    split: bool = False
+    lookup: bool = False
+
+
+def homes(
+    spec: ModelSpec,
+    per_layer: Sequence[int | None],
+    output: int | None,
+    labels: dict[str, int],
+    mode: str = "layer",
+    n_cpu_moe: int = 0,
+    overrides: tuple[tuple[str, str], ...] = (),
+) -> Iterator[tuple[TensorSpec, Home]]:
+    """Each tensor of `spec` with its home: its layer's device (`per_layer`, the output layer's
+    `output`), then -ot's buffer (the first pattern that matches; a CPU buffer is RAM, a GPU's
+    name that GPU), else -ncmoe's experts of the first layers in RAM (src/llama-model.cpp)."""
+    for t in spec.tensors:
+        if spec.is_lookup(t):  # llama.cpp keeps the input embedding on the CPU; one row a token
+            yield t, Home(None, lookup=True)
+            continue
+        if t.layer is not None:
+            dev = per_layer[t.layer] if t.layer < len(per_layer) else None
+        elif t.name in OUTPUT_LAYER_TENSORS or spec.is_tied_head(t):
+            dev = output
+        else:
+            dev = None
+        buffer = buffer_of(t.name, overrides) if overrides else None
+        if buffer is not None:  # -ot before -ncmoe: the first pattern added that matches
+            dev = None if buffer.upper().startswith("CPU") else labels.get(buffer, dev)
+        elif dev is not None and t.layer is not None and t.layer < n_cpu_moe and EXPERT_TENSORS.search(t.name):
+            dev = None
+        yield t, Home(dev, split=dev is not None and buffer is None and _is_split_matrix(spec, t, mode))
+
+
 def plan_devices(
     spec: ModelSpec,
     gpus: Sequence[tuple[str, Device]],
@@ -209,24 +249,11 @@ def plan_devices(
     held, read, par, kv = [0] * (n + 1), [0] * (n + 1), [0] * (n + 1), [0] * (n + 1)
     labels = {label: i for i, (label, _) in enumerate(gpus)}
     matrices: list[TensorSpec] = []
-    for t in spec.tensors:
+    for t, home in homes(spec, per_layer, output, labels, mode, n_cpu_moe, overrides):
         decode = int(t.n_bytes * spec.decode_share(t))
-        if spec.is_lookup(t):  # llama.cpp keeps the input embedding on the CPU; one row a token
-            held[cpu_i], read[cpu_i] = held[cpu_i] + t.n_bytes, read[cpu_i] + decode
-            continue
-        if t.layer is not None:
-            dev = per_layer[t.layer]
-        elif t.name in OUTPUT_LAYER_TENSORS or spec.is_tied_head(t):
-            dev = output
-            held[cpu_i] += t.n_bytes if spec.is_tied_head(t) else 0  # the lookup's own copy
-        else:
-            dev = None
-        buffer = buffer_of(t.name, overrides) if overrides else None
-        if buffer is not None:  # -ot before -ncmoe: the first pattern added that matches
-            dev = None if buffer.upper().startswith("CPU") else labels.get(buffer, dev)
-        elif dev is not None and t.layer is not None and t.layer < n_cpu_moe and EXPERT_TENSORS.search(t.name):
-            dev = None
-        if dev is not None and buffer is None and _is_split_matrix(spec, t, mode):
+        if spec.is_tied_head(t) and not home.lookup:
+            held[cpu_i] += t.n_bytes  # the lookup's own copy
+        if home.split:
             for i, share in enumerate(shares):
                 held[i] += int(t.n_bytes * share)
                 read[i] += int(decode * share)
@@ -234,7 +261,7 @@ def plan_devices(
             if decode:
                 matrices.append(t)
             continue
-        i = cpu_i if dev is None else dev
+        i = cpu_i if home.device is None else home.device
         held[i], read[i] = held[i] + t.n_bytes, read[i] + decode
     for il, b in enumerate(kv_layer_bytes):
         dev = per_layer[il] if il < len(per_layer) else None

@@ -35,6 +35,7 @@ from ggprof.pipelines.check import Checker, Reported
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.logfacts import drafting_of, named, placed_in_ram
+from ggprof.pipelines.logplacement import LogPlacement, log_placement
 from ggprof.units import clean_name
 from ggprof.verdict.backend import NEEDS_LAYERS_ON_CPU
 from ggprof.verdict.finding import RANK, Severity
@@ -66,6 +67,7 @@ class RunCheck:
     missing: list[str] = field(default_factory=list)  # what the log leaves out, and what it costs
     measurements: list[Measurement] = field(default_factory=list)
     causes: list[Cause] = field(default_factory=list)
+    placement: LogPlacement | None = None  # each device's buffers, --fit's choice, ggprof's bytes
 
     @property
     def severity(self) -> Severity:
@@ -277,6 +279,7 @@ def _check_run(
         missing=missing,
     )
     rc.causes = causes(run, backend)
+    rc.placement = log_placement(run, model.spec)
     if not run.speeds:
         rc.missing.append("any speed (no timing, rate or llama-bench line)")
     spec = model.spec

@@ -8,6 +8,7 @@ from typing import Any
 from ggprof.logs.records import MAX_RUNS, MAX_SPEEDS_IN_ALL, Fact, LogRun
 from ggprof.logs.text import MAX_LOG_BYTES, MAX_LOG_LINES
 from ggprof.pipelines.logcheck import LogCheck, Measurement, RunCheck
+from ggprof.pipelines.logplacement import LogPlacement
 from ggprof.report.triage import private
 from ggprof.report.verdict import TAG, finding_dict, finding_lines
 from ggprof.runfacts import BY_LOG_KEY
@@ -145,6 +146,7 @@ def log_dict(c: LogCheck) -> dict[str, Any]:
                 "warnings": [{"line": w.line, "text": clean_name(private(w.text), 300)} for w in rc.run.warnings],
                 "model_buffers_bytes": {clean_name(k, 32): f.value for k, f in rc.run.model_buffers.items()},
                 "kv_buffers_bytes": {clean_name(k, 32): f.value for k, f in rc.run.kv_buffers.items()},
+                "placement": _placement_dict(rc.placement),
                 "model": {
                     "source": clean_name(private(rc.model.source), 120),
                     "decode_bytes_per_token": spec.decode_bytes_per_token if spec else None,
@@ -264,12 +266,8 @@ def _run_lines(rc: RunCheck, n_runs: int) -> list[str]:
         f = r.facts.get(key)
         if f is not None:
             out.append(f"  {label}: {_shown(key, f.value)} (line {f.line})")
-    if r.model_buffers:
-        shown = ", ".join(f"{clean_name(k, 20)} {v.value / 2**20:,.0f} MiB" for k, v in r.model_buffers.items())
-        out.append(f"  weights in: {shown}")
-    if r.kv_buffers:
-        shown = ", ".join(f"{clean_name(k, 20)} {v.value / 2**20:,.0f} MiB" for k, v in r.kv_buffers.items())
-        out.append(f"  KV cache in: {shown}")
+    if rc.placement is not None:
+        out += _placement_lines(rc.placement)
     spec = rc.model.spec
     if spec is not None:
         rng = rc.model.decode_bytes_range
@@ -316,3 +314,76 @@ def _run_lines(rc: RunCheck, n_runs: int) -> list[str]:
     if step:
         out.append(f"  next step: {clean_name(step, 300)}")
     return out
+
+
+def _mib(n: int | None) -> str:
+    return "?" if n is None else f"{n / 2**20:,.2f} MiB"
+
+
+def _placement_lines(p: LogPlacement) -> list[str]:
+    """Each device's buffers as the log printed them, beside ggprof's for the placement read."""
+    out = [f"  placement: {clean_name(p.flags, 200) or '?'}, {p.source}"]
+    if p.fit:
+        chosen = "; ".join(
+            f"{c.device} ({clean_name(c.where, 40)}) {c.layers} layers ({c.overflowing} overflowing)" for c in p.fit
+        )
+        status = f", {p.fit_status.value} (line {p.fit_status.line})" if p.fit_status else ""
+        out.append(f"    --fit chose: {chosen}{status}")
+    if all(row.predicted_bytes is None and row.kv_bytes is None for row in p.rows):  # the log's alone: one line
+        shown = ", ".join(f"{clean_name(row.name, 40)} {_mib(row.model_bytes)} (line {row.line})" for row in p.rows)
+        return [*out, f"    weights in: {shown}"]
+    for row in p.rows:
+        where = f" ({clean_name(row.where, 40)})" if row.where else ""
+        kv = f", KV cache {_mib(row.kv_bytes)}" if row.kv_bytes is not None else ""
+        err = f" ({row.error:+.1%})" if row.error is not None else ""
+        ours = (
+            f"; ggprof for this placement {_mib(row.predicted_bytes)}{err}" if row.predicted_bytes is not None else ""
+        )
+        out.append(
+            f"    {clean_name(row.name, 40)}{where}: weights {_mib(row.model_bytes)} (line {row.line}){kv}{ours}"
+        )
+    if p.breakdown:
+        shown = "; ".join(
+            f"{clean_name(name, 20)} model {f.value[2]} + context {f.value[3]} + compute {f.value[4]}"
+            for name, f in p.breakdown
+        )
+        out.append(f"    memory breakdown (MiB, line {p.breakdown[0][1].line}): {shown}")
+    return out
+
+
+def _placement_dict(p: LogPlacement | None) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    return {
+        "flags": p.flags,
+        "source": p.source,
+        "buffers": [
+            {
+                "name": clean_name(r.name, 40),
+                "where": clean_name(r.where, 80),
+                "model_bytes": r.model_bytes,
+                "kv_bytes": r.kv_bytes,
+                "predicted_bytes": r.predicted_bytes,
+                "error": r.error,
+                "line": r.line,
+            }
+            for r in p.rows
+        ],
+        "fit": [
+            {
+                "device": c.device,
+                "where": clean_name(c.where, 80),
+                "layers": c.layers,
+                "overflowing": c.overflowing,
+                "used_mib": c.used_mib,
+                "free_mib": c.free_mib,
+                "line": c.line,
+            }
+            for c in p.fit
+        ],
+        "fit_status": p.fit_status.value if p.fit_status else None,
+        "memory_breakdown_mib": {
+            name: dict(zip(("self", "model", "context", "compute"), f.value[1:], strict=True))
+            for name, f in p.breakdown
+        },
+    }
