@@ -194,3 +194,15 @@ def test_profiles_json(run_cli: RunCli) -> None:
     assert m2["vector_flops_per_s"] == pytest.approx(m2["peak_flops_per_s"], rel=1e-9)
     text = run_cli("profiles").stdout
     assert all(len(line) <= 100 for line in text.splitlines())
+
+
+def test_the_search_budget_is_one_commands() -> None:
+    """A command's bound on profile-pattern searches ends with it: a library call after a command
+    (many run in one test process) is not counted against it, so it never fails on what earlier
+    commands spent."""
+    from support import in_process
+
+    from ggprof.machine.profiles import SEARCHES
+
+    assert in_process("profiles").exit_code == 0
+    assert (SEARCHES.armed, SEARCHES.count, SEARCHES.spent_s) == (False, 0, 0.0)

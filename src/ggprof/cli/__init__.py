@@ -89,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         error_line(f"internal error: {type(e).__name__}: {e} (GGPROF_DEBUG=1 shows the traceback)")
         return int(ExitStatus.INTERNAL_ERROR)
     finally:
+        SEARCHES.disarm()  # the bound is one command's: a library call after it is not counted
         for s, handler in previous.items():
             signal.signal(s, handler)
     return int(rv) if isinstance(rv, int) else int(ExitStatus.OK)

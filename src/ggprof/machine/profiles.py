@@ -212,6 +212,9 @@ class SearchBudget:
     def arm(self) -> None:
         self.armed, self.count, self.spent_s = True, 0, 0.0
 
+    def disarm(self) -> None:
+        self.armed, self.count, self.spent_s = False, 0, 0.0
+
     def spend(self, where: object) -> None:
         """Count one search (or compile) and the time since the last, when they follow closely."""
         if not self.armed:
