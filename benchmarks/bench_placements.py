@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data" / "placement-results.jsonl"
 sys.path.insert(0, str(ROOT / "tests"))  # the header writer the tests use
 
-from ggufs import F16, GPT_OSS_120B, MXFP4, Q8_0, Shape, write_model  # noqa: E402
+from ggufs import F16, F32, GPT_OSS_120B, MXFP4, Q8_0, Shape, nbytes, write_model  # noqa: E402
 
 CATEGORIES = ("experts_in_ram", "multi_gpu", "unified_memory", "spill", "partial_offload")
 SLOWED = 3.0
@@ -83,8 +83,26 @@ def shape_of(row: dict[str, Any]) -> Shape | None:
     model = row["model"].lower()
     if model.startswith("gpt-oss-120b"):
         return GPT_OSS_120B
+    return _sized(row, model)
+
+
+def _sized(row: dict[str, Any], model: str) -> Shape | None:
     if model.startswith("gpt-oss-20b"):
         return replace(GPT_OSS_120B, n_layers=24, n_experts=32, name="gpt-oss-20b")
+    shape = _shape_of(row, model)
+    if shape is None or not row["model_size_gib"]:
+        return shape
+    # a mixed quant (Q3_K_M, UD-Q4_K_XL) is larger than its base type: the type nearest the stated size
+    import gguf
+
+    def gib(qtype: Any) -> float:
+        return sum(nbytes(s, qtype if q != F32 else F32) for _, s, q in replace(shape, qtype=qtype).tensors()) / 2**30
+
+    types = [gguf.GGMLQuantizationType[n] for n in QTYPES]
+    return replace(shape, qtype=min(types, key=lambda t: abs(gib(t) - row["model_size_gib"])))
+
+
+def _shape_of(row: dict[str, Any], model: str) -> Shape | None:
     key = next((k for k in SHAPES if k in model.replace("meta-", "")), None)
     total = row["model_params_b"]
     if key is None or not total:
@@ -102,7 +120,9 @@ def shape_of(row: dict[str, Any]) -> Shape | None:
     per_expert = (total * 1e9 - rest) / (experts * n_layers)  # 3 x e x ff
     ff = max(round(per_expert / (3 * e) / 256) * 256, 256)  # whole K-quant blocks
     used = max(round((active * 1e9 - rest + e * vocab) / (n_layers * 3 * e * ff)), 1)
-    return replace(base, n_ff=ff, n_experts=experts, n_experts_used=used, qtype=qtype, file_type=None, name=row["model"])
+    return replace(
+        base, n_ff=ff, n_experts=experts, n_experts_used=used, qtype=qtype, file_type=None, name=row["model"]
+    )
 
 
 def ram_of(row: dict[str, Any], profiles: Any) -> str | None:
@@ -207,7 +227,9 @@ def table(judged: list[tuple[str, str, str]], rows: list[dict[str, Any]], show_r
         counts[cat] += 1
         if honest and honest != "unknown":
             by[cat].append((honest, slow))
-    lines.append(f"{'category':<16} {'rows':>4} {'judged':>6} {'impossible':>10} {'suspicious':>10} {'slowed caught':>13}")
+    lines.append(
+        f"{'category':<16} {'rows':>4} {'judged':>6} {'impossible':>10} {'suspicious':>10} {'slowed caught':>13}"
+    )
     for cat in (*CATEGORIES, "all"):
         got = [x for c in CATEGORIES for x in by[c]] if cat == "all" else by[cat]
         n = len(got)
