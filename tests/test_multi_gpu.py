@@ -173,9 +173,9 @@ def test_a_split_a_gpu_cannot_hold_is_impossible_and_says_which(tmp_path: Path) 
     assert r.exit_code == 4, r.stdout
     words = " ".join(r.stdout.split())
     assert (
-        "MODEL_DOES_NOT_FIT: a full offload needs" in words and "CUDA0 (NVIDIA GeForce RTX 3090) has 24.0 GB" in words
+        "MODEL_DOES_NOT_FIT: a full offload needs" in words and "CUDA0 (NVIDIA GeForce RTX 3090) has 25.8 GB" in words
     )
-    assert "CUDA0 (NVIDIA GeForce RTX 3090) is given" in words and "(-ts 9,1), more than its 24.0 GB" in words
+    assert "CUDA0 (NVIDIA GeForce RTX 3090) is given" in words and "(-ts 9,1), more than its 25.8 GB" in words
 
 
 def test_device_means_a_profile_first_and_llama_cpps_list_otherwise() -> None:

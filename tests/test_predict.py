@@ -120,7 +120,7 @@ def test_batch_max_on_an_80_gb_gpu(tmp_path: Path) -> None:
     gqa = model(tmp_path, LLAMA_8B_GQA_F16, "gqa.gguf")
     p_mha = predict(mha, h100, PredictInputs(ctx=8192), BAND)
     p_gqa = predict(gqa, h100, PredictInputs(ctx=8192), BAND)
-    available = int(80e9 * 0.95)  # no free-memory reading for a profile: total less a 5% reserve
+    available = int(80 * GiB * 0.95)  # a profile's 80 GB is binary (81,920 MiB); no free-memory reading: 5% kept
     embd = 4096 * 32000 * 2  # the input embedding stays in host RAM (llama.cpp)
     weights = mha.tensor_bytes - embd
     assert p_mha.placement.gpu_weight_bytes == weights
@@ -129,7 +129,7 @@ def test_batch_max_on_an_80_gb_gpu(tmp_path: Path) -> None:
     assert p_mha.batch_max is not None
     assert weights + p_mha.batch_max * 4 * GiB <= available < weights + (p_mha.batch_max + 1) * 4 * GiB + GiB
     assert 12 <= (p_mha.batch_max or 0) <= 15
-    assert 50 <= (p_gqa.batch_max or 0) <= 60
+    assert 50 <= (p_gqa.batch_max or 0) <= 62
     gqa_weights = p_gqa.placement.gpu_weight_bytes
     assert batch_max(gqa, PredictInputs(ctx=8192), gqa_weights, available) == p_gqa.batch_max
 

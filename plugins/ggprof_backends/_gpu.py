@@ -59,7 +59,7 @@ def gpu_device(
     peak, vector, int_dot = profile.flops_figures() if profile is not None else (None, None, None)
     memory_source = "os" if memory_bytes else None
     if memory_bytes is None and profile is not None and profile.memory_gb:
-        memory_bytes, memory_source = int(profile.memory_gb * 1e9), f"profile {profile.id}"
+        memory_bytes, memory_source = profile.memory_bytes, f"profile {profile.id}"
     return Device(
         id=f"{backend}:{index}",
         name=name,

@@ -16,6 +16,7 @@ from ggprof.cli.options import (
     POSITIVE_TOKENS,
     TOK_S,
     TOKENS,
+    bandwidth_figure,
     device_options,
     drafting_options,
     fact_option,
@@ -24,6 +25,7 @@ from ggprof.cli.options import (
     rpc_options,
 )
 from ggprof.llamacpp import N_PROMPT
+from ggprof.machine.device import Device
 from ggprof.pipelines.runs import check_model_context
 from ggprof.units import clean_name
 
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from ggprof.bench.llamabench import LlamaBenchRow
+    from ggprof.figures import Figure
     from ggprof.machine.target import DeviceChoice
     from ggprof.pipelines.judged import Judged
     from ggprof.pipelines.rpc import RpcChoice
@@ -74,6 +77,13 @@ if TYPE_CHECKING:
     help="Judge every speed in a pasted llama.cpp, llama-server, llama-bench or Ollama log (- for stdin).",
 )
 @rpc_options
+@click.option(
+    "--ram-bandwidth",
+    metavar="BW",
+    callback=bandwidth_figure,
+    help="The bandwidth of the RAM that held the weights not on the GPU (-ngl, -ncmoe, -ot): 90 (GB/s). "
+    "Without it: this host's measured RAM, else the RAM's class (a wide band, never impossible below its top).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def check(
     model: str | None,
@@ -90,6 +100,7 @@ def check(
     reported_build: BuildChoice,
     llama_bench: str | None,
     log_path: str | None,
+    ram_bandwidth: Figure | None,
     as_json: bool,
 ) -> int:
     """Judge a reported number (a bug report, a README, a forum post, a pasted log) without running anything."""
@@ -151,7 +162,8 @@ def check(
                 build=build if build else None,
             )
         ]
-    checker = Checker(spec, choice, extensions())
+    ram = Device(id="ram", name="host RAM", backend="cpu", bandwidth=ram_bandwidth) if ram_bandwidth else None
+    checker = Checker(spec, choice, extensions(), cpu=ram)
     if rpc.active:  # RPC rows are judged against this split (this host, or --device, is the main host)
         from ggprof.pipelines.rpc import split_setup
 

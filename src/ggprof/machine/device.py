@@ -221,6 +221,8 @@ class Device:
     architecture: str | None = None  # from its profile: the chip generation the speed fits group by
     device_class: str | None = None  # from its profile: vendor and integrated/discrete/datacenter (nvidia discrete)
     build: BuildFacts | None = None  # the build a reported result ran on, where the report says
+    link: Figure | None = None  # bytes/s between a discrete GPU and its host's RAM (PCIe), one direction
+    bandwidth_low: Figure | None = None  # where only its class is known: the class's slowest bandwidth
 
     @property
     def matrix_units_faster(self) -> bool:

@@ -74,6 +74,7 @@ LIMITS = {
     "peak_fp32_tflops": 1e5,
     "peak_int8_tops": 1e5,
     "gpu_cores": 1e6,
+    "host_link_gbs": 1e4,
 }
 _ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 
@@ -115,6 +116,9 @@ class Profile:
     # AMD Instinct): peaks built for training batches, which llama.cpp's kernels reach a smaller
     # share of than a graphics card's (the speed fits group them apart: docs/calibration.md)
     datacenter: bool = False
+    # the GPU's link to the host (PCIe: lanes x a lane's rate, one direction), GB/s: what weights
+    # kept in RAM cross when the GPU computes with them (a prompt's batches, spill)
+    host_link_gbs: float | None = None
     sources: dict[str, str] = field(default_factory=dict)
     notes: str | None = None
     path: Path | None = None
@@ -122,6 +126,14 @@ class Profile:
     @property
     def bandwidth_bytes_per_s(self) -> float:
         return self.memory_bandwidth_gbs * 1e9
+
+    @property
+    def memory_bytes(self) -> int | None:
+        """Its memory in bytes: a GPU's is binary (a "24 GB" RTX 3090 holds 24,576 MiB: nvidia-smi,
+        rocm-smi), the marketed "GB" a GiB; a memory kit's or an SoC's as written."""
+        if not self.memory_gb:
+            return None
+        return int(self.memory_gb * (1 << 30 if self.kind == "gpu" else 1e9))
 
     @property
     def vendor(self) -> str | None:
@@ -362,6 +374,7 @@ def parse_profile(path: Path) -> Profile:
         architecture=v.optional_string("architecture"),
         integrated=v.optional_bool("integrated"),
         datacenter=bool(v.optional_bool("datacenter")),
+        host_link_gbs=v.positive("host_link_gbs"),
         sources=v.string_table("sources"),
         notes=v.optional_string("notes"),
         path=path,

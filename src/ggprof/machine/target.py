@@ -66,17 +66,32 @@ def device_from_profile(p: Profile) -> Device:
         id=p.id,
         name=p.name,
         backend=p.backends[0],
-        memory_bytes=int(p.memory_gb * 1e9) if p.memory_gb else None,
+        memory_bytes=p.memory_bytes,
         memory_source=f"profile {p.id}" if p.memory_gb else None,
         bandwidth=Figure(p.bandwidth_bytes_per_s, "profile", p.id),
         peak_flops=peak,
         vector_flops=vector,
         int_dot_ops=int_dot,
         profile_id=p.id,
-        unified_memory=p.kind == "soc",
+        unified_memory=p.kind == "soc" or bool(p.integrated),
+        link=host_link(p),
         architecture=p.architecture,
         device_class=p.device_class,
     )
+
+
+# A discrete GPU's link to its host when its profile does not give one: PCIe 4.0 x16 (16 GT/s x
+# 128b/130b = 1.969 GB/s a lane, one direction; PCI-SIG PCIe 4.0 base specification)
+DEFAULT_HOST_LINK_GBS = 31.5
+
+
+def host_link(p: Profile) -> Figure | None:
+    """A discrete GPU's link to its host RAM: its profile's, else PCIe 4.0 x16 (labelled)."""
+    if p.kind != "gpu" or p.integrated:
+        return None
+    if p.host_link_gbs:
+        return Figure(p.host_link_gbs * 1e9, "profile", f"{p.id}: {p.sources.get('host_link_gbs', 'host link')}")
+    return Figure(DEFAULT_HOST_LINK_GBS * 1e9, "theoretical", "PCIe 4.0 x16 assumed (the profile names no link)")
 
 
 def parse_device(text: str, is_profile: Callable[[str], bool]) -> tuple[tuple[str, ...], tuple[str, ...]]:

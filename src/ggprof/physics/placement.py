@@ -9,9 +9,10 @@ device's share of its bandwidth (`blended_band`)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ggprof.machine.device import EfficiencyBand
+from ggprof.figures import Figure
+from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.model.spec import OUTPUT_LAYER_TENSORS, ModelSpec, offloaded_layers
 
 
@@ -106,3 +107,84 @@ def blended_band(gpu: EfficiencyBand, cpu: EfficiencyBand, gpu_s: float, cpu_s: 
         f"({cpu.low:.0%}-{cpu.high:.0%}: {cpu.source})",
         judged=gpu.judged and cpu.judged,
     )
+
+
+# The share of its link a GPU reaches reading weights kept in host RAM: CUDA's pinned host-to-device
+# copies reach 80-90% of PCIe's rate (NVIDIA bandwidthTest); a driver's spill to system memory and
+# managed memory paging reach less (docs/physics.md, "Spill"; the public rows of
+# benchmarks/bench_placements.py land inside it).
+LINK_BAND = EfficiencyBand(
+    low=0.25, high=0.9, source="the host link: 25%-90% of its rate (managed-memory paging to pinned copies)"
+)
+MIN_OFFLOAD_BATCH = 32  # ggml-cuda's offload_op: a batch this large computes RAM's weights on the GPU
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spill:
+    """Weights of a full offload beyond the GPU's memory, read from host RAM over its link every
+    token: Windows' CUDA system-memory fallback, GGML_CUDA_ENABLE_UNIFIED_MEMORY=1 (on Linux
+    llama.cpp fails to load such a placement instead)."""
+
+    weight_bytes: int
+    decode_bytes: int
+
+    def rule(self, device: Device) -> str:
+        link = device.link.describe() if device.link else "unknown"
+        return (
+            f"spill: {self.weight_bytes / 1e9:.3g} GB of weights beyond {device.id}'s memory, "
+            f"{self.decode_bytes / 1e9:.3g} GB of them read a token over the host link ({link})"
+        )
+
+
+def spilled(place: Placement, kv_gpu_bytes: int, device: Device) -> Spill | None:
+    """The weights a full offload cannot hold in the GPU's memory (weights and KV over its total;
+    the compute buffers' estimate left out, so that no ceiling is made too low)."""
+    total = device.memory_bytes
+    over = place.gpu_weight_bytes + kv_gpu_bytes - total if total else 0
+    if over <= 0 or not place.gpu_weight_bytes:
+        return None
+    over = min(over, place.gpu_weight_bytes)
+    return Spill(weight_bytes=over, decode_bytes=int(place.gpu_decode_bytes * over / place.gpu_weight_bytes))
+
+
+def link_bytes_a_batch(spec: ModelSpec, place: Placement, spill: Spill | None, inputs: object) -> int:
+    """The weights in RAM a prompt's batch takes to the GPU (ggml offloads a batch of 32 tokens or
+    more to it): every weight in RAM but the input embedding, which is looked up on the CPU."""
+    ubatch = min(getattr(inputs, "prompt", 0), getattr(inputs, "n_ubatch", 0))
+    if ubatch < MIN_OFFLOAD_BATCH:
+        return 0
+    lookup = sum(t.n_bytes for t in spec.tensors if spec.is_lookup(t))
+    return max(place.cpu_weight_bytes - lookup, 0) + (spill.weight_bytes if spill else 0)
+
+
+# RAM behind a GPU when the report does not state it: its class's JEDEC peaks (profiles
+# ddr4-2400-dual to ddr5-6400-dual beside a desktop GPU, ddr4-3200-8ch to ddr5-6000-12ch
+# beside a datacenter one). Judged against the fastest (never impossible below it), the band
+# reaching down to the slowest.
+RAM_CLASSES = {
+    "desktop": (38.4e9, 102.4e9, "dual-channel DDR4-2400 to DDR5-6400"),
+    "server": (204.8e9, 576e9, "8-channel DDR4-3200 to 12-channel DDR5-6000"),
+}
+
+
+def ram_class(gpu: Device) -> Device:
+    """The host RAM of a GPU whose RAM no one stated: its class's fastest bandwidth, the slowest
+    kept as `bandwidth_low` (labelled as a class default)."""
+    kind = "server" if gpu.device_class and "datacenter" in gpu.device_class else "desktop"
+    low, high, what = RAM_CLASSES[kind]
+    detail = f"RAM not stated: {kind} class, {what} ({low / 1e9:.3g}-{high / 1e9:.3g} GB/s JEDEC peaks)"
+    return Device(
+        id="ram",
+        name="host RAM (not stated)",
+        backend="cpu",
+        bandwidth=Figure(high, "theoretical", detail),
+        bandwidth_low=Figure(low, "theoretical", detail),
+    )
+
+
+def class_band(cpu_band: EfficiencyBand, cpu: Device) -> EfficiencyBand:
+    """A RAM known only by its class: the band's low end at its slowest member's bandwidth."""
+    if cpu.bandwidth_low is None or cpu.bandwidth is None:
+        return cpu_band
+    ratio = cpu.bandwidth_low.value / cpu.bandwidth.value
+    return replace(cpu_band, low=cpu_band.low * ratio, source=f"{cpu_band.source}; {cpu.bandwidth.detail}")

@@ -28,7 +28,7 @@ from ggprof.physics.memory import (
     memory_fit,
     memory_pools,
 )
-from ggprof.physics.placement import Placement, blended_band, placement
+from ggprof.physics.placement import LINK_BAND, Placement, blended_band, link_bytes_a_batch, placement, spilled
 from ggprof.physics.speculative import Drafting, VerifyStep, expected_speculative, verify_step
 
 if TYPE_CHECKING:
@@ -139,6 +139,7 @@ class Prediction:
     roof_note: str | None = None  # where that roof came from, or why there is none
     step: VerifyStep | None = None  # speculative decoding: the verify step (ggprof.physics.speculative)
     devices: DeviceSplit | None = None  # several GPUs of one machine (ggprof.physics.devices)
+    spill_bytes: int = 0  # weights beyond a GPU's memory, read from host RAM over its link (physics.placement)
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -279,10 +280,28 @@ def predict(
     in_ram_s = (place.cpu_decode_bytes + kv_cpu) / cpu.bandwidth.value if has_gpu and cpu and cpu.bandwidth else 0
     if band is not None and cpu_band is not None and in_ram_s > 0:
         band = blended_band(band, cpu_band, seconds - in_ram_s, in_ram_s)
+    spill = (
+        spilled(place, kv_gpu, device)
+        if has_gpu and not is_partial_offload(inputs.n_gpu_layers, spec.n_layers)
+        else None
+    )
+    if spill is not None and device.link is not None:
+        on_gpu_s = seconds - spill.decode_bytes / (device.bandwidth_bytes_per_s or 1)
+        link_s = spill.decode_bytes / device.link.value
+        seconds = on_gpu_s + link_s
+        band = blended_band(band, LINK_BAND, on_gpu_s, link_s) if band is not None else None
+        rules.append(spill.rule(device))
     table = tuple(_depth_row(spec, device, cpu, place, inputs, d) for d in depth_points(spec))
     peak = device.peak_flops.value if device.peak_flops else None
     flops = prefill_flops(spec, inputs.prompt, inputs.depth, n_batch=inputs.n_batch)
     prefill_s = _prefill_seconds(flops, peak, place, device, inputs)
+    crossing = link_bytes_a_batch(spec, place, spill, inputs) if has_gpu and device.link else 0
+    if prefill_s is not None and crossing:  # each batch's weights in RAM cross the link to the GPU
+        prefill_s += crossing * -(-inputs.prompt // inputs.n_ubatch) / device.link.value  # type: ignore[union-attr]
+        rules.append(
+            f"a prompt's batches on the GPU: {crossing / 1e9:.3g} GB of weights in RAM cross the link "
+            f"({device.link.describe()}) for each batch of {inputs.n_ubatch} tokens"  # type: ignore[union-attr]
+        )
     memory = memory_pools(spec, device, cpu, place, inputs)
     avail = device_memory(device)[0]
     weights = place.gpu_weight_bytes if has_gpu else place.cpu_weight_bytes
@@ -306,6 +325,7 @@ def predict(
         batch_max=batch_max(spec, inputs, weights, avail) if avail else None,
         rules=(*spec.decode_rules(), *rules, *_kv_in_ram(inputs, has_gpu, kv_cpu)),
         active_params=spec.active_params,
+        spill_bytes=spill.weight_bytes if spill is not None else 0,
     )
 
 

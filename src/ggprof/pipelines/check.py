@@ -20,6 +20,7 @@ from ggprof.machine.device import BuildFacts, Device, with_build
 from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
+from ggprof.physics.placement import ram_class
 from ggprof.physics.roofline import PredictInputs, Prediction, drafted, splits_to_cpu
 from ggprof.physics.speculative import Drafting
 from ggprof.pipelines.extensions import Extensions
@@ -27,7 +28,8 @@ from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.predict import kept_roof, roof_note
 from ggprof.pipelines.profile import prediction_for
 from ggprof.pipelines.rpc import SplitSetup, predict_split
-from ggprof.verdict.finding import JudgeCase
+from ggprof.units import tps
+from ggprof.verdict.finding import Finding, JudgeCase, Verdict
 from ggprof.verdict.judge import judge
 
 T = TypeVar("T")
@@ -97,7 +99,11 @@ class Checker:
             )
         except NoBandwidthError:
             return None
-        return replace(target, cpu=self.cpu) if self.cpu is not None and target.device.is_discrete_gpu else target
+        if self.cpu is not None and target.device.is_discrete_gpu:
+            return replace(target, cpu=self.cpu)
+        if partial and target.device.is_discrete_gpu and (target.cpu is None or target.cpu.bandwidth is None):
+            return replace(target, cpu=ram_class(target.device))  # the RAM not stated: its class, labelled
+        return target
 
     @staticmethod
     def key(r: Reported) -> PredictionKey:
@@ -160,8 +166,29 @@ class Checker:
         made = {id(p): p for _, p in self._predictions.values() if p is not None}
         return [made[i] for i in self._index]
 
+    def explaining(self, r: Reported, p: Prediction | None) -> tuple[Prediction | None, Finding | None]:
+        """A report that names no placement, of a mixture of experts its GPU cannot hold, faster than
+        spilling allows: judged on experts in RAM at the smallest -ncmoe that fits (`fit`'s rule),
+        the placement that explains it, named with what tells the placements apart."""
+        given = r.n_gpu_layers is not None or r.placement or r.backend == "rpc"
+        if given or p is None or not p.spill_bytes or r.tg_tok_s is None or not self.spec.n_experts:
+            return p, None
+        if r.tg_tok_s <= p.decode_ceiling_tok_s:
+            return p, None
+        for n in range(1, self.spec.n_layers + 1):
+            _, other = self.predicted(replace(r, n_gpu_layers=-1, placement=(("n_cpu_moe", n),)))
+            if (
+                other is not None
+                and not other.spill_bytes
+                and other.memory
+                and other.memory[0].verdict != "does_not_fit"
+            ):
+                return other, explained_by(other, n, r.tg_tok_s)
+        return p, None
+
     def check(self, r: Reported) -> Judged:
         target, prediction = self.predicted(r)
+        prediction, named = self.explaining(r, prediction)
         used = r.backend or (target.device.backend if target else "cpu")
         # this host's CPU: the compute roof `profile` measured for the model here, as profile judged
         here = target is not None and used == "cpu" and self.use_host  # a roof measured on this host
@@ -188,9 +215,29 @@ class Checker:
             prediction=prediction,
             tg=r.tg_tok_s,
             pp=r.pp_tok_s,
-            verdict=judge(case, self.ext.backends, self.ext.extra_findings),
+            verdict=with_finding(judge(case, self.ext.backends, self.ext.extra_findings), named),
             source="reported",
         )
+
+
+def with_finding(v: Verdict, f: Finding | None) -> Verdict:
+    return replace(v, findings=(*v.findings, f)) if f is not None else v
+
+
+def explained_by(p: Prediction, n: int, tg: float) -> Finding:
+    """The placement a report left out that explains its number."""
+    return Finding(
+        severity="plausible",
+        code="PLACEMENT_EXPLAINS",
+        title=f"experts in RAM (-ngl 99 -ncmoe {n}) explains {tps(tg)}: no placement was given, the GPU cannot hold "
+        "the model, and spilling over its link is slower",
+        expected=f"at most {tps(p.decode_ceiling_tok_s)} with the experts of the first {n} layers in RAM",
+        observed=tps(tg),
+        evidence=tuple(p.rules),
+        causes=(f"experts in RAM (-ncmoe {n}): the smallest N whose placement fits the GPU's memory",),
+        next_step="tell the placements apart: the load log's buffer sizes (`CUDA0 model buffer size` against "
+        "`CPU_Mapped`), the command line (-ngl, -ncmoe, -ot); give them to check (-ncmoe N)",
+    )
 
 
 def reported_from_row(row: LlamaBenchRow, backend: str | None) -> Reported:

@@ -13,6 +13,7 @@ from ggprof.machine.host import describe_host
 from ggprof.machine.load import BUSY_SHARE
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
+from ggprof.physics.placement import class_band
 from ggprof.physics.roofline import PredictInputs, Prediction, predict, splits_to_cpu
 from ggprof.pipelines.extensions import Extensions
 from ggprof.verdict.backend import Backend
@@ -122,6 +123,7 @@ def predict_with(spec: ModelSpec, target: Target, inputs: PredictInputs, ext: Ex
     # the part of a token read from RAM goes at the CPU's share of its bandwidth, not the GPU's
     in_ram = cpu is not None and target.device.is_discrete_gpu and splits_to_cpu(inputs, spec.n_layers)
     cpu_band = band_of("efficiency_band", "expected band", ext.backends.get("cpu"), cpu) if in_ram and cpu else None
+    cpu_band = class_band(cpu_band, cpu) if cpu_band is not None and cpu is not None else cpu_band
     p = predict(spec, target.device, inputs, band, cpu, prefill_band, cpu_band)
     return replace(p, warnings=tuple(warnings)) if warnings else p
 

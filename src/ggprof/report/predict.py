@@ -74,6 +74,7 @@ def predict_dict(spec: ModelSpec, p: Prediction, device_note: str) -> dict[str, 
         "memory_pools": [_fit_dict(f) for f in p.memory],
         "max_ctx_fits": p.max_ctx_fits,
         "batch_max": p.batch_max,
+        "spill_bytes": p.spill_bytes,
         "offload": {
             "gpu_layers": len(p.placement.gpu_layers),
             "output_on_gpu": p.placement.output_on_gpu,

@@ -420,6 +420,8 @@ def fit_findings(b: Backend, case: JudgeCase) -> list[Finding]:
         return []
     total = fmt_bytes(gpu.total_bytes or 0, binary=False)
     required = fmt_bytes(gpu.required_bytes, binary=False)
+    if p.spill_bytes:
+        return [explained_by_spill(b, case, p, required, total)]
     return [
         Finding(
             severity="impossible",
@@ -442,6 +444,33 @@ def fit_findings(b: Backend, case: JudgeCase) -> list[Finding]:
             plugin=b.name,
         )
     ]
+
+
+def explained_by_spill(b: Backend, case: JudgeCase, p: Prediction, required: str, total: str) -> Finding:
+    """A full offload larger than the GPU: no load on Linux, but a placement the machine allows
+    explains its number (the weights over its memory read from RAM over the link: the band judged
+    on), and others may; what the run's log or command line says tells them apart."""
+    spill = fmt_bytes(p.spill_bytes, binary=False)
+    moe = "experts in RAM (-ngl 99 -ncmoe N, the experts of the first N layers in RAM at the CPU's bandwidth)"
+    return Finding(
+        severity="plausible",
+        code="WEIGHTS_BEYOND_VRAM",
+        title=f"a full offload needs {required}; {p.device.name} has {total}: judged as spill, {spill} of weights "
+        "read over the host link a token",
+        expected=f"at most {total} on the device, or the rest elsewhere",
+        observed=f"{required} needed",
+        evidence=(f"spill ceiling {tps(p.decode_ceiling_tok_s)} (the decode judged against it)",),
+        causes=(
+            f"spill: {spill} beyond the GPU's memory read from RAM over the host link (Windows' CUDA system-memory "
+            "fallback, GGML_CUDA_ENABLE_UNIFIED_MEMORY=1) explains the number",
+            *((moe,) if case.model.n_experts else ()),
+            "fewer layers offloaded (-ngl N): the rest read at the CPU's bandwidth",
+        ),
+        next_step="tell them apart: the load log's buffer sizes (`CUDA0 model buffer size` against `CPU_Mapped` "
+        "or `CUDA_Host`), the command line (-ngl, -ncmoe, -ot), GGML_CUDA_ENABLE_UNIFIED_MEMORY and the driver's "
+        "sysmem fallback policy",
+        plugin=b.name,
+    )
 
 
 def _bandwidth_source(p: Prediction) -> str:

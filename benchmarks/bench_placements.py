@@ -1,0 +1,278 @@
+"""Published llama.cpp results whose weights are not all in one GPU's memory
+(benchmarks/data/placement-results.jsonl: experts in RAM, several GPUs, unified memory, spill,
+partial offload) judged by `ggprof check` on their placement, as published and slowed to a third.
+
+Each row becomes one `ggprof check MODEL --tg X --pp Y --prompt N --depth D --device GPU[,GPU...]
+--backend B` call with its placement's flags (-ngl, -ncmoe, -sm, -ts) and its RAM's bandwidth
+where the row states the RAM (`--ram-bandwidth`; else none: the verdict must hold for any RAM),
+run in this process through ggprof's own CLI on a header of the model's published shape
+(tests/ggufs.py's writer; the data section a hole). The fitted part of these verdicts, the share
+of the RAM's bandwidth a token's RAM part reaches, is left out by machine: each machine's rows
+are judged by the share fitted on the others' (`--write` keeps the fit on them all). This
+host's measured bandwidth is never read (an empty cache).
+
+Printed per category: rows, rows judged (a model with no stated size is not), honest rows
+IMPOSSIBLE and SUSPICIOUS, slowed rows caught (SUSPICIOUS or IMPOSSIBLE). Targets (issue 60):
+0% impossible, at most 5% suspicious, at least 95% of the slowed caught, per category.
+
+    python benchmarks/bench_placements.py [--rows] [--write] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import sys
+import tempfile
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "benchmarks" / "data" / "placement-results.jsonl"
+sys.path.insert(0, str(ROOT / "tests"))  # the header writer the tests use
+
+from ggufs import F16, F32, GPT_OSS_120B, MXFP4, Q8_0, Shape, nbytes, write_model  # noqa: E402
+
+CATEGORIES = ("experts_in_ram", "multi_gpu", "unified_memory", "spill", "partial_offload")
+SLOWED = 3.0
+
+# Published shapes (each model's config.json): layers, width, heads, KV heads, head width,
+# vocabulary, routed experts (0: dense). The expert width and the experts a token uses are solved
+# from the row's parameters and active parameters, so the bytes a token reads are the row's.
+SHAPES: dict[str, tuple[int, int, int, int, int, int, int]] = {
+    "qwen3-30b-a3b": (48, 2048, 32, 4, 128, 151936, 128),
+    "deepseek-coder-v2-lite": (27, 2048, 16, 16, 128, 102400, 64),
+    "qwen3.5-35b-a3b": (40, 2048, 16, 2, 256, 248320, 256),
+    "qwen3.6-35b-a3b": (40, 2048, 16, 2, 256, 248320, 256),
+    "glm-4.5-air": (46, 4096, 96, 8, 128, 151552, 128),
+    "qwen3-235b-a22b": (94, 4096, 64, 4, 128, 151936, 128),
+    "qwen3.5-122b-a10b": (48, 3072, 32, 2, 256, 248320, 256),
+    "minimax-m2": (62, 3072, 48, 8, 128, 200064, 256),
+    "deepseek-v3": (61, 7168, 128, 4, 128, 129280, 256),
+    "deepseek-r1": (61, 7168, 128, 4, 128, 129280, 256),
+    "llama-3-70b": (80, 8192, 64, 8, 128, 128256, 0),
+    "llama-3.3-70b": (80, 8192, 64, 8, 128, 128256, 0),
+    "llama 3 70b": (80, 8192, 64, 8, 128, 128256, 0),
+    "qwen3.8-27b": (64, 5120, 24, 4, 256, 248320, 0),
+    "gemma-2-9b": (42, 3584, 16, 8, 256, 256000, 0),
+    "qwen2.5-14b": (48, 5120, 40, 8, 128, 152064, 0),
+}
+QTYPES = ("IQ1_S", "IQ2_XXS", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16")
+
+
+def qtype_of(quant: str) -> Any:
+    import gguf
+
+    q = quant.upper().replace("UD-", "")
+    if "MXFP4" in q:
+        return MXFP4
+    for name in QTYPES:
+        if q.startswith(name) or q.startswith(name.replace("_K", "")):
+            return gguf.GGMLQuantizationType[name]
+    return Q8_0 if q.startswith("Q8") else F16
+
+
+def shape_of(row: dict[str, Any]) -> Shape | None:
+    """The model's shape, or None where the row leaves its parameters out."""
+    model = row["model"].lower()
+    if model.startswith("gpt-oss-120b"):
+        return GPT_OSS_120B
+    return _sized(row, model)
+
+
+def _sized(row: dict[str, Any], model: str) -> Shape | None:
+    if model.startswith("gpt-oss-20b"):
+        return replace(GPT_OSS_120B, n_layers=24, n_experts=32, name="gpt-oss-20b")
+    shape = _shape_of(row, model)
+    if shape is None or not row["model_size_gib"]:
+        return shape
+    # a mixed quant (Q3_K_M, UD-Q4_K_XL) is larger than its base type: the type nearest the stated size
+    import gguf
+
+    def gib(qtype: Any) -> float:
+        return sum(nbytes(s, qtype if q != F32 else F32) for _, s, q in replace(shape, qtype=qtype).tensors()) / 2**30
+
+    types = [gguf.GGMLQuantizationType[n] for n in QTYPES]
+    return replace(shape, qtype=min(types, key=lambda t: abs(gib(t) - row["model_size_gib"])))
+
+
+def _shape_of(row: dict[str, Any], model: str) -> Shape | None:
+    key = next((k for k in SHAPES if k in model.replace("meta-", "")), None)
+    total = row["model_params_b"]
+    if key is None or not total:
+        return None
+    n_layers, e, heads, kv, hd, vocab, experts = SHAPES[key]
+    base = Shape(n_layers=n_layers, n_embd=e, n_heads=heads, n_kv_heads=kv, head_dim=hd, vocab=vocab, tokens=False)
+    rest = 2 * e * vocab + n_layers * e * hd * (2 * heads + 2 * kv)  # embedding, head, attention
+    qtype = qtype_of(row["quant"])
+    if not experts:
+        ff = int((total * 1e9 - rest) / (3 * e * n_layers)) // 256 * 256
+        return replace(base, n_ff=ff, qtype=qtype, file_type=None, name=row["model"])
+    active = row["active_params_b"]
+    if not active:
+        return None
+    per_expert = (total * 1e9 - rest) / (experts * n_layers)  # 3 x e x ff
+    ff = max(round(per_expert / (3 * e) / 256) * 256, 256)  # whole K-quant blocks
+    used = max(round((active * 1e9 - rest + e * vocab) / (n_layers * 3 * e * ff)), 1)
+    return replace(
+        base, n_ff=ff, n_experts=experts, n_experts_used=used, qtype=qtype, file_type=None, name=row["model"]
+    )
+
+
+def ram_of(row: dict[str, Any], profiles: Any) -> str | None:
+    """The RAM's bandwidth where the row states it (GB/s, or its memory's profile: kind, speed
+    and channels; an EPYC's 8 channels and a Core i9-10900X's DDR4-2933 are its platform's)."""
+    if row["ram_bandwidth_gbs"]:
+        return str(row["ram_bandwidth_gbs"])
+    text = f"{row['ram'] or ''} {row['cpu'] or ''}".lower()
+    kind = next((k for k in ("ddr5", "ddr4", "ddr3") if k in text), None)
+    if kind is None or "unified" in text:
+        return None
+    speed = text.split(f"{kind}-")[1][:4] if f"{kind}-" in text else ("2933" if "10900x" in text else None)
+    channels = next((n for word, n in (("dual", "dual"), ("quad", "4ch"), ("8-channel", "8ch")) if word in text), None)
+    channels = channels or ("8ch" if "epyc" in text else None)
+    if speed is None or channels is None:
+        return None
+    factor = {"dual": 2, "4ch": 4, "8ch": 8}[channels]
+    return f"{int(speed) * 8 * factor / 1000:g}"
+
+
+def profile_of(gpu: str, profiles: Any) -> str | None:
+    name = re.sub(r" \d+GB\b| \d+-core GPU", "", gpu.split(" (")[0])
+    found, _ = profiles.match(name)
+    return found.id if found else None
+
+
+def backend_of(row: dict[str, Any]) -> str:
+    b = row["backend"].lower()
+    return next((x for x in ("cuda", "rocm", "vulkan", "metal") if x in b), "cuda")
+
+
+def check_args(row: dict[str, Any], model: Path, profiles: Any, slowed: float) -> list[str] | None:
+    """`ggprof check`'s arguments for the row (None: no GPU named, or no speed)."""
+    gpus = [profile_of(g, profiles) for g in row["gpus"] or []]
+    if not gpus or None in gpus or not (row["tg_tok_s"] or row["pp_tok_s"]):
+        return None
+    args = ["check", str(model), "--device", ",".join(str(g) for g in gpus), "--backend", backend_of(row), "--json"]
+    if row["tg_tok_s"]:
+        args += ["--tg", f"{row['tg_tok_s'] / slowed:.4g}"]
+    if row["pp_tok_s"]:
+        args += ["--pp", f"{row['pp_tok_s'] / slowed:.4g}", "--prompt", str(row["pp_tokens"] or 512)]
+    args += ["--depth", str(row["depth"] or 0)]
+    ncmoe = row["n_cpu_moe"]
+    ngl = row["n_gpu_layers"]
+    if ngl is not None or ncmoe:
+        args += ["-ngl", str(ngl if ngl is not None else 99)]  # -ncmoe goes with every layer offloaded
+    if ncmoe:
+        args += ["-ncmoe", str(ncmoe)]
+    if len(gpus) > 1 and row["split_mode"]:
+        args += ["-sm", row["split_mode"]]
+    if len(gpus) > 1 and row["tensor_split"]:
+        args += ["-ts", row["tensor_split"]]
+    build = (row["build"] or "").rsplit("(", 1)[-1].strip(") b").split()[0] if row["build"] else ""
+    if build.isdigit():
+        args += ["--build", build]
+    return args
+
+
+def ggprof(args: list[str]) -> dict[str, Any] | None:
+    from ggprof.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        main(args)
+    try:
+        answer: dict[str, Any] = json.loads(out.getvalue())
+        return answer
+    except json.JSONDecodeError:
+        print(f"  refused: {' '.join(args[2:])}: {err.getvalue().strip()[:200]}", file=sys.stderr)
+        return None
+
+
+def judge(rows: list[dict[str, Any]], folder: Path, profiles: Any, ram_flag: bool) -> list[tuple[str, str, str]]:
+    """(category, honest verdict, slowed verdict) per row; "" where the row is not judged."""
+    out = []
+    for i, row in enumerate(rows):
+        shape = shape_of(row)
+        model = write_model(folder / f"row{i}.gguf", shape)[0] if shape else None
+        verdicts = []
+        for slowed in (1.0, SLOWED):
+            args = check_args(row, model, profiles, slowed) if model else None
+            ram = ram_of(row, profiles)
+            if args and ram and ram_flag:
+                args += ["--ram-bandwidth", ram]
+            answer = ggprof(args) if args else None
+            verdicts.append(answer["verdict"] if answer else "")
+        out.append((row["category"], verdicts[0], verdicts[1]))
+    return out
+
+
+def table(judged: list[tuple[str, str, str]], rows: list[dict[str, Any]], show_rows: bool) -> str:
+    lines = []
+    if show_rows:
+        for (cat, honest, slow), row in zip(judged, rows, strict=True):
+            speeds = f"tg {row['tg_tok_s']} pp {row['pp_tok_s']}"
+            lines.append(f"{cat:<16} {row['model'][:28]:<28} {','.join(row['gpus'] or ['?'])[:34]:<34} {speeds:<22} "
+                         f"{honest or 'not judged':<11} slowed {slow or '-'}")  # fmt: skip
+        lines.append("")
+    by: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    counts: dict[str, int] = defaultdict(int)
+    for cat, honest, slow in judged:
+        counts[cat] += 1
+        if honest and honest != "unknown":
+            by[cat].append((honest, slow))
+    lines.append(
+        f"{'category':<16} {'rows':>4} {'judged':>6} {'impossible':>10} {'suspicious':>10} {'slowed caught':>13}"
+    )
+    for cat in (*CATEGORIES, "all"):
+        got = [x for c in CATEGORIES for x in by[c]] if cat == "all" else by[cat]
+        n = len(got)
+        rows_n = sum(counts.values()) if cat == "all" else counts[cat]
+
+        def pct(k: int, n: int = n) -> str:
+            return f"{k / n:.0%}" if n else "-"
+
+        imp = sum(h == "impossible" for h, _ in got)
+        sus = sum(h == "suspicious" for h, _ in got)
+        caught = sum(s in ("suspicious", "impossible") for _, s in got)
+        lines.append(f"{cat:<16} {rows_n:>4} {n:>6} {pct(imp):>10} {pct(sus):>10} {pct(caught):>13}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", action="store_true", help="print every row's verdicts")
+    ap.add_argument("--out", type=Path, help="also write the output to FILE")
+    args = ap.parse_args()
+    from ggprof.machine.profiles import ProfileDB
+
+    rows = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+    profiles = ProfileDB.default()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["GGPROF_CACHE_DIR"] = str(Path(tmp) / "cache")  # this host's measurements never read
+        judged = judge(rows, Path(tmp), profiles, ram_flag=ram_flag_known())
+    text = table(judged, rows, args.rows)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+def ram_flag_known() -> bool:
+    """Whether this ggprof's check takes --ram-bandwidth (older ones judged without the RAM)."""
+    out = io.StringIO()
+    from ggprof.cli import main
+
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        main(["check", "--help"])
+    return "--ram-bandwidth" in out.getvalue()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
