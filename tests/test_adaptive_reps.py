@@ -33,14 +33,14 @@ def test_the_stop_rule() -> None:
     # 100, 100.5: sd 0.354, t(1) = 12.706: half 3.18 = 3.2% of 100.25 -> not yet
     assert rule.reason([100.0, 100.5]) is None
     # 100, 100.2, 100.1: sd 0.1, t(2) = 4.303: half 0.248 = 0.25% -> known
-    assert rule.reason([100.0, 100.2, 100.1]) == "stopped after 3: 100 +- 0.248 tok/s (95% CI, 0.2%)"
+    assert rule.reason([100.0, 100.2, 100.1]) == "stopped after 3: 100 tok/s, 95% CI 99.9-100 (0.2%)"
     noisy = rule.reason([100.0, 60.0, 130.0, 90.0])
-    assert noisy is not None and noisy.startswith("the cap of 4 reached: 95.0 +- ")
+    assert noisy is not None and noisy.startswith("the cap of 4 reached: 95.0 tok/s, 95% CI ")
     # a spread the cap of 10 cannot pin down to 3%: stop after 4 and say so
     wide = StopRule(min_reps=2, max_reps=10, target=0.03)
     spread = [90.0, 110.0, 100.0, 100.0]  # sd 8.16, mean 100: CV 8.2%
     reason = wide.reason(spread)
-    assert reason is not None and reason.startswith("too noisy to pin down: 100 +- ")
+    assert reason is not None and reason.startswith("too noisy to pin down: 100 tok/s, 95% CI ")
     assert reason.endswith("3% would take about 29 repetitions")  # (1.96 x 0.0816 / 0.03)^2 = 28.4 -> 29
     # CV 1.6% after 4: (1.96 x 0.0163 / 0.03)^2 = 1.1: the target is within reach, keep going
     assert wide.needed([98.0, 102.0, 100.0, 100.0]) == 2
@@ -54,7 +54,7 @@ def test_token_times_pin_down_a_decode_test_whose_repetitions_agree() -> None:
     rule = StopRule(min_reps=2, max_reps=10, target=0.03)
     steps = [9.5e6, 10.5e6] * 128
     reason = rule.reason([100.0, 101.0], steps)
-    assert reason == "stopped after 2: 100 +- 0.623 tok/s (95% CI of 256 token times, 0.6%; repetitions 1.0% apart)"
+    assert reason == ("stopped after 2: 100 tok/s, 95% CI 99.9-101 of 256 token times (0.6%); repetitions 1.0% apart")
     # the same token times, but the repetitions 5% apart: a burst between them, not within one
     assert rule.reason([100.0, 105.0], steps) is None
     # repetitions that agree, but 32 token times with a CV of 40%: 1.96 x 0.4 / sqrt(32) = 14%
@@ -69,7 +69,7 @@ def test_a_test_whose_interval_lies_where_the_verdict_is_plausible_stops() -> No
     steady = StopRule(target=0.03, ranges=(PlausibleRange("pp@0", 10.0, 1000.0, 0.0),))
     reason = steady.reason([100.0, 104.0], key="pp@0")
     assert reason == (
-        "stopped after 2: 102 +- 25.4 tok/s (95% CI, 24.9%), wholly where the verdict is plausible (10.0-1,000 tok/s)"
+        "stopped after 2: 102 tok/s, 95% CI 76.6-127 (24.9%), wholly where the verdict is plausible (10.0-1,000 tok/s)"
     )
     assert steady.reason([100.0, 104.0], key="tg@0") is None  # no range for that test
     edge = StopRule(target=0.03, ranges=(PlausibleRange("pp@0", 90.0, 1000.0, 0.0),))
@@ -203,7 +203,7 @@ def test_a_decode_probe_lowers_the_low_end_to_its_compute_roof() -> None:
     rule = StopRule(target=0.03, ranges=(PlausibleRange("tg@0", 30.0, 90.0, 1.14),))
     assert rule.reason([34.5, 35.5], key="tg@0") is None
     assert rule.reason([34.5, 35.5], key="tg@0", probe_tok_s=20.0) == (
-        "stopped after 2: 35.0 +- 6.35 tok/s (95% CI, 18.2%), wholly where the verdict is plausible (22.8-90.0 tok/s)"
+        "stopped after 2: 35.0 tok/s, 95% CI 28.6-41.4 (18.2%), wholly where the verdict is plausible (22.8-90.0 tok/s)"
     )
     # a probe whose roof lies above the band's low end changes nothing: the lower of the two
     assert rule.plausible("tg@0", probe_tok_s=40.0) == (30.0, 90.0)
@@ -424,7 +424,7 @@ def test_a_decode_wholly_inside_its_range_runs_no_thread_probe(monkeypatch: pyte
 def test_a_skipped_probe_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     row = virtual_row(monkeypatch, 1000 / 150, [68.0], low_tok_s=100.0)
     assert row["probe"] is None
-    assert row["stop_reason"].startswith("stopped after 2: 150 +- 0 tok/s")
+    assert row["stop_reason"].startswith("stopped after 2: 150 tok/s, 95% CI 150-150 (0.0%)")
     assert row["stop_reason"].endswith("; no thread probe: the decode lies wholly in the range")
 
 

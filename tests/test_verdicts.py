@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
-from ggprof_backends._diagnosis import OTHER_LOAD_CPU_PERCENT
 from ggufs import LLAMA_70B_F16, Q4_8B_TIED, Shape, write_model
 from support import RunCli
 
@@ -17,6 +16,7 @@ from ggprof.bench.context import RunContext
 from ggprof.bench.results import ThreadProbe
 from ggprof.figures import Figure
 from ggprof.machine.device import Device, EfficiencyBand
+from ggprof.machine.load import Contention
 from ggprof.machine.profiles import ProfileDB
 from ggprof.machine.target import device_from_profile
 from ggprof.model.spec import load_model
@@ -214,7 +214,7 @@ def test_a_run_this_machine_made_is_never_impossible_on_the_host_figure_alone(tm
         ({"swap_used_after_bytes": 2 * 10**9}, "swapping: swap use grew"),
         ({"ram_available_before_bytes": 1000}, "larger than free RAM"),
         ({"simd_compiled": ("SSE3",)}, "built without AVX2/NEON"),
-        ({"cpu_load_during_percent": 60.0}, "other load: other processes used 60%"),
+        ({"cpu_load_during_percent": 60.0}, "the machine was busy: other processes used 60% of the run's 8 cores"),
         ({"governor": "powersave"}, "powersave governor"),
     ],
 )
@@ -322,10 +322,12 @@ def test_profile_gemma_end_to_end(gemma_path: Path, run_cli: RunCli) -> None:
     load = d["context"]["cpu_load_during_percent"]
     for f in (f for f in d["findings"] if f["severity"] not in ("plausible", "unknown")):
         named = f["code"] == "RUN_TOO_NOISY" or f["causes"][0].startswith(
-            ("other load: other processes used", "noisy repetitions", "more threads did not help")
+            ("the machine was busy: other processes used", "noisy repetitions", "more threads did not help")
         )
         assert named, (f, load)
-    assert ("CPU_OTHER_LOAD" in codes(d)) == (load > OTHER_LOAD_CPU_PERCENT)
+    ctx = d["context"]
+    busy = Contention(load, ctx["usable_cores"] or ctx["physical_cores"], 2)
+    assert ("CPU_OTHER_LOAD" in codes(d)) == busy.material
     assert set(d) >= PROFILE_KEYS
     assert d["efficiency"] == pytest.approx(d["measured_tg_tok_s"] / d["decode_ceiling_tok_s"])
     assert d["device"]["bandwidth_source"] == "measured"

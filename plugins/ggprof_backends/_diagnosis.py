@@ -8,11 +8,9 @@ from __future__ import annotations
 # calibration vary by 0.5-4.4% (docs/calibration-xeon16-cpu-2026-11-29.jsonl) and at most 11%
 # on a 2-core VM (docs/calibration-threads-2026-11-29-epyc.jsonl): above 10% something else ran.
 NOISY_REPETITIONS_CV = 0.10
-# Other processes' share of the CPUs during a CPU run, and of the host during a GPU run, named as
-# a cause. Quiet hosts measured 0.04-0.21% (docs/calibration-xeon16-cpu-2026-11-29.jsonl); a CPU
-# run loses about that share of its cores to another load; a GPU's kernel launches wait for a
-# host more than half busy.
-OTHER_LOAD_CPU_PERCENT = 20.0
+# Other processes' share of the host during a GPU run named as a cause: a GPU's kernel launches
+# wait for a host more than half busy. (During a CPU run: RunContext.contention, the share beyond
+# the cores the run's threads left free, ggprof.machine.load.CONTENDED_SHARE.)
 OTHER_LOAD_GPU_HOST_PERCENT = 50.0
 # Swap growing by more than this during the run: weights were read back from disk. A quiet run
 # swaps nothing (swap_used_after_bytes 0 in every run kept in docs/); 64 MiB is more than the

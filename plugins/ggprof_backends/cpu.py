@@ -31,7 +31,6 @@ from ggprof_backends._diagnosis import (
     COLD_CACHE_FRACTION,
     COLD_FIRST_REPETITION,
     NOISY_REPETITIONS_CV,
-    OTHER_LOAD_CPU_PERCENT,
     SWAP_GROWTH_BYTES,
     THREADS_MIN_GAIN,
     THROTTLED_CLOCK_FRACTION,
@@ -261,13 +260,14 @@ def cpu_checks(case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
         causes.append("llama.cpp was built without AVX2/NEON kernels: " + (" ".join(sorted(simd)) or "none"))
     if simd:  # an engine that does not report its build's features (llama-bench, a server) says nothing
         checks.append("llama.cpp built with " + " ".join(sorted(simd)))
+    # a busy machine is the likeliest cause there is: the shared rules name it first (its share
+    # against the cores the threads left free, RunContext.contention); its noise is no other cause
+    busy = ctx.contention is not None and ctx.contention.material
     if ctx.cpu_load_during_percent is not None:
         checks.append(f"other processes used {ctx.cpu_load_during_percent:.0f}% of the run's CPUs during the run")
-        if ctx.cpu_load_during_percent > OTHER_LOAD_CPU_PERCENT:  # the likeliest cause there is: first
-            causes.insert(0, f"other load: other processes used {ctx.cpu_load_during_percent:.0f}% of the run's CPUs")
     if case.tg_cv is not None:
         checks.append(f"repetitions vary by {case.tg_cv:.1%} (coefficient of variation)")
-        if case.tg_cv > NOISY_REPETITIONS_CV:
+        if case.tg_cv > NOISY_REPETITIONS_CV and not busy:
             causes.append(
                 f"noisy repetitions (CV {case.tg_cv:.0%} > {NOISY_REPETITIONS_CV:.0%}): something else competed"
             )
@@ -278,7 +278,7 @@ def cpu_checks(case: JudgeCase) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if probe and case.measured_tg_tok_s and threads > probe.n_threads:
         gain = case.measured_tg_tok_s / probe.tok_s
         checks.append(f"{sig3(probe.tok_s)} tok/s on {probe.n_threads} thread(s), x{gain:.2f} on {threads}")
-        if gain < THREADS_MIN_GAIN:
+        if gain < THREADS_MIN_GAIN and not busy:  # a busy machine is that other process, named first
             causes.append(
                 "more threads did not help, yet memory is far from busy: another process streaming "
                 "memory, throttling, or threads pinned to one core"
@@ -370,21 +370,27 @@ def oversubscribed_note(case: JudgeCase) -> Finding | None:
 
 
 def other_load_note(case: JudgeCase) -> Finding | None:
-    """Other processes busy on the run's CPUs while it measured: named whatever the speed, since
-    every figure of the run (and its thread probe) read less than a quiet machine gives."""
-    ctx = case.context
-    if ctx is None or ctx.cpu_load_during_percent is None or ctx.cpu_load_during_percent <= OTHER_LOAD_CPU_PERCENT:
+    """Other processes busy on the run's CPUs while it measured, beyond the cores its threads
+    left free: named whatever the speed, since every figure of the run (and its thread probe)
+    read less than a quiet machine gives."""
+    busy = case.context.contention if case.context is not None else None
+    if busy is None or not busy.material:
         return None
-    load, cores = ctx.cpu_load_during_percent, ctx.usable_cores or ctx.physical_cores
     return Finding(
         severity="plausible",
         code="CPU_OTHER_LOAD",
-        title=f"other processes used {load:.0f}% of the run's CPUs while it measured: its tok/s read low",
-        expected=f"at most {OTHER_LOAD_CPU_PERCENT:.0f}% by other processes",
-        observed=f"{load:.0f}%",
-        evidence=(f"other processes' CPU time over the run on the {cores or '?'} cores it may use, its own left out",),
+        title=f"the machine was busy: other processes used {busy.others_percent:.0f}% of the run's CPUs while "
+        "it measured: its tok/s read low",
+        expected=f"at most {busy.limit_percent:.0f}% by other processes ("
+        + (
+            f"the {busy.left_free} core(s) its {busy.threads} threads left free, and 20% more)"
+            if busy.left_free
+            else f"its {busy.threads} threads used every core)"
+        ),
+        observed=f"{busy.others_percent:.0f}% ({busy.others_cpus:.1f} of {busy.cores} cores)",
+        evidence=(f"other processes' CPU time over the run on the {busy.cores} cores it may use, its own left out",),
         causes=("another program ran on the same CPUs (llama.cpp's threads wait for it at every step)",),
-        next_step="run again on a quiet machine for figures that show the hardware",
+        next_step=busy.next_step(),
         plugin="cpu",
     )
 

@@ -11,6 +11,7 @@ from ggprof.units import clean_name
 
 if TYPE_CHECKING:
     from ggprof.machine.facts import HostFacts
+    from ggprof.machine.load import Contention
 
 UNKNOWN_PLACEMENT = "unknown"  # backends_used when the engine cannot tell where a run ran (a remote server)
 
@@ -87,6 +88,17 @@ class RunContext:
             n_ubatch=self.n_ubatch,
         )
         return build if build else None
+
+    @property
+    def contention(self) -> Contention | None:
+        """Other processes' CPU time while the run measured, against the cores its threads left
+        free (None: not measured, or the run's threads or cores not known)."""
+        from ggprof.machine.load import Contention
+
+        cores = self.usable_cores or self.physical_cores
+        if self.cpu_load_during_percent is None or not cores or not self.n_threads:
+            return None
+        return Contention(others_percent=self.cpu_load_during_percent, cores=cores, threads=self.n_threads)
 
 
 ROCBLAS_HIPBLASLT_ENV = "ROCBLAS_USE_HIPBLASLT"  # rocBLAS's switch to hand its GEMMs to hipBLASLt

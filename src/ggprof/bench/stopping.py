@@ -133,8 +133,8 @@ class StopRule:
             if apart <= self.target and step > 0 and step_half / step <= self.target:
                 share = step_half / step
                 return (
-                    f"stopped after {n}: {sig3(mean)} +- {sig3(mean * share)} tok/s (95% CI of {len(step_ns)} "
-                    f"token times, {share:.1%}; repetitions {apart:.1%} apart)"
+                    f"stopped after {n}: {sig3(mean)} tok/s, 95% CI {_ci(mean, mean * share)} of {len(step_ns)} "
+                    f"token times ({share:.1%}); repetitions {apart:.1%} apart"
                 )
         if plausible is not None and self.wholly_plausible(tok_s, key, probe_tok_s):
             where = f"wholly where the verdict is plausible ({sig3(plausible[0])}-{sig3(plausible[1])} tok/s)"
@@ -190,10 +190,15 @@ class StopRule:
 
 
 def interval(tok_s: Sequence[float]) -> str:
-    """`33.2 +- 4.13 tok/s (95% CI, 12.4%)`: the mean of the repetitions and its interval."""
+    """`33.2 tok/s, 95% CI 29.1-37.3 (12.4%)`: the mean of the repetitions and its interval (as a
+    range: a verdict's one +- figure is its tolerance)."""
     mean, half = mean_ci95(tok_s)
     width = f"{half / mean:.1%}" if mean > 0 else "unknown"
-    return f"{sig3(mean)} +- {sig3(half)} tok/s (95% CI, {width})"
+    return f"{sig3(mean)} tok/s, 95% CI {_ci(mean, half)} ({width})"
+
+
+def _ci(mean: float, half: float) -> str:
+    return f"{sig3(max(mean - half, 0.0))}-{sig3(mean + half)}"
 
 
 def stop_rule(request: dict[str, Any] | None) -> StopRule | None:

@@ -1,5 +1,6 @@
 """How busy the CPUs this process may use are, from the OS's per-CPU time counters, before a
-run: other processes' share, this process's own time left out."""
+run: other processes' share, this process's own time left out; and during it, against the cores
+the run's threads left free (`Contention`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,13 @@ BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")  # guest tim
 # short and said to be busy before anything is measured, and a compute roof measured on it is
 # not reused (it reads low: llama.cpp's threads waited for theirs).
 BUSY_SHARE = 0.25
+# Other processes' CPU time during a run beyond the cores its threads left free, as a share of the
+# cores it may use, above which they slowed it: the first cause named of a slow or noisy run. On a
+# core the threads left free another program takes nothing from them; past those, each CPU-second
+# it takes is one llama.cpp's threads wait for (they meet at every step). 20% is a fifth of the
+# run's CPU time, four times the 5% a verdict allows a measurement (BASE_TOLERANCE); quiet hosts
+# measured 0.04-0.21% (docs/calibration-xeon16-cpu-2026-11-29.jsonl).
+CONTENDED_SHARE = 0.20
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,51 @@ class Load:
             f"other processes kept {self.busy_cpus:.1f} of the {self.cpus} CPUs this process may use busy "
             f"({self.share:.0%}) over {self.sample_s:.1f} s"
         )
+
+
+@dataclass(frozen=True)
+class Contention:
+    """Other processes' CPU time while a run measured, against the cores its threads left free."""
+
+    others_percent: float  # of the cores the run may use (cpu_load_during_percent)
+    cores: int  # the cores the run may use (its affinity set, cgroup quota)
+    threads: int  # llama.cpp's threads
+
+    @property
+    def others_cpus(self) -> float:
+        return self.others_percent / 100 * self.cores
+
+    @property
+    def left_free(self) -> int:
+        """The cores the run's threads left free."""
+        return max(self.cores - self.threads, 0)
+
+    @property
+    def limit_percent(self) -> float:
+        """The most others may use before the run is slowed: the free cores' share + CONTENDED_SHARE."""
+        return 100 * (self.left_free / self.cores + CONTENDED_SHARE)
+
+    @property
+    def material(self) -> bool:
+        return self.others_percent > self.limit_percent
+
+    @property
+    def free_cores(self) -> int:
+        """The cores others left free during the run, rounded (at least 1): the threads that would not wait."""
+        return max(1, round(self.cores - self.others_cpus))
+
+    def cause(self) -> str:
+        return (
+            f"the machine was busy: other processes used {self.others_percent:.0f}% of the run's "
+            f"{self.cores} cores ({self.others_cpus:.1f} cores' worth) while it measured, and llama.cpp's "
+            f"{self.threads} threads waited for them"
+        )
+
+    def next_step(self) -> str:
+        quiet = "run again when the machine is quiet"
+        if self.free_cores >= self.threads:
+            return quiet
+        return f"{quiet}, or with --threads {self.free_cores} (the cores the others left free)"
 
 
 def cpu_times() -> list[object] | None:

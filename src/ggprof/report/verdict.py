@@ -53,6 +53,10 @@ def judged_dict(j: Judged, model: ModelSpec, note: str = "", with_prediction: bo
         "measured_pp_tok_s": j.pp,
         "efficiency": j.efficiency,
         "prefill_ceiling_tok_s": p.prefill_ceiling_tok_s if p else None,
+        "tolerance": v.tolerance,
+        "tolerance_basis": v.tolerance_basis,
+        "likely_cause": v.likely_cause,
+        "likely_next_step": v.likely_next_step,
     }
     if j.tg_row is not None:
         r = j.tg_row
@@ -87,6 +91,7 @@ SUMMARY_KEYS = (
     "efficiency",
 )
 LATENCY_KEYS = ("ttft_ms", "itl_p50_ms", "itl_p95_ms", "itl_p99_ms")
+VERDICT_KEYS = ("tolerance", "tolerance_basis", "likely_cause", "likely_next_step")  # profile's, the first depth's
 
 
 def summary(rows: list[dict[str, Any]], severity: str, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -104,7 +109,7 @@ def profile_dict(r: ProfileReport) -> dict[str, Any]:
     depths = [judged_dict(j, r.model, r.device_note) for j in r.judged]
     m = r.model
     return {
-        **summary(depths, r.severity, SUMMARY_KEYS + LATENCY_KEYS),
+        **summary(depths, r.severity, SUMMARY_KEYS + LATENCY_KEYS + VERDICT_KEYS),
         "model": {
             "path": str(m.path),
             "architecture": m.architecture,
@@ -267,6 +272,9 @@ def judged_lines(j: Judged) -> list[str]:
     p, v = j.prediction, j.verdict
     e = v.expected
     lines = [f"{j.label}: verdict {TAG[v.severity]}"]
+    if v.likely_cause:  # said first: it explains the findings below
+        lines += _wrap(f"likely cause: {clean(v.likely_cause)}", "  ", "    ")
+        lines += _wrap(f"next: {clean(v.likely_next_step or '')}", "  ", "    ") if v.likely_next_step else []
     if p is not None:
         band = f"{sig3(e.low_tok_s)}-{sig3(e.high_tok_s)} tok/s ({clean(e.basis)})" if e else "not known (no band)"
         lines += _wrap(
@@ -276,9 +284,8 @@ def judged_lines(j: Judged) -> list[str]:
         )
     measured = []
     if j.tg is not None:
-        spread = f" +- {sig3(j.tg_row.stddev_ts)}" if j.tg_row else ""
         eff = f" = {j.efficiency:.0%} of the ceiling" if j.efficiency is not None else ""
-        measured.append(f"tg {sig3(j.tg)}{spread} tok/s{eff}")
+        measured.append(f"tg {sig3(j.tg)} tok/s{eff}")
     if j.pp is not None:
         measured.append(f"pp {sig3(j.pp)} tok/s")
     if j.pp_row and j.pp_row.ttft_ms is not None:
@@ -291,6 +298,13 @@ def judged_lines(j: Judged) -> list[str]:
         )
     if measured:
         lines += _wrap(f"{j.source} " + "; ".join(measured), "  ", "    ")
+        if v.tolerance is not None and j.source == "measured":  # the verdict's one +- figure (JSON `tolerance`)
+            lines += _wrap(
+                f"tolerance +- {v.tolerance:.0%} ({clean(v.tolerance_basis or '')}): how far past its band or "
+                "ceiling a figure may land and keep its verdict",
+                "  ",
+                "    ",
+            )
     for f in v.findings:
         lines += finding_lines(f)
     return lines

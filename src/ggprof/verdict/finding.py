@@ -90,6 +90,13 @@ class JudgeCase:
 class Verdict:
     findings: tuple[Finding, ...]
     expected: ExpectedSpeed | None = None  # the decode band the findings were judged against
+    # the one tolerance the verdict allows its measurement outside a ceiling or band (a fraction:
+    # JudgeCase.tolerance), and how it is made
+    tolerance: float | None = None
+    tolerance_basis: str | None = None
+    # the cause named first in every finding it explains, and what to do (a machine busy during the run)
+    likely_cause: str | None = None
+    likely_next_step: str | None = None
 
     @property
     def severity(self) -> Severity:

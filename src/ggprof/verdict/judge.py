@@ -13,6 +13,7 @@ from ggprof.bench.context import UNKNOWN_PLACEMENT
 from ggprof.machine.device import Detection
 from ggprof.verdict import rules
 from ggprof.verdict.backend import Backend
+from ggprof.verdict.busy import likely
 from ggprof.verdict.finding import RANK, Finding, JudgeCase, Verdict, plugin_failed
 
 if TYPE_CHECKING:
@@ -68,4 +69,12 @@ def judge(
     except Exception as e:  # a backend plugin's bug: say so, keep what the other plugins found
         failed = plugin_failed(backend.name, "while judging", "the run is not judged", f"{type(e).__name__}: {e}")
         found, expected = [failed], None
-    return Verdict(findings=tuple(sorted(found + extra, key=lambda f: -RANK[f.severity])), expected=expected)
+    cause, step = likely(case, found)
+    return Verdict(
+        findings=tuple(sorted(found + extra, key=lambda f: -RANK[f.severity])),
+        expected=expected,
+        tolerance=case.tolerance,
+        tolerance_basis=rules.tolerance_text(case),
+        likely_cause=cause,
+        likely_next_step=step,
+    )

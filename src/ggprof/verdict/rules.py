@@ -10,6 +10,7 @@ from ggprof.physics.roofline import Prediction, expected_decode, is_partial_offl
 from ggprof.physics.speculative import expected_speculative
 from ggprof.units import fmt_bytes, fmt_rate, pct, sig3, tps
 from ggprof.verdict.backend import NOT_ONE_STREAM_CAUSES, PREFILL_TOO_FAST_CAUSES, TOO_FAST_CAUSES, Backend
+from ggprof.verdict.busy import busy_next_step, contention_of, first_causes
 from ggprof.verdict.devices import devices_causes, devices_evidence, overfull, placement_evidence
 from ggprof.verdict.drafting import above_drafting, drafting_causes, drafting_evidence
 from ggprof.verdict.finding import BASE_TOLERANCE, MAX_TOLERANCE, NOISY_CV, Finding, JudgeCase
@@ -131,16 +132,26 @@ def noise_findings(b: Backend, case: JudgeCase) -> list[Finding]:
                 title=f"{test} repetitions vary by {cv:.0%} (coefficient of variation): too noisy to judge",
                 expected=f"at most {NOISY_CV:.0%}",
                 observed=f"{cv:.0%} (stddev {sig3(cv * tok_s)} tok/s on {tps(tok_s)})",
-                causes=(
-                    "another program competed for the device or its memory (two benchmarks at once)",
-                    "power or thermal limits changed the clock during the run",
-                    "too few repetitions or tokens for this machine's noise",
-                ),
-                next_step="run again on a quiet machine, with more repetitions (-r)",
+                causes=_noise_causes(case),
+                next_step=busy_next_step(case, "run again on a quiet machine, with more repetitions (-r)"),
                 plugin=b.name,
             )
         )
     return found
+
+
+NOISE_CAUSES = (
+    "another program competed for the device or its memory (two benchmarks at once)",
+    "power or thermal limits changed the clock during the run",
+    "too few repetitions or tokens for this machine's noise",
+)
+
+
+def _noise_causes(case: JudgeCase) -> tuple[str, ...]:
+    """Why repetitions disagree: the busy machine itself where the run saw one (it is the first
+    generic cause, measured), else the generic list."""
+    busy = contention_of(case)
+    return (busy.cause(), *NOISE_CAUSES[1:]) if busy is not None else NOISE_CAUSES
 
 
 def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
@@ -178,8 +189,10 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
                 expected=_band_text(expected),
                 observed=tps(tg),
                 evidence=(*evidence, *shared_checks, *diagnosis.checks),
-                causes=(*devices_causes(p), *drafting_causes(p), *shared, *(diagnosis.causes or b.causes.slow)),
-                next_step=_next(case, b.causes.slow_next_step),
+                causes=first_causes(
+                    case, diagnosis.causes, b.causes.slow, (*devices_causes(p), *drafting_causes(p), *shared)
+                ),
+                next_step=busy_next_step(case, _next(case, b.causes.slow_next_step)),
                 plugin=b.name,
             )
         ]
@@ -188,7 +201,7 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
         evidence = (
             *evidence,
             f"{1 - tg / expected.low_tok_s:.1%} below the band's low end ({tps(expected.low_tok_s)}), within the "
-            f"{case.tolerance:.0%} tolerance ({_tolerance_text(case)})",
+            f"{case.tolerance:.0%} tolerance ({tolerance_text(case)})",
         )
     return [
         Finding(
@@ -203,7 +216,7 @@ def decode_findings(b: Backend, case: JudgeCase) -> list[Finding]:
     ]
 
 
-def _tolerance_text(case: JudgeCase) -> str:
+def tolerance_text(case: JudgeCase) -> str:
     """How a case's tolerance is made: `5% + 2 x the repetitions' CV 2.1%`, capped."""
     cv = max(case.tg_cv or 0.0, 0.0)
     text = f"{BASE_TOLERANCE:.0%} measurement tolerance" + (f" + 2 x the repetitions' CV {cv:.1%}" if cv else "")
@@ -383,11 +396,15 @@ def prefill_findings(b: Backend, case: JudgeCase) -> list[Finding]:
                     expected=expected,
                     observed=tps(pp),
                     evidence=(*evidence, *diagnosis.checks),
-                    causes=diagnosis.causes or b.prefill_causes,
-                    next_step=_next(
+                    causes=first_causes(case, diagnosis.causes, b.prefill_causes),
+                    next_step=busy_next_step(
                         case,
-                        "check the build (GPU/BLAS support, release mode), -ngl and -ub; `ggprof profile` records them",
-                        "check the build: release mode, with the device's GPU or BLAS support",
+                        _next(
+                            case,
+                            "check the build (GPU/BLAS support, release mode), -ngl and -ub; `ggprof profile` records "
+                            "them",
+                            "check the build: release mode, with the device's GPU or BLAS support",
+                        ),
                     ),
                     plugin=b.name,
                 )

@@ -43,7 +43,7 @@ from ggprof.errors import BadInputError, RunError
 from ggprof.files import is_regular, user_path
 from ggprof.llamacpp import BACKEND_NAMES, backend_names, test_name
 from ggprof.logs.patterns import BENCH_DEVICE
-from ggprof.machine.load import sample_load
+from ggprof.machine.load import cpu_times, others_load, own_cpu_s, sample_load
 from ggprof.units import clean_name
 
 if TYPE_CHECKING:
@@ -125,8 +125,11 @@ class LlamaBenchEngine(Engine):
             raise BadInputError("--parallel (a batch sweep) needs the python engine: llama-bench has no batched decode")
         program = self.program()
         t_start, wall0 = time.time(), time.monotonic()
-        load = sample_load(facts.cpus.affinity if facts.cpus else None, 0.1)  # others', on this run's CPUs
+        affinity = facts.cpus.affinity if facts.cpus else None
+        load = sample_load(affinity, 0.1)  # others', on this run's CPUs
         load_before = 100 * load.share if load is not None else None
+        # and over the run: every CPU's time less this process's and its llama-bench children's
+        counters, own0, counted0 = cpu_times(), own_cpu_s(), time.monotonic()
         ram_before = int(psutil.virtual_memory().available)
         amx = "AMX_INT8" in facts.simd
         first_params = replace(params, reps=FIRST_REPS) if params.stop else params
@@ -157,6 +160,7 @@ class LlamaBenchEngine(Engine):
             for i, r in enumerate(rows)
         )
         wall = time.monotonic() - wall0
+        during = others_load(counters, cpu_times(), affinity, own_cpu_s() - own0, time.monotonic() - counted0)
         return BenchResult(
             # llama-bench warms each test up with its whole size; without -r, more invocations
             # add repetitions to the tests whose answer is not known yet (_until_known)
@@ -174,7 +178,10 @@ class LlamaBenchEngine(Engine):
                 n_vocab=spec.vocab_size,
             ),
             rows=bench_rows,
-            context=_context(params, facts, first, run, load_before, ram_before),
+            context=replace(
+                _context(params, facts, first, run, load_before, ram_before),
+                cpu_load_during_percent=100 * during.share if during is not None else None,
+            ),
             test_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
             elapsed_s=wall,
         )
