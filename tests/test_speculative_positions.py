@@ -17,8 +17,8 @@ from ggprof.logs.parse import parse_lines
 from ggprof.logs.text import Line, read_log
 from ggprof.model.spec import load_model
 from ggprof.physics.speculative import (
-    DraftPlacement,
     Drafting,
+    DraftPlacement,
     tokens_per_drafted_step,
     tokens_per_step,
     verify_step,
@@ -41,7 +41,7 @@ def test_tokens_a_step_from_the_acceptance_per_position_by_hand() -> None:
     assert tokens_per_step(167 / 259, 3) == pytest.approx(2.329, abs=1e-3)
     assert tokens_per_drafted_step(shares, 2) == pytest.approx(1 + 0.805 + 0.632)  # n-max 2 drafts two
     d = Drafting(spec_type="draft-eagle3", n_max=3, acceptance_per_position=shares)
-    assert d.yields(0.0) == (3.0, pytest.approx(2.92))  # the shares, whatever the one rate
+    assert d.yields(0.0) == pytest.approx((3.0, 2.92))  # the shares, whatever the one rate
     # measured counts (a server's timings, a log's decoded tokens) still come first
     assert replace(d, drafted_per_step=2.0, tokens_per_step=2.5).yields(0.0) == (2.0, 2.5)
 
@@ -58,13 +58,11 @@ def test_requests_are_weighted_by_their_verify_steps() -> None:
     the second kept 2 at (0.2, 0.0), so 2 / 0.2 = 10 steps. Over the 15 steps position 1 was
     kept 5 x 1.0 + 10 x 0.2 = 7 times, position 2 5 times: (7/15, 5/15)."""
     slot = "slot print_timing: id  0 | task {} | "
+    timing = "       eval time =     100.00 ms /    20 tokens (    5.00 ms per token,   200.00 tokens per second)"
     text = []
     for task, (kept, drafted, shares) in enumerate(((10, 10, "1.000, 1.000"), (2, 20, "0.200, 0.000"))):
-        text += [
-            slot.format(task) + "       eval time =     100.00 ms /    20 tokens (    5.00 ms per token,   200.00 tokens per second)",
-            slot.format(task) + f"draft acceptance = 0.50000 (   {kept} accepted /    {drafted} generated), mean len =  2.00",
-            slot.format(task) + f"     acc per pos = ({shares})",
-        ]  # fmt: skip
+        counts = f"draft acceptance = 0.50000 (   {kept} accepted /    {drafted} generated), mean len =  2.00"
+        text += [slot.format(task) + x for x in (timing, counts, f"     acc per pos = ({shares})")]
     (run, *_) = parse_lines(Line(i + 1, t) for i, t in enumerate(text)).runs
     assert per_position_of(run) == pytest.approx((7 / 15, 5 / 15))
 

@@ -97,7 +97,6 @@ class BenchTable(ParserState):
         )
         return True
 
-
     def _next_model(self, row: dict[str, str], line: Line) -> None:
         """A table of several models (`llama-bench -m A -m B`): a row of another model than the
         rows before it starts a run of its own, judged with its own size and parameters; what

@@ -206,10 +206,8 @@ class ServerLines(ParserState):
             return True  # not shares of verify steps: left unread
         kept_shares = [x for x in shares if x is not None]
         total = sum(kept_shares)
-        if said is None:
-            steps = 1.0  # no counts before it: weighed as one request among the others
-        else:
-            steps = said[0] / total if total > 0 else said[1] / len(kept_shares)
+        # its verify steps; with no counts before it, weighed as one request among the others
+        steps = (said[0] / total if total > 0 else said[1] / len(kept_shares)) if said else 1.0
         sums, had = self.run.value("draft_per_position") or ((), 0.0)
         longest = max(len(sums), len(kept_shares))
         padded = [*sums, *[0.0] * (longest - len(sums))]

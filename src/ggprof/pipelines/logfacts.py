@@ -9,7 +9,7 @@ from dataclasses import replace
 from ggprof.errors import GGProfError
 from ggprof.logs.records import LogRun
 from ggprof.model.spec import ModelSpec
-from ggprof.physics.speculative import DraftPlacement, Drafting, acceptance_from, drafting_for
+from ggprof.physics.speculative import Drafting, DraftPlacement, acceptance_from, drafting_for
 from ggprof.runfacts import BY_NAME as RUN_FACTS
 from ggprof.runfacts import DRAFTING, MAX_COUNT, MULTI_DEVICE, PLACEMENT
 

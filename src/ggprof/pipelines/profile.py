@@ -22,7 +22,7 @@ from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec, load_model
 from ggprof.physics.roofline import PredictInputs, Prediction, drafted, is_partial_offload
 from ggprof.physics.rpc import Member
-from ggprof.physics.speculative import DraftPlacement, Drafting, acceptance_from, drafting_for
+from ggprof.physics.speculative import Drafting, DraftPlacement, acceptance_from, drafting_for
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.predict import predict_with
