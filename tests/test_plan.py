@@ -34,7 +34,9 @@ def test_the_worked_example(llama8b: Path, run_cli: RunCli) -> None:
     assert (d["devices_needed"], d["below_ridge"]) == (1, True)
     # memory's limit: (81.6 GB usable, 95% of 80 GiB, - 16 GB of weights) / 262 MB of KV per sequence, less the buffers
     limits = d["batch_limits"]
-    assert limits["memory"] == pytest.approx((80 * 2**30 * 0.95 - d["weights_bytes"]) / d["kv_bytes_per_sequence"], rel=0.03)
+    assert limits["memory"] == pytest.approx(
+        (80 * 2**30 * 0.95 - d["weights_bytes"]) / d["kv_bytes_per_sequence"], rel=0.03
+    )
     # the smallest limit binds: on 80 GiB, the 20 ms TPOT's bandwidth (about 195) before memory (about 249)
     assert d["binding_constraint"] == min(limits, key=limits.__getitem__) == "bandwidth"
     assert d["batch_per_device"] == 101

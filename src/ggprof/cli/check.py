@@ -196,12 +196,14 @@ def _drafting(spec: Any, given: dict[str, Any]) -> Any:
     """How the reported run drafted (ggprof.physics.speculative.Drafting), or None."""
     if not given:
         return None
-    from ggprof.physics.speculative import drafting_for
+    from ggprof.physics.speculative import DraftPlacement, drafting_for
 
     draft = load_model_arg(given["model_draft"]) if "model_draft" in given else None
     acceptance = given.get("acceptance")
+    where = DraftPlacement.of(given)
+    n_max = given.get("spec_draft_n_max")
     return drafting_for(
-        spec, given.get("spec_type"), given.get("spec_draft_n_max"), draft, acceptance, "--draft-acceptance"
+        spec, given.get("spec_type"), n_max, draft, acceptance, "--draft-acceptance", draft_placement=where
     )
 
 

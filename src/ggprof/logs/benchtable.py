@@ -62,6 +62,7 @@ class BenchTable(ParserState):
         sd = figures.number(ts[2]) if ts and ts[2] else None
         if sd is not None and not (math.isfinite(sd) and sd >= 0):
             raise figures.BadFigure(line, f"{test}'s spread of {ts[2] if ts else ''} t/s is no spread")
+        self._next_model(row, line)
         r = self.run
         r.setdefault("model_desc", row.get("model", "")[:80], line)
         if re.fullmatch(r"[a-z][a-z0-9_.-]{1,30}", arch := row.get("model", "").split(" ")[0]):
@@ -98,6 +99,23 @@ class BenchTable(ParserState):
             )
         )
         return True
+
+    def _next_model(self, row: dict[str, str], line: Line) -> None:
+        """A table of several models (`llama-bench -m A -m B`): a row of another model than the
+        rows before it starts a run of its own, judged with its own size and parameters; what
+        the log said of the machine and the command (devices, threads, build) goes with it."""
+        r = self.run
+        said = tuple(r.value(k) for k in ("model_desc", "model_size_bytes", "model_params"))
+        mine = (row.get("model", "")[:80], bytes_of(row.get("size", "")), params_of(row.get("params", "")))
+        if not r.speeds or said[0] is None or all(a == b for a, b in zip(said, mine, strict=True) if a and b):
+            return
+        self.new_run_if_measured(line)
+        self.run.facts.update({k: f for k, f in r.facts.items() if k not in _MODEL_FACTS})
+        self.run.devices.extend(r.devices)
+
+
+# what a llama-bench row says of its model: a row of another model leaves them behind
+_MODEL_FACTS = frozenset({"model_desc", "architecture", "model_size_bytes", "model_params", "quant"})
 
 
 def _row_facts(row: dict[str, str]) -> tuple[tuple[str, Any], ...]:

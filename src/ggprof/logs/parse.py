@@ -95,6 +95,7 @@ class _Parser(LoadLog, ServerLines, BenchTable):
                 "new prompt",
                 "[0, end)",
                 "draft",
+                "per pos",
                 "LCP similarity",
                 "Generation:",
             ),

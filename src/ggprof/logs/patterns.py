@@ -91,6 +91,11 @@ _NEW_PROMPT = re.compile(r"new prompt, n_ctx_slot = \d+, n_keep = \d+, (?:n_prom
 _CLI_SUMMARY = re.compile(r"\[\s*Prompt:\s*(\S+) t/s\s*\|\s*Generation:\s*(\S+) t/s\s*\]")
 # llama-server's per-request drafting line: `draft acceptance = 0.58824 (   10 accepted /    17 generated)`
 _DRAFT_COUNTS = re.compile(r"draft acceptance(?: rate)? = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\)")
+# its acceptance per draft position (2026 builds, at -lv 4): the share of verify steps that kept
+# position i, so unconditional and falling (tools/server/server-context.cpp print_timings);
+# `     acc per pos = (0.897, 0.662, 0.456)`, and while merged (PR #24536) on the line above:
+# `..., mean acceptance length =  2.92, acceptance rate per position = (0.805, 0.632, 0.483)`
+_DRAFT_PER_POS = re.compile(r"(?:acc per pos|acceptance rate per position) = \(([\d., ]{0,8000})\)")
 _DRAFT = re.compile(
     r"draft acceptance(?: rate)? = ([\d.]+)|(?:^|\s)(?:--model-draft|-md|--spec-type|--draft-max)[ =]\S"
 )

@@ -19,6 +19,7 @@ MAX_SPEEDS = 2000  # per run: the rest are counted, not kept
 MAX_SPEEDS_IN_ALL = 4000
 MAX_LISTED = 64  # a run's warnings and re-processed prompts kept (the rest counted)
 MAX_DEVICES = 16
+MAX_DRAFT_POSITIONS = 1024  # llama-server's `acc per pos` shares kept (its --spec-draft-n-max at most)
 MAX_TOKENS = 1 << 31  # a count above this is not a count (absurd numbers are dropped)
 MAX_MS = 1e11  # three years
 MAX_BYTES = 1 << 50

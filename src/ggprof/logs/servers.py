@@ -11,6 +11,7 @@ from ggprof.logs.patterns import (
     _CLI_SUMMARY,
     _DRAFT,
     _DRAFT_COUNTS,
+    _DRAFT_PER_POS,
     _FULL_RM,
     _JSON_NUM,
     _LCP,
@@ -25,6 +26,7 @@ from ggprof.logs.patterns import (
 )
 from ggprof.logs.records import (
     _KINDS,
+    MAX_DRAFT_POSITIONS,
     MAX_PY_META_CHARS,
     MAX_SPEEDS,
     METADATA_FACTS,
@@ -132,7 +134,11 @@ class ServerLines(ParserState):
                 kept, drafted, decoded = r.value("draft_counts") or (0, 0, 0)
                 more = (count(c[1]) or 0, count(c[2]) or 0, last.n_tokens)
                 r.set("draft_counts", (kept + more[0], drafted + more[1], decoded + more[2]), line)
+            self.draft_said = (count(c[1]) or 0, count(c[2]) or 0) if c else None
+            self.per_position(line)  # on the same line while PR #24536 was merged
             return not t.lstrip().startswith(("llama-", "./", "$"))
+        if "per pos" in t and self.per_position(line):
+            return True
         if "Generation:" in t and (m := _CLI_SUMMARY.search(t)):
             self.saw("llama-cli summary")
             prompt, generation = (
@@ -184,6 +190,30 @@ class ServerLines(ParserState):
             )
             self.last_prefill, self.sample, self.task_prompt = None, None, None
         r.add_speed(s)
+        return True
+
+    def per_position(self, line: Line) -> bool:
+        """llama-server's acceptance per draft position (`acc per pos = (1.000, 0.929)`), summed
+        over the log's requests, each weighted by its verify steps: its accepted drafts (the
+        `draft acceptance` line before it) over the sum of its shares, each step keeping
+        position i counted once in share i."""
+        m = _DRAFT_PER_POS.search(line.text)
+        if m is None:
+            return False
+        shares = [num(x) for x in m[1].split(",")]
+        said, self.draft_said = self.draft_said, None
+        if not 0 < len(shares) <= MAX_DRAFT_POSITIONS or any(x is None or not 0 <= x <= 1 for x in shares):
+            return True  # not shares of verify steps: left unread
+        kept_shares = [x for x in shares if x is not None]
+        total = sum(kept_shares)
+        # its verify steps; with no counts before it, weighed as one request among the others
+        steps = (said[0] / total if total > 0 else said[1] / len(kept_shares)) if said else 1.0
+        sums, had = self.run.value("draft_per_position") or ((), 0.0)
+        longest = max(len(sums), len(kept_shares))
+        padded = [*sums, *[0.0] * (longest - len(sums))]
+        for i, x in enumerate(kept_shares):
+            padded[i] += x * steps
+        self.run.set("draft_per_position", (tuple(padded), had + steps), line)
         return True
 
     def ollama_verbose(self, line: Line) -> bool:

@@ -28,6 +28,7 @@ class ParserState:
         self.sample: tuple[float, int] | None = None
         self.task_prompt: int | None = None
         self.similar = 0.0  # the slot's LCP similarity to the task's prompt (llama-server)
+        self.draft_said: tuple[int, int] | None = None  # the last `draft acceptance` line's (kept, drafted)
 
     @property
     def run(self) -> LogRun:

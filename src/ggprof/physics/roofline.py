@@ -332,9 +332,10 @@ def predict(
 def drafted(p: Prediction, drafting: Drafting) -> Prediction:
     """The prediction of a speculative run: its decode judged per verify step on the same
     placement (the plain step's time, the KV read again for each drafted position)."""
-    return replace(
-        p, step=verify_step(drafting, p.kv_bytes_at_depth, p.bandwidth_bytes_per_s, p.decode_seconds_per_token)
-    )
+    beside_gpu = p.device.is_discrete_gpu and p.cpu is not None and p.cpu.bandwidth_bytes_per_s
+    ram = p.cpu.bandwidth_bytes_per_s if beside_gpu and p.cpu is not None else None
+    step = verify_step(drafting, p.kv_bytes_at_depth, p.bandwidth_bytes_per_s, p.decode_seconds_per_token, ram)
+    return replace(p, step=step)
 
 
 def depth_points(spec: ModelSpec) -> list[int]:

@@ -20,15 +20,28 @@ and the hard ceiling, with drafts free and every one accepted, is n + 1 tokens p
 pass: n + 1 times the plain decode ceiling. A measured acceptance (a server's
 `draft_n_accepted / draft_n`, a log's `draft acceptance = 0.588`) pins E; without it the
 expected speed is the range over every acceptance.
+
+Acceptance falls along a draft (a drafter's guess i tokens ahead is right less often), so one
+rate misstates E. llama-server prints the acceptance per draft position (`acc per pos =
+(0.897, 0.662, 0.456)`, tools/server/server-context.cpp): p_i, the share of verify steps that
+kept position i, counted unconditionally (a step that kept 3 counts in p_1, p_2 and p_3). A step
+keeps on average sum(p_i) drafts, so
+
+    E = 1 + sum_i p_i                          (llama.cpp's own `mean len`)
+
+exact for the run, where one rate a = accepted / drafted gives (1 - a^(n+1)) / (1 - a).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from ggprof.errors import BadInputError
 from ggprof.machine.device import EfficiencyBand, ExpectedSpeed
 from ggprof.model.spec import ModelSpec
+from ggprof.physics.placement import placement
 
 # llama.cpp's --spec-type values (common/speculative.cpp), and what a drafted token costs
 DRAFT_MODEL_TYPES = frozenset({"draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark"})
@@ -53,6 +66,12 @@ def tokens_per_step(acceptance: float, n_max: int) -> float:
     return (1.0 - a ** (n_max + 1)) / (1.0 - a)
 
 
+def tokens_per_drafted_step(per_position: tuple[float, ...], n_max: int) -> float:
+    """E from llama-server's acceptance per draft position: 1 + sum(p_i), each p_i the share of
+    verify steps that kept position i (the positions past n-max never drafted)."""
+    return 1.0 + sum(min(max(p, 0.0), 1.0) for p in per_position[:n_max])
+
+
 def acceptance_from(accepted: int, drafted: int) -> float | None:
     """A measured acceptance: drafted tokens the target kept, of those drafted (None: none drafted)."""
     return accepted / drafted if drafted > 0 and 0 <= accepted <= drafted else None
@@ -73,12 +92,30 @@ class Drafting:
     # an n-gram drafter proposes what its lookup finds, often fewer than n-max
     drafted_per_step: float | None = None
     tokens_per_step: float | None = None
+    # llama-server's `acc per pos`: the share of verify steps that kept each draft position
+    acceptance_per_position: tuple[float, ...] = ()
+    # where the draft model's weights live (--spec-draft-ngl, --spec-draft-ncmoe, --spec-draft-device):
+    # the bytes of a drafted token read from RAM (of draft_bytes_per_token), and in words
+    draft_bytes_in_ram: int = 0
+    draft_placement: str = ""
+
+    @property
+    def measured(self) -> bool:
+        """Whether the run's own counts say what a step yields (not an acceptance model)."""
+        return self.tokens_per_step is not None and self.drafted_per_step is not None
 
     def yields(self, acceptance: float) -> tuple[float, float]:
-        """(drafted, generated) tokens a step: as measured, else n-max drafts accepted at `acceptance`."""
+        """(drafted, generated) tokens a step: as measured, else n-max drafts kept as the
+        acceptance per position says, else each at `acceptance`."""
         if self.tokens_per_step is not None and self.drafted_per_step is not None:
             return self.drafted_per_step, self.tokens_per_step
+        if self.acceptance_per_position:
+            return float(self.n_max), tokens_per_drafted_step(self.acceptance_per_position, self.n_max)
         return float(self.n_max), tokens_per_step(acceptance, self.n_max)
+
+    def modelled(self) -> Drafting:
+        """The same drafter with what the run measured left out: each draft kept at one rate."""
+        return replace(self, tokens_per_step=None, drafted_per_step=None, acceptance_per_position=())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,8 +149,8 @@ class VerifyStep:
     def range_tok_s(self, compute_s: tuple[float, float] | None = None) -> tuple[float, float]:
         """The speed at the measured acceptance, or from no draft kept to every one; with a
         compute range (slow, fast), the low end at the slow one and the high at the fast."""
-        a = self.drafting.acceptance
-        lo_a, hi_a = (a, a) if a is not None or self.drafting.tokens_per_step is not None else (0.0, 1.0)
+        d, a = self.drafting, self.drafting.acceptance
+        lo_a, hi_a = (a, a) if a is not None or d.measured or d.acceptance_per_position else (0.0, 1.0)
         slow, fast = compute_s if compute_s is not None else (None, None)
         return self.tok_s(lo_a or 0.0, slow), self.tok_s(hi_a or 0.0, fast)
 
@@ -121,24 +158,72 @@ class VerifyStep:
     def break_even_acceptance(self) -> float | None:
         """The acceptance below which drafting is slower than plain decode (None: never slower)."""
         plain = 1 / self.plain_seconds
-        if self.tok_s(0.0) >= plain:
+        modelled = replace(self, drafting=self.drafting.modelled())  # a rate, not what the run kept
+        if modelled.tok_s(0.0) >= plain:
             return None
         lo, hi = 0.0, 1.0
         for _ in range(40):
             mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if self.tok_s(mid) < plain else (lo, mid)
+            lo, hi = (mid, hi) if modelled.tok_s(mid) < plain else (lo, mid)
         return hi
 
 
-def verify_step(drafting: Drafting, kv_bytes: int, bandwidth_bytes_per_s: float, plain_seconds: float) -> VerifyStep:
+def verify_step(
+    drafting: Drafting,
+    kv_bytes: int,
+    bandwidth_bytes_per_s: float,
+    plain_seconds: float,
+    ram_bandwidth_bytes_per_s: float | None = None,
+) -> VerifyStep:
     """A verify step over one device's memory: `plain_seconds` the plain decode step's time on
-    the same placement (its ceiling's inverse), `kv_bytes` the KV a position reads at depth."""
+    the same placement (its ceiling's inverse), `kv_bytes` the KV a position reads at depth; a
+    drafted token's bytes in RAM at the RAM's bandwidth where the device is a GPU's."""
+    in_ram = drafting.draft_bytes_in_ram if ram_bandwidth_bytes_per_s else 0
+    on_device = drafting.draft_bytes_per_token - in_ram
     return VerifyStep(
         drafting=drafting,
         plain_seconds=plain_seconds,
         kv_seconds=kv_bytes / bandwidth_bytes_per_s,
-        draft_seconds=drafting.draft_bytes_per_token / bandwidth_bytes_per_s,
+        draft_seconds=on_device / bandwidth_bytes_per_s + in_ram / (ram_bandwidth_bytes_per_s or 1.0),
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DraftPlacement:
+    """Where llama.cpp puts a draft model's weights: its own -ngl, -ncmoe and -dev."""
+
+    n_gpu_layers: int | None = None  # --spec-draft-ngl (None, -1: auto, every layer that fits)
+    n_cpu_moe: int = 0  # --spec-draft-ncmoe: the routed experts of its first N layers in RAM
+    devices: tuple[str, ...] = ()  # --spec-draft-device (`none`: no device, all of it in RAM)
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any]) -> DraftPlacement:
+        """From a run's facts (ggprof.runfacts: spec_draft_ngl, spec_draft_ncmoe, spec_draft_device)."""
+        ngl = given.get("spec_draft_ngl")
+        return cls(
+            n_gpu_layers=None if ngl is None or ngl < 0 else ngl,
+            n_cpu_moe=given.get("spec_draft_ncmoe") or 0,
+            devices=tuple(given.get("spec_draft_device") or ()),
+        )
+
+    def bytes_in_ram(self, draft: ModelSpec) -> int:
+        """What a drafted token reads from RAM beside a GPU (llama.cpp's placement of -ngl/-ncmoe)."""
+        ngl = 0 if self.devices == ("none",) else self.n_gpu_layers
+        return placement(draft, ngl, True, self.n_cpu_moe).cpu_decode_bytes
+
+    def described(self, draft: ModelSpec) -> str:
+        in_ram = self.bytes_in_ram(draft)
+        if in_ram == 0:
+            return ""
+        share = in_ram / max(draft.decode_bytes_per_token, 1)
+        flags = " ".join(
+            f for f in (
+                "--spec-draft-device none" if self.devices == ("none",) else "",
+                f"--spec-draft-ngl {self.n_gpu_layers}" if self.n_gpu_layers is not None else "",
+                f"--spec-draft-ncmoe {self.n_cpu_moe}" if self.n_cpu_moe else "",
+            ) if f
+        )  # fmt: skip
+        return f"{share:.0%} of its bytes a drafted token in RAM ({flags}), read at the RAM's bandwidth"
 
 
 def expected_speculative(
@@ -163,6 +248,9 @@ def expected_speculative(
             f"measured ({d.acceptance_source}): {d.drafted_per_step:.2f} drafted and {d.tokens_per_step:.2f} "
             "generated a step"
         )
+    elif d.acceptance_per_position:
+        per_step = tokens_per_drafted_step(d.acceptance_per_position, d.n_max)
+        how = f"acceptance per draft position ({d.acceptance_source}): {per_step:.2f} tokens a step"
     elif d.acceptance is not None:
         per_step = tokens_per_step(d.acceptance, d.n_max)
         how = f"acceptance {d.acceptance:.0%} ({d.acceptance_source}): {per_step:.2f} tokens a step"
@@ -185,6 +273,7 @@ def drafting_for(
     acceptance: float | None,
     acceptance_source: str,
     draft_unread: bool = False,
+    draft_placement: DraftPlacement | None = None,
 ) -> Drafting | None:
     """How a run of `spec` drafted, from llama.cpp's settings (`--spec-type`, `-md`,
     `--spec-draft-n-max`): None for a plain decode. A draft model without a type drafts as
@@ -194,7 +283,7 @@ def drafting_for(
     if kind is None:
         return None
     n = default_n_max(kind) if n_max is None else n_max
-    share = 0.0
+    share, in_ram, where = 0.0, 0, ""
     if kind in DRAFT_MODEL_TYPES and draft is None and draft_unread:
         cost, source = 0, "a draft model not read here (its cost counted as nothing)"
     elif kind in DRAFT_MODEL_TYPES:
@@ -202,6 +291,9 @@ def drafting_for(
             raise BadInputError(f"--spec-type {kind} drafts with a draft model: give it with -md DRAFT.gguf")
         cost, source = draft.decode_bytes_per_token, f"draft model {draft.path.name}"
         share = draft.active_params / max(spec.active_params, 1)
+        if draft_placement is not None:
+            in_ram, where = draft_placement.bytes_in_ram(draft), draft_placement.described(draft)
+            source += f"; {where}" if where else ""
     elif kind in MTP_TYPES:
         heads = [t for t in spec.tensors if t.layer is not None and t.layer >= spec.n_layers]
         if not heads:
@@ -223,4 +315,6 @@ def drafting_for(
         draft_bytes_per_token=cost,
         draft_compute_share=share,
         draft_source=source,
+        draft_bytes_in_ram=in_ram,
+        draft_placement=where,
     )

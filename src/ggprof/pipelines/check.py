@@ -121,7 +121,10 @@ class Checker:
                 n_gpu_layers=r.n_gpu_layers,
                 **dict(r.placement),
             )
-            target = self.target(r.backend, splits_to_cpu(inputs, self.spec.n_layers), inputs.devices)
+            # the CPU's RAM read too: layers not offloaded, or a draft model's weights kept there
+            draft_in_ram = r.drafting is not None and r.drafting.draft_bytes_in_ram > 0
+            partial = splits_to_cpu(inputs, self.spec.n_layers) or draft_in_ram
+            target = self.target(r.backend, partial, inputs.devices)
             if target is not None and r.build:
                 target = replace(target, device=with_build(target.device, r.build))
             if r.backend == "rpc":

@@ -9,7 +9,7 @@ from dataclasses import replace
 from ggprof.errors import GGProfError
 from ggprof.logs.records import LogRun, Speed
 from ggprof.model.spec import ModelSpec
-from ggprof.physics.speculative import Drafting, acceptance_from, drafting_for
+from ggprof.physics.speculative import Drafting, DraftPlacement, acceptance_from, drafting_for
 from ggprof.runfacts import BY_NAME as RUN_FACTS
 from ggprof.runfacts import DRAFTING, MAX_COUNT, MULTI_DEVICE, PLACEMENT
 
@@ -31,8 +31,9 @@ def placed_in_ram(run: LogRun, speed: Speed | None = None) -> tuple[tuple[str, o
 def drafting_of(run: LogRun, spec: ModelSpec | None) -> Drafting | None:
     """How a log's run drafted: its command line's --spec-type, --spec-draft-n-max (or older
     --draft-max) and -md, and what its `draft acceptance` lines counted, with each request's
-    decoded tokens (steps = decoded - accepted, as llama-server's timings count them). None:
-    it did not draft, or did not say how."""
+    decoded tokens (steps = decoded - accepted, as llama-server's timings count them) and its
+    `acc per pos` lines (the acceptance per draft position; as many positions as its n-max).
+    None: it did not draft, or did not say how."""
     if spec is None or run.facts.get("speculative") is None:
         return None
     given = {n: v for n, v in run.value("command_facts") or () if n in DRAFTING}
@@ -41,22 +42,42 @@ def drafting_of(run: LogRun, spec: ModelSpec | None) -> Drafting | None:
         return None
     kept, drafted, decoded = run.value("draft_counts") or (0, 0, 0)
     counted = run.facts.get("draft_counts")
-    said = (
+    said = [
         f"the log's draft acceptance lines: {kept:,} of {drafted:,} drafted tokens accepted over {decoded:,} "
         f"decoded (line {counted.line})"
-        if counted
-        else ""
-    )
+    ] if counted else []  # fmt: skip
+    per_position = per_position_of(run)
+    if per_position:
+        listed = ", ".join(f"{p:.0%}" for p in per_position)
+        said.append(f"kept per draft position {listed} (line {run.facts['draft_per_position'].line})")
+    n_max = given.get("spec_draft_n_max") or (len(per_position) or None)
     try:
         drafting = drafting_for(
-            spec, kind, given.get("spec_draft_n_max"), None, acceptance_from(kept, drafted), said, draft_unread=True
+            spec,
+            kind,
+            n_max,
+            None,
+            acceptance_from(kept, drafted),
+            "; ".join(said),
+            draft_unread=True,
+            draft_placement=DraftPlacement.of(given),
         )
     except GGProfError:
         return None
+    if drafting is None:
+        return None
+    drafting = replace(drafting, acceptance_per_position=per_position)
     steps = decoded - kept
-    if drafting is None or not counted or steps <= 0:
+    if not counted or steps <= 0:
         return drafting
     return replace(drafting, drafted_per_step=drafted / steps, tokens_per_step=decoded / steps)
+
+
+def per_position_of(run: LogRun) -> tuple[float, ...]:
+    """A log's acceptance per draft position over all its requests (each weighted by its verify
+    steps), as llama-server prints it: the share of verify steps that kept each position."""
+    sums, steps = run.value("draft_per_position") or ((), 0.0)
+    return tuple(x / steps for x in sums) if steps > 0 else ()
 
 
 def named(placed: tuple[tuple[str, object], ...]) -> str:

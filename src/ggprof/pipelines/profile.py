@@ -22,7 +22,7 @@ from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec, load_model
 from ggprof.physics.roofline import PredictInputs, Prediction, drafted, is_partial_offload
 from ggprof.physics.rpc import Member
-from ggprof.physics.speculative import Drafting, acceptance_from, drafting_for
+from ggprof.physics.speculative import Drafting, DraftPlacement, acceptance_from, drafting_for
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.predict import predict_with
@@ -337,7 +337,10 @@ def drafting_of(spec: ModelSpec, context: RunContext) -> Drafting | None:
     acceptance = acceptance_from(kept, n_drafted)
     said = f"the server's timings: {kept:,} of {n_drafted:,} drafted tokens accepted" if n_drafted else ""
     try:
-        drafting = drafting_for(spec, kind, given.get("spec_draft_n_max"), draft, acceptance, said)
+        where = DraftPlacement.of(given)
+        drafting = drafting_for(
+            spec, kind, given.get("spec_draft_n_max"), draft, acceptance, said, draft_placement=where
+        )
     except GGProfError:
         return None  # told to draft with what is not here (a draft model elsewhere): judged as plain
     steps = context.draft_steps

@@ -200,6 +200,39 @@ FACTS: tuple[RunFact, ...] = (
         drafting=True,
         bench=False,
     ),
+    # where the draft model's weights live: its own -ngl, -ncmoe and -dev (llama-server --help)
+    RunFact(
+        name="spec_draft_ngl",
+        what="draft model layers offloaded",
+        unit="layers",
+        kind="count",
+        default=-1,  # auto: every layer that fits
+        flags=("-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft"),
+        low=-1,
+        drafting=True,
+        bench=False,
+    ),
+    RunFact(
+        name="spec_draft_ncmoe",
+        what="draft model layers whose experts stay in RAM",
+        unit="layers",
+        kind="count",
+        default=0,
+        flags=("-ncmoed", "--spec-draft-ncmoe", "--spec-draft-n-cpu-moe", "--n-cpu-moe-draft"),
+        set_by={"-cmoed": MAX_COUNT, "--spec-draft-cpu-moe": MAX_COUNT, "--cpu-moe-draft": MAX_COUNT},
+        drafting=True,
+        bench=False,
+    ),
+    RunFact(
+        name="spec_draft_device",
+        what="draft model devices",
+        unit="",
+        kind="devices",
+        default=(),  # the target's (-dev); `none`: the draft in RAM
+        flags=("-devd", "--spec-draft-device", "--device-draft"),
+        drafting=True,
+        bench=False,
+    ),
     RunFact(
         name="tensor_split",
         what="tensor split",
