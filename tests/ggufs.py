@@ -47,6 +47,11 @@ class Shape:
     n_experts_used: int = 0
     qtype: gguf.GGMLQuantizationType = Q8_0
     expert_qtype: gguf.GGMLQuantizationType | None = None  # the routed experts' type, when not qtype
+    # a K-quant mix as llama-quant.cpp makes it: the output layer's type, and attn_v's and
+    # ffn_down's on the layers `use_more_bits` picks (None: qtype)
+    head_qtype: gguf.GGMLQuantizationType | None = None
+    more_bits_qtype: gguf.GGMLQuantizationType | None = None
+    shared_ff: int = 0  # a shared expert's width (ffn_*_shexp in every layer; 0: none)
     file_type: int | None = 7  # LLAMA_FTYPE_MOSTLY_Q8_0
     name: str = "test model"
     tokens: bool = True  # write a tokenizer vocabulary (else {arch}.vocab_size)
@@ -65,10 +70,24 @@ class Shape:
 
         dims = LlamaDims(self.n_layers, self.n_embd, self.n_heads, self.hd, self.n_ff, self.vocab, self.kv_heads)
         layout = llama_tensors(replace(dims, tied=self.tied, n_experts=self.n_experts))
-        return [(t.name, t.shape, self._qtype_of(t.name) if t.role == "weight" else F32) for t in layout]
+        out = [(t.name, t.shape, self._qtype_of(t.name, t.layer) if t.role == "weight" else F32) for t in layout]
+        e, ff = self.n_embd, self.shared_ff
+        for i in range(self.n_layers if ff else 0):
+            shexp = ((f"blk.{i}.ffn_gate_shexp.weight", (e, ff)), (f"blk.{i}.ffn_up_shexp.weight", (e, ff)))
+            out += [(name, shape, self.qtype) for name, shape in (*shexp, (f"blk.{i}.ffn_down_shexp.weight", (ff, e)))]
+        return out
 
-    def _qtype_of(self, name: str) -> gguf.GGMLQuantizationType:
-        return self.expert_qtype if self.expert_qtype is not None and "_exps." in name else self.qtype
+    def _qtype_of(self, name: str, layer: int | None) -> gguf.GGMLQuantizationType:
+        from ggprof.model.reference import use_more_bits
+
+        if self.expert_qtype is not None and "_exps." in name:
+            return self.expert_qtype
+        if self.head_qtype is not None and name == "output.weight":
+            return self.head_qtype
+        more = layer is not None and use_more_bits(layer, self.n_layers)
+        if self.more_bits_qtype is not None and more and name.endswith(("attn_v.weight", "ffn_down.weight")):
+            return self.more_bits_qtype
+        return self.qtype
 
 
 def write_model(path: Path, shape: Shape, split_max_tensors: int = 0) -> list[Path]:
@@ -160,4 +179,55 @@ GPT_OSS_120B = Shape(
     arch="gpt-oss", n_layers=36, n_embd=2880, n_heads=64, n_kv_heads=8, head_dim=64, n_ff=2880, vocab=201088,
     context=131072, n_experts=128, n_experts_used=4, qtype=Q8_0, expert_qtype=MXFP4, file_type=38,
     name="gpt-oss-120b", tokens=False, extra={"gpt-oss.attention.sliding_window": 128},
+)  # fmt: skip
+
+
+def ssm_keys(arch: str, conv: int, inner: int, state: int, groups: int, rank: int) -> dict[str, int]:
+    """A gated delta net's (or Mamba's) shape keys, as llama.cpp's converter writes them."""
+    keys = {"conv_kernel": conv, "inner_size": inner, "state_size": state, "group_count": groups}
+    return {**{f"{arch}.ssm.{k}": v for k, v in keys.items()}, f"{arch}.ssm.time_step_rank": rank}
+
+
+# Qwen3.6-27B (https://huggingface.co/Qwen/Qwen3.6-27B/blob/main/config.json, the shape of
+# Qwen3.5-27B): 64 layers of 5120, FFN 17408, vocabulary 248320, untied; every 4th layer attends
+# (24 heads of 256, gated: q_proj 2 x 6144 wide; 4 KV heads), the others are gated delta nets
+# (16 key heads and 48 value heads of 128, conv kernel 4), and one MTP block (mtp_num_hidden_layers
+# 1). Parameters: 64 FFNs of 267.4M, 16 attentions of 104.9M, 48 delta nets of 115.9M (in_proj_qkv
+# 5120 x 10240, in_proj_z 5120 x 6144, out_proj 6144 x 5120, a and b 5120 x 48), embedding and head
+# 1,271.4M each: 26.90B. Written in llama's layout (attention of 73.4M a layer) with the FFN
+# widened to 19968 so the layers hold the same 26.87B; the 65th block is the MTP head (nextn).
+QWEN36_27B = Shape(
+    arch="qwen35", n_layers=65, n_embd=5120, n_heads=24, n_kv_heads=4, head_dim=256, n_ff=19968, vocab=248320,
+    context=262144, tokens=False, file_type=None, name="Qwen3.6-27B",
+    extra={"qwen35.nextn_predict_layers": 1, **ssm_keys("qwen35", 4, 6144, 128, 16, 48)},
+)  # fmt: skip
+# Qwen3.6-35B-A3B (https://huggingface.co/Qwen/Qwen3.6-35B-A3B/blob/main/config.json): 40 layers of
+# 2048, 256 routed experts of 512 (8 a token) and a shared expert of 512, vocabulary 248320,
+# untied; every 4th layer attends (16 heads of 256, gated; 2 KV heads), the others are gated delta
+# nets (16 key heads and 32 value heads of 128); one MTP block. 34.66B parameters, 2.95B a token
+# (the head's 0.51B included). In llama's layout the shared expert is widened to 2560 to hold what
+# the delta nets and the gate add beyond llama's attention (13.2M a layer): 34.63B, 2.90B a token.
+QWEN36_35B_A3B = Shape(
+    arch="qwen35moe", n_layers=41, n_embd=2048, n_heads=16, n_kv_heads=2, head_dim=256, n_ff=512, vocab=248320,
+    n_experts=256, n_experts_used=8, shared_ff=2560, context=262144, tokens=False, file_type=None,
+    name="Qwen3.6-35B-A3B",
+    extra={"qwen35moe.nextn_predict_layers": 1, **ssm_keys("qwen35moe", 4, 4096, 128, 16, 32)},
+)  # fmt: skip
+# Llama-3.2-1B (https://huggingface.co/meta-llama/Llama-3.2-1B-Instruct/blob/main/config.json):
+# 16 layers of 2048, 32 heads of 64, 8 KV heads, FFN 8192, vocabulary 128256, tied.
+LLAMA_3_2_1B = replace(
+    LLAMA_3_1_8B_F16, n_layers=16, n_embd=2048, n_heads=32, n_kv_heads=8, head_dim=64, n_ff=8192, tied=True,
+    name="Llama-3.2-1B",
+)  # fmt: skip
+# Qwen2.5-Coder-32B (https://huggingface.co/Qwen/Qwen2.5-Coder-32B-Instruct/blob/main/config.json):
+# 64 layers of 5120, 40 heads, 8 KV heads of 128, FFN 27648, vocabulary 152064, untied (biases
+# left out); Qwen2.5-Coder-3B (https://huggingface.co/Qwen/Qwen2.5-Coder-3B/blob/main/config.json):
+# 36 layers of 2048, 16 heads, 2 KV heads of 128, FFN 11008, vocabulary 151936, tied.
+QWEN25_CODER_32B = Shape(
+    arch="qwen2", n_layers=64, n_embd=5120, n_heads=40, n_kv_heads=8, n_ff=27648, vocab=152064, context=32768,
+    tokens=False, file_type=None, name="Qwen2.5-Coder-32B",
+)  # fmt: skip
+QWEN25_CODER_3B = replace(
+    QWEN25_CODER_32B, n_layers=36, n_embd=2048, n_heads=16, n_kv_heads=2, n_ff=11008, vocab=151936, tied=True,
+    name="Qwen2.5-Coder-3B",
 )  # fmt: skip

@@ -14,7 +14,7 @@ from ggufs import F16, LLAMA_8B_GQA_F16, Shape, write_model
 from support import in_process
 
 from ggprof.model.spec import load_model
-from ggprof.physics.speculative import tokens_per_step
+from ggprof.physics.speculative import drafting_for, tokens_per_step, verify_step
 
 RTX_3090_BYTES_PER_S = 936e9  # its profile's bandwidth
 
@@ -185,3 +185,23 @@ def test_llama_clis_summary_line_is_read(gemma_path: Path, tmp_path: Path) -> No
     plain_tok_s = 20e9 / load_model(gemma_path).decode_bytes_per_token
     assert speeds["decode"]["decode_ceiling_tok_s"] == pytest.approx(plain_tok_s, rel=0.02)
     assert speeds["decode"]["verdict"] == "plausible"
+
+
+def test_a_moe_mtp_block_drafts_with_its_used_experts_and_a_verify_reads_the_union(tmp_path: Path) -> None:
+    """8 experts of 128 (2 a token), F16, 4 layers and one MTP block of 64 wide: the block's
+    experts are read at 2/8 a drafted token; a verify over m positions reads 8 x (1 - (6/8)^m)
+    experts a layer, 2 x 1.75 = 3.5 for m = 2 (1.75 x one token's)."""
+    shape = Shape(
+        n_layers=5, n_embd=64, n_heads=4, n_kv_heads=4, n_ff=128, vocab=100, n_experts=8, n_experts_used=2,
+        qtype=F16, file_type=1, extra={"llama.nextn_predict_layers": 1},
+    )  # fmt: skip
+    spec = load_model(write_model(tmp_path / "moe-mtp.gguf", shape)[0])
+    d = drafting_for(spec, "draft-mtp", 1, None, None, "")
+    assert d is not None
+    experts = 3 * 64 * 128 * 8 * 2  # gate, up, down of 8 experts, F16
+    attention = 4 * 64 * 64 * 2
+    f32 = (2 * 64 + 64 * 8) * 4  # two norms and the router
+    assert d.draft_bytes_per_token == attention + f32 + experts * 2 // 8 + 64 * 100 * 2  # and the LM head
+    assert d.expert_bytes_per_token == 4 * experts * 2 // 8 and d.experts_used_share == 2 / 8
+    step = verify_step(d, kv_bytes=0, bandwidth_bytes_per_s=1e9, plain_seconds=1.0)
+    assert step.experts_extra_seconds(2) == pytest.approx(d.expert_bytes_per_token / 1e9 * 0.75)

@@ -74,7 +74,7 @@ def split_ref(ref: str) -> tuple[str, str]:
     )
 
 
-def _use_more_bits(i: int, n: int) -> bool:
+def use_more_bits(i: int, n: int) -> bool:
     """llama-quant.cpp: the layers Q4_K_M gives Q6_K for attn_v and ffn_down."""
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
@@ -91,7 +91,7 @@ def tensor_types(shape: RefShape, scheme: str, synthetic: bool) -> list[tuple[st
     layout = llama_tensors(dims)
     out = []
     for t in layout:
-        more = scheme == "q4_k_m" and t.layer is not None and _use_more_bits(t.layer, shape.n_layers)
+        more = scheme == "q4_k_m" and t.layer is not None and use_more_bits(t.layer, shape.n_layers)
         if t.role != "weight":
             ggml_type = "F32"
         elif t.name == "output.weight":

@@ -40,7 +40,7 @@ from typing import Any
 
 from ggprof.errors import BadInputError
 from ggprof.machine.device import EfficiencyBand, ExpectedSpeed
-from ggprof.model.spec import ModelSpec
+from ggprof.model.spec import ModelSpec, TensorSpec
 from ggprof.physics.placement import placement
 
 # llama.cpp's --spec-type values (common/speculative.cpp), and what a drafted token costs
@@ -98,6 +98,10 @@ class Drafting:
     # the bytes of a drafted token read from RAM (of draft_bytes_per_token), and in words
     draft_bytes_in_ram: int = 0
     draft_placement: str = ""
+    # the target's routed experts: one token's bytes of them, and the share of the experts a token
+    # uses (a verify's positions route apart, so the pass reads the union of their experts)
+    expert_bytes_per_token: int = 0
+    experts_used_share: float = 0.0
 
     @property
     def measured(self) -> bool:
@@ -128,6 +132,15 @@ class VerifyStep:
     plain_seconds: float  # one plain decode step at the bandwidth's rate (weights + KV once)
     kv_seconds: float  # reading the KV at depth once more (each position past the first)
     draft_seconds: float  # one drafted token at the bandwidth's rate
+    expert_seconds: float = 0.0  # one token's routed experts at the bandwidth's rate
+
+    def experts_extra_seconds(self, positions: float) -> float:
+        """The routed experts a pass over `positions` reads beyond one token's: each position
+        picks its own, so a layer reads E x (1 - (1 - k/E)^m) of its E experts, not k."""
+        s = self.drafting.experts_used_share
+        if not self.expert_seconds or not 0 < s < 1:
+            return 0.0
+        return self.expert_seconds * ((1 - float((1 - s) ** positions)) / s - 1)
 
     @property
     def ceiling_tok_s(self) -> float:
@@ -139,7 +152,7 @@ class VerifyStep:
         the slower of its bytes over the bandwidth and, with `compute_s` (a target position's
         arithmetic, seconds), its arithmetic."""
         drafted, generated = self.drafting.yields(acceptance)
-        target = self.plain_seconds + drafted * self.kv_seconds
+        target = self.plain_seconds + drafted * self.kv_seconds + self.experts_extra_seconds(drafted + 1)
         drafts = drafted * self.draft_seconds
         if compute_s is not None:
             target = max(target, (drafted + 1) * compute_s)
@@ -185,6 +198,7 @@ def verify_step(
         plain_seconds=plain_seconds,
         kv_seconds=kv_bytes / bandwidth_bytes_per_s,
         draft_seconds=on_device / bandwidth_bytes_per_s + in_ram / (ram_bandwidth_bytes_per_s or 1.0),
+        expert_seconds=drafting.expert_bytes_per_token / bandwidth_bytes_per_s,
     )
 
 
@@ -265,6 +279,12 @@ def expected_speculative(
     return ExpectedSpeed(low_tok_s=low, high_tok_s=high, basis=basis)
 
 
+def _head_share(spec: ModelSpec, t: TensorSpec) -> float:
+    """The share of an MTP block's tensor a drafted token reads: its routed experts as a decode
+    reads them (the experts used of those there are), the rest whole."""
+    return spec.n_experts_used / spec.n_experts if "_exps." in t.name and spec.n_experts else 1.0
+
+
 def drafting_for(
     spec: ModelSpec,
     spec_type: str | None,
@@ -302,9 +322,11 @@ def drafting_for(
                 "has none (no nextn_predict_layers blocks)"
             )
         head = "token_embd.weight" if spec.tied_embeddings else "output.weight"
-        cost = sum(t.n_bytes for t in heads) + sum(t.n_bytes for t in spec.tensors if t.name == head)
+        cost = int(sum(t.n_bytes * _head_share(spec, t) for t in heads))
+        cost += sum(t.n_bytes for t in spec.tensors if t.name == head)
         source = f"{spec.n_nextn_layers} MTP block(s) and the LM head"
-        share = sum(t.n_elements for t in heads if not spec.is_lookup(t)) / max(spec.active_params, 1)
+        active = sum(t.n_elements * _head_share(spec, t) for t in heads if not spec.is_lookup(t))
+        share = active / max(spec.active_params, 1)
     else:
         cost, source = 0, "an n-gram lookup over the text so far"
     return Drafting(
@@ -317,4 +339,6 @@ def drafting_for(
         draft_source=source,
         draft_bytes_in_ram=in_ram,
         draft_placement=where,
+        expert_bytes_per_token=int(sum(t.n_bytes * spec.decode_share(t) for t in spec.tensors if "_exps." in t.name)),
+        experts_used_share=spec.n_experts_used / spec.n_experts if spec.n_experts else 0.0,
     )
