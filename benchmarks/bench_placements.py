@@ -4,18 +4,22 @@ partial offload) judged by `ggprof check` on their placement, as published and s
 
 Each row becomes one `ggprof check MODEL --tg X --pp Y --prompt N --depth D --device GPU[,GPU...]
 --backend B` call with its placement's flags (-ngl, -ncmoe, -sm, -ts) and its RAM's bandwidth
-where the row states the RAM (`--ram-bandwidth`; else none: the verdict must hold for any RAM),
-run in this process through ggprof's own CLI on a header of the model's published shape
-(tests/ggufs.py's writer; the data section a hole). The fitted part of these verdicts, the share
-of the RAM's bandwidth a token's RAM part reaches, is left out by machine: each machine's rows
-are judged by the share fitted on the others' (`--write` keeps the fit on them all). This
-host's measured bandwidth is never read (an empty cache).
+where the row states the RAM (`--ram-bandwidth`; else none: the RAM's class), run in this process
+through ggprof's own CLI on a header of the model's published shape (tests/ggufs.py's writer; the
+data section a hole); a prompt whose length the row does not state is not judged. This host's
+measured bandwidth is never read (an empty cache).
 
-Printed per category: rows, rows judged (a model with no stated size is not), honest rows
-IMPOSSIBLE and SUSPICIOUS, slowed rows caught (SUSPICIOUS or IMPOSSIBLE). Targets (issue 60):
-0% impossible, at most 5% suspicious, at least 95% of the slowed caught, per category.
+The fitted parts of these verdicts (ggprof.calibration.placements: the RAM's share on a token's
+part in it, the link's on spilled weights and on a prompt's copies of weights in RAM) are fitted
+on the rows that state what each needs and left out by machine: each machine's rows are judged by
+shares fitted on the other machines' rows (`calibrate.py --write` keeps the fit on them all).
 
-    python benchmarks/bench_placements.py [--rows] [--write] [--out FILE]
+Printed: each share with its rows, then per category: rows, rows judged (a model with no stated
+size is not), honest rows IMPOSSIBLE and SUSPICIOUS, slowed rows caught (SUSPICIOUS or
+IMPOSSIBLE). Targets (issue 60): 0% impossible, at most 5% suspicious, at least 95% of the slowed
+caught, per category.
+
+    python benchmarks/bench_placements.py [--rows] [--in-sample] [--out FILE]
 """
 
 from __future__ import annotations
@@ -38,6 +42,22 @@ DATA = ROOT / "benchmarks" / "data" / "placement-results.jsonl"
 sys.path.insert(0, str(ROOT / "tests"))  # the header writer the tests use
 
 from ggufs import F16, F32, GPT_OSS_120B, MXFP4, Q8_0, Shape, nbytes, write_model  # noqa: E402
+
+from ggprof.calibration.placements import (  # noqa: E402
+    ShareRow,
+    fit_share,
+    implied_link_share,
+    implied_ram_share,
+)
+from ggprof.calibration.placements import held_out as held_out_fit  # noqa: E402
+from ggprof.machine.profiles import ProfileDB  # noqa: E402
+from ggprof.physics.shares import PlacementFits, TokenParts  # noqa: E402
+
+WHAT = {
+    "ram": "the RAM's share on a token's part in it",
+    "spill": "the host link's share on spilled weights",
+    "copies": "the host link's share on a prompt's copies of weights in RAM",
+}
 
 CATEGORIES = ("experts_in_ram", "multi_gpu", "unified_memory", "spill", "partial_offload")
 SLOWED = 3.0
@@ -157,13 +177,13 @@ def backend_of(row: dict[str, Any]) -> str:
 def check_args(row: dict[str, Any], model: Path, profiles: Any, slowed: float) -> list[str] | None:
     """`ggprof check`'s arguments for the row (None: no GPU named, or no speed)."""
     gpus = [profile_of(g, profiles) for g in row["gpus"] or []]
-    if not gpus or None in gpus or not (row["tg_tok_s"] or row["pp_tok_s"]):
+    if not gpus or None in gpus or not (row["tg_tok_s"] or (row["pp_tok_s"] and row["pp_tokens"])):
         return None
     args = ["check", str(model), "--device", ",".join(str(g) for g in gpus), "--backend", backend_of(row), "--json"]
     if row["tg_tok_s"]:
         args += ["--tg", f"{row['tg_tok_s'] / slowed:.4g}"]
-    if row["pp_tok_s"]:
-        args += ["--pp", f"{row['pp_tok_s'] / slowed:.4g}", "--prompt", str(row["pp_tokens"] or 512)]
+    if row["pp_tok_s"] and row["pp_tokens"]:  # a prompt of unstated length is not judged (unjudged())
+        args += ["--pp", f"{row['pp_tok_s'] / slowed:.4g}", "--prompt", str(row["pp_tokens"])]
     args += ["--depth", str(row["depth"] or 0)]
     ncmoe = row["n_cpu_moe"]
     ngl = row["n_gpu_layers"]
@@ -195,22 +215,113 @@ def ggprof(args: list[str]) -> dict[str, Any] | None:
         return None
 
 
-def judge(rows: list[dict[str, Any]], folder: Path, profiles: Any, ram_flag: bool) -> list[tuple[str, str, str]]:
-    """(category, honest verdict, slowed verdict) per row; "" where the row is not judged."""
+def machine_of(row: dict[str, Any]) -> str:
+    """The machine a row ran on: its GPUs and CPU (rows of one source that names no CPU, one machine)."""
+    return f"{'+'.join(row['gpus'] or ['?'])} / {row['cpu'] or row['source']}"
+
+
+def answers(
+    rows: list[dict[str, Any]], folder: Path, profiles: Any, slowed: float, index: list[int] | None = None
+) -> list[dict[str, Any] | None]:
+    """`ggprof check --json`'s answer for each row (None: the row is not judged); `index`: each
+    row's place in the dataset (its header's file name)."""
     out = []
-    for i, row in enumerate(rows):
+    for i, row in zip(index or range(len(rows)), rows, strict=True):
         shape = shape_of(row)
-        model = write_model(folder / f"row{i}.gguf", shape)[0] if shape else None
-        verdicts = []
-        for slowed in (1.0, SLOWED):
-            args = check_args(row, model, profiles, slowed) if model else None
-            ram = ram_of(row, profiles)
-            if args and ram and ram_flag:
-                args += ["--ram-bandwidth", ram]
-            answer = ggprof(args) if args else None
-            verdicts.append(answer["verdict"] if answer else "")
-        out.append((row["category"], verdicts[0], verdicts[1]))
+        model = folder / f"row{i}.gguf"
+        if shape is not None and not model.exists():
+            write_model(model, shape)
+        args = check_args(row, model, profiles, slowed) if shape else None
+        ram = ram_of(row, profiles)
+        if args and ram:
+            args += ["--ram-bandwidth", ram]
+        out.append(ggprof(args) if args else None)
     return out
+
+
+def share_rows(rows: list[dict[str, Any]], folder: Path, profiles: Any) -> dict[str, list[ShareRow]]:
+    """Each row's shares where it states what they need: the RAM's (a decode with its RAM stated),
+    the spill's (a spilled decode or prompt), the copies' (a prompt with weights in RAM): its time
+    less the other parts at their bands' midpoints, over the part's time at full rate."""
+    out: dict[str, list[ShareRow]] = {"ram": [], "spill": [], "copies": []}
+    for i, (row, answer) in enumerate(zip(rows, answers(rows, folder, profiles, 1.0), strict=True)):
+        parts = _parts(answer)
+        if parts is None:
+            continue
+        label = f"row {i}: {row['model'][:28]} on {','.join(row['gpus'] or [])} ({row['source']})"
+        machine, tg, pp, prompt = machine_of(row), row["tg_tok_s"], row["pp_tok_s"], row["pp_tokens"]
+        spill = "spill" if parts.link_s else "copies"
+        found = (
+            ("ram", "decode", implied_ram_share(parts, 1 / tg) if tg and ram_of(row, profiles) else None),
+            ("spill", "decode", implied_link_share(parts, 1 / tg) if tg else None),
+            (spill, "prompt", implied_link_share(parts, prompt / pp, prompt=True) if pp and prompt else None),
+        )
+        out_rows = [(k, ShareRow(machine=machine, label=f"{label}, {what}", share=v)) for k, what, v in found if v]
+        for k, r in out_rows:
+            out[k].append(r)
+    return out
+
+
+def _parts(answer: dict[str, Any] | None) -> TokenParts | None:
+    from ggprof.machine.device import EfficiencyBand
+
+    if not answer or not answer.get("predictions") or not answer["predictions"][0].get("token_parts"):
+        return None
+    d = dict(answer["predictions"][0]["token_parts"])
+    for name in ("gpu_band", "prompt_band"):
+        d[name] = EfficiencyBand(low=d[name][0], high=d[name][1], source="") if d[name] else None
+    return TokenParts(**d)
+
+
+def fit_placements(rows: list[dict[str, Any]], folder: Path, profiles: Any) -> PlacementFits:
+    """The shares fitted on every row that states what each needs (calibrate.py --write keeps them)."""
+    found = share_rows(rows, folder, profiles)
+    return PlacementFits(
+        dataset=str(DATA.relative_to(ROOT)),
+        ram=fit_share(found["ram"], WHAT["ram"]),
+        spill=fit_share(found["spill"], WHAT["spill"]),
+        copies=fit_share(found["copies"], WHAT["copies"]),
+        inputs=tuple(f"{k} {r.share:.4f} {r.label}" for k, used in found.items() for r in used),
+    )
+
+
+def judge(rows: list[dict[str, Any]], folder: Path, profiles: Any, held_out: bool) -> list[tuple[str, str, str]]:
+    """(category, honest verdict, slowed verdict) per row; "" where the row is not judged. With
+    `held_out`, each machine's rows are judged by the shares fitted without that machine."""
+    from ggprof import calibration
+
+    found = share_rows(rows, folder, profiles) if held_out else {}
+    verdicts: list[tuple[str, str]] = [("", "")] * len(rows)
+    for machine in sorted({machine_of(r) for r in rows}):
+        mine = [i for i, r in enumerate(rows) if machine_of(r) == machine]
+        fits = calibration.placement_fits()
+        if held_out:
+            ram, spill, copies = (held_out_fit(found[k], machine, WHAT[k]) for k in ("ram", "spill", "copies"))
+            fits = replace(fits, ram=ram, spill=spill, copies=copies)
+        with calibration.using_placements(fits):
+            for slowed in (1.0, SLOWED):
+                got = answers([rows[i] for i in mine], folder, profiles, slowed, mine)
+                for i, answer in zip(mine, got, strict=True):
+                    before = verdicts[i]
+                    v = answer["verdict"] if answer else ""
+                    verdicts[i] = (v, before[1]) if slowed == 1.0 else (before[0], v)
+    return [(row["category"], h, s) for row, (h, s) in zip(rows, verdicts, strict=True)]
+
+
+def shares_text(fits: PlacementFits, found: dict[str, list[ShareRow]]) -> str:
+    lines = ["fitted shares (rows that state the facts; band: the errors of each machine's rows left out)"]
+    for name, used in found.items():
+        fit = getattr(fits, name)
+        if fit is None:
+            lines.append(f"  {name}: too few machines ({len({r.machine for r in used})})")
+            continue
+        lines.append(
+            f"  {name} ({fit.what}): {fit.share:.1%} ({fit.low:.1%}-{fit.high:.1%}), {fit.rows} rows on "
+            f"{fit.machines} machines, median held-out error {fit.held_out_error:.0%}"
+        )
+        lines += [f"    {r.share:6.1%}  {r.label.split(' (')[0]}{r.label.rsplit(')', 1)[-1]}" for r in used]
+        lines += [f"    left out: {x.split(' (')[0]}{x.rsplit(')', 1)[-1]}" for x in fit.left_out]
+    return "\n".join(lines)
 
 
 def table(judged: list[tuple[str, str, str]], rows: list[dict[str, Any]], show_rows: bool) -> str:
@@ -249,29 +360,41 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", action="store_true", help="print every row's verdicts")
     ap.add_argument("--out", type=Path, help="also write the output to FILE")
+    ap.add_argument("--in-sample", action="store_true", help="judge with the committed shares, no machine left out")
     args = ap.parse_args()
-    from ggprof.machine.profiles import ProfileDB
-
-    rows = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+    rows = load_rows()
     profiles = ProfileDB.default()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["GGPROF_CACHE_DIR"] = str(Path(tmp) / "cache")  # this host's measurements never read
-        judged = judge(rows, Path(tmp), profiles, ram_flag=ram_flag_known())
-    text = table(judged, rows, args.rows)
+        found = share_rows(rows, Path(tmp), profiles)
+        fits = fit_placements(rows, Path(tmp), profiles)
+        judged = judge(rows, Path(tmp), profiles, held_out=not args.in_sample)
+    how = (
+        "committed shares"
+        if args.in_sample
+        else "leave one machine out: each machine judged by shares fitted without it"
+    )
+    text = f"{shares_text(fits, found)}\n\n{how}\n{table(judged, rows, args.rows)}\n{unjudged(rows)}"
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
     return 0
 
 
-def ram_flag_known() -> bool:
-    """Whether this ggprof's check takes --ram-bandwidth (older ones judged without the RAM)."""
-    out = io.StringIO()
-    from ggprof.cli import main
+def load_rows() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
 
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        main(["check", "--help"])
-    return "--ram-bandwidth" in out.getvalue()
+
+def unjudged(rows: list[dict[str, Any]]) -> str:
+    """What the table leaves out, by the fact the row does not state."""
+    no_shape = [i for i, r in enumerate(rows) if shape_of(r) is None]
+    no_gpu = [i for i, r in enumerate(rows) if not r["gpus"]]
+    no_prompt = [i for i, r in enumerate(rows) if r["pp_tok_s"] and not r["pp_tokens"]]
+    return (
+        f"not judged: rows {no_shape} (no parameters or shape stated), {no_gpu} (no GPU named); prefill of rows "
+        f"{no_prompt} (prompt length not stated: below 32 tokens the CPU computes the weights in RAM, above it "
+        "they cross the link, so the length decides the regime)"
+    )
 
 
 if __name__ == "__main__":

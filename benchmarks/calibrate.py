@@ -2,6 +2,7 @@
 
     python benchmarks/calibrate.py            # judge the dataset with the committed fits
     python benchmarks/calibrate.py --write    # refit, write src/ggprof/calibration/speed-fits.json, judge
+    python benchmarks/calibrate.py --placements-only --write  # refit placement-fits.json alone
     python benchmarks/calibrate.py --plot docs/calibration-published.png
 
 Each row is judged as `ggprof check MODEL --tg X (or --pp X) --device ID --backend B` on the
@@ -65,7 +66,15 @@ def main() -> int:
     ap.add_argument("--plot", type=Path, help="draw measured vs expected (needs matplotlib)")
     ap.add_argument("--loo-only", action="store_true", help="only the leave-one-device-out tables")
     ap.add_argument("--missed", action="store_true", help="list the slowed rows leave-one-out did not catch")
+    ap.add_argument("--placements-only", action="store_true", help="only the placement shares (placement-fits.json)")
     args = ap.parse_args()
+    if args.write:
+        write_placement_fits()
+    if args.placements_only:
+        import bench_placements
+
+        sys.argv = [sys.argv[0]]
+        return bench_placements.main()
 
     ext = extensions()
     rows = load_dataset(args.dataset, ext.profiles)
@@ -183,6 +192,24 @@ def main() -> int:
     import bench_rpc_public
 
     return bench_rpc_public.main()
+
+
+def write_placement_fits() -> None:
+    """Fit the placement shares on benchmarks/data/placement-results.jsonl (bench_placements) and
+    write src/ggprof/calibration/placement-fits.json."""
+    import os
+    import tempfile
+
+    import bench_placements
+
+    from ggprof.machine.profiles import ProfileDB
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["GGPROF_CACHE_DIR"] = str(Path(tmp) / "cache")  # this host's measurements never read
+        fits = bench_placements.fit_placements(bench_placements.load_rows(), Path(tmp), ProfileDB.default())
+    calibration.PLACEMENT_FITS_PATH.write_text(fits.to_json())
+    calibration.committed_placement_fits.cache_clear()
+    print(f"wrote {calibration.PLACEMENT_FITS_PATH.relative_to(ROOT)}")
 
 
 def judge_all(

@@ -3,7 +3,9 @@
 `speed-fits.json` beside this file holds the fitted parameters (written by
 `benchmarks/calibrate.py --write` from benchmarks/data/llama-cpp-results.jsonl);
 `speed_fits()` is what backends judge with, `using()` swaps in other fits for a block (the
-leave-one-device-out measurement), and `fitting` holds the least squares.
+leave-one-device-out measurement), and `fitting` holds the least squares. `placement-fits.json`
+holds the shares a placement's parts reach (RAM, host link; ggprof.calibration.placements fits
+them), `placement_fits()` reads them and `using_placements()` swaps them (leave one machine out).
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from functools import cache
 from pathlib import Path
 
 from ggprof.physics.expected import SpeedFits
+from ggprof.physics.shares import PlacementFits
 
 FITS_PATH = Path(__file__).with_name("speed-fits.json")
+PLACEMENT_FITS_PATH = Path(__file__).with_name("placement-fits.json")
 _override: list[SpeedFits] = []
+_placements: list[PlacementFits] = []
 
 
 def speed_fits() -> SpeedFits:
@@ -37,3 +42,23 @@ def using(other: SpeedFits) -> Iterator[None]:
         yield
     finally:
         _override.pop()
+
+
+def placement_fits() -> PlacementFits:
+    """The placement shares verdicts use: the committed ones, or those `using_placements` put in place."""
+    return _placements[-1] if _placements else committed_placement_fits()
+
+
+@cache
+def committed_placement_fits() -> PlacementFits:
+    return PlacementFits.load(PLACEMENT_FITS_PATH) if PLACEMENT_FITS_PATH.is_file() else PlacementFits()
+
+
+@contextmanager
+def using_placements(other: PlacementFits) -> Iterator[None]:
+    """Judge with `other` placement shares inside the block."""
+    _placements.append(other)
+    try:
+        yield
+    finally:
+        _placements.pop()

@@ -109,10 +109,31 @@ def blended_band(gpu: EfficiencyBand, cpu: EfficiencyBand, gpu_s: float, cpu_s: 
     )
 
 
-# The share of its link a GPU reaches reading weights kept in host RAM: CUDA's pinned host-to-device
-# copies reach 80-90% of PCIe's rate (NVIDIA bandwidthTest); a driver's spill to system memory and
-# managed memory paging reach less (docs/physics.md, "Spill"; the public rows of
-# benchmarks/bench_placements.py land inside it).
+def link_band_of(
+    gpu: EfficiencyBand, link: EfficiencyBand, ceiling_s: float, gpu_s: float, link_s: float, what: str
+) -> EfficiencyBand:
+    """The band, as a share of a ceiling of `ceiling_s`, of work whose GPU part takes `gpu_s` at
+    full rate (at the GPU's band) and whose copies over the host link take `link_s` at its full
+    rate (at the link's share): a spilled token, every weight of the GPU's allocation over the link
+    (Windows' fallback moves the whole allocation, managed memory pages it in and out each token);
+    a prompt's batches, the weights in RAM copied to the GPU."""
+
+    def share(g: float, c: float) -> float:
+        return ceiling_s / (gpu_s / g + link_s / c) if g > 0 and c > 0 else 0.0
+
+    return EfficiencyBand(
+        low=share(gpu.low, link.low),
+        high=share(gpu.high, link.high),
+        source=f"{what}: {link_s / (gpu_s + link_s):.0%} of the time at full rate over the host link, at "
+        f"{link.low:.0%}-{link.high:.0%} of its rate ({link.source}); the rest at the GPU's band ({gpu.source})",
+        judged=gpu.judged and link.judged,
+    )
+
+
+# The share of its link a GPU reaches reading weights kept in host RAM, where no fit on public
+# rows is committed (ggprof.calibration.placement_fits): CUDA's pinned host-to-device copies reach
+# 80-90% of PCIe's rate (NVIDIA bandwidthTest); a driver's spill to system memory and managed
+# memory paging reach less (docs/physics.md, "Spill").
 LINK_BAND = EfficiencyBand(
     low=0.25, high=0.9, source="the host link: 25%-90% of its rate (managed-memory paging to pinned copies)"
 )
@@ -147,14 +168,15 @@ def spilled(place: Placement, kv_gpu_bytes: int, device: Device) -> Spill | None
     return Spill(weight_bytes=over, decode_bytes=int(place.gpu_decode_bytes * over / place.gpu_weight_bytes))
 
 
-def link_bytes_a_batch(spec: ModelSpec, place: Placement, spill: Spill | None, inputs: object) -> int:
+def link_bytes_a_batch(spec: ModelSpec, place: Placement, spilled_bytes: int, inputs: object) -> int:
     """The weights in RAM a prompt's batch takes to the GPU (ggml offloads a batch of 32 tokens or
-    more to it): every weight in RAM but the input embedding, which is looked up on the CPU."""
+    more to it): every weight in RAM but the input embedding, which is looked up on the CPU, and
+    `spilled_bytes` of the GPU's own."""
     ubatch = min(getattr(inputs, "prompt", 0), getattr(inputs, "n_ubatch", 0))
     if ubatch < MIN_OFFLOAD_BATCH:
         return 0
     lookup = sum(t.n_bytes for t in spec.tensors if spec.is_lookup(t))
-    return max(place.cpu_weight_bytes - lookup, 0) + (spill.weight_bytes if spill else 0)
+    return max(place.cpu_weight_bytes - lookup, 0) + spilled_bytes
 
 
 # RAM behind a GPU when the report does not state it: its class's JEDEC peaks (profiles

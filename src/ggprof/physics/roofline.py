@@ -28,7 +28,16 @@ from ggprof.physics.memory import (
     memory_fit,
     memory_pools,
 )
-from ggprof.physics.placement import LINK_BAND, Placement, blended_band, link_bytes_a_batch, placement, spilled
+from ggprof.physics.placement import (
+    LINK_BAND,
+    Placement,
+    blended_band,
+    link_band_of,
+    link_bytes_a_batch,
+    placement,
+    spilled,
+)
+from ggprof.physics.shares import TokenParts
 from ggprof.physics.speculative import Drafting, VerifyStep, expected_speculative, verify_step
 
 if TYPE_CHECKING:
@@ -140,6 +149,7 @@ class Prediction:
     step: VerifyStep | None = None  # speculative decoding: the verify step (ggprof.physics.speculative)
     devices: DeviceSplit | None = None  # several GPUs of one machine (ggprof.physics.devices)
     spill_bytes: int = 0  # weights beyond a GPU's memory, read from host RAM over its link (physics.placement)
+    parts: TokenParts | None = None  # a token's and a prompt's time by memory (one GPU, the fits' input)
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -185,6 +195,8 @@ class Prediction:
         if band is None or ceiling is None or not self.peak_flops or not per_token:
             return None
         compute = self.peak_flops / per_token
+        if self.parts is not None and self.parts.prompt_link_s:  # a share of the ceiling with the copies
+            return band.low * ceiling, band.high * ceiling
         return min(band.low * compute, ceiling), min(band.high * compute, ceiling)
 
     @property
@@ -266,9 +278,12 @@ def predict(
     cpu: Device | None = None,
     prefill_band: EfficiencyBand | None = None,
     cpu_band: EfficiencyBand | None = None,
+    spill_band: EfficiencyBand = LINK_BAND,
+    copies_band: EfficiencyBand = LINK_BAND,
 ) -> Prediction:
     """Ceilings and fit for `spec` on `device` (with `cpu` holding layers not offloaded, its part
-    of a token at `cpu_band`'s share of its bandwidth where given)."""
+    of a token at `cpu_band`'s share of its bandwidth where given; spilled weights over the host
+    link at `spill_band`'s share of its rate, a prompt's copies of weights in RAM at `copies_band`'s)."""
     if spec.decode_bytes_per_token <= 0:
         raise BadInputError(f"{spec.path.name}: the model has no weight tensors: a token reads nothing to predict from")
     device = with_prompt_kernels(device, spec)
@@ -277,32 +292,57 @@ def predict(
     ck, cv = inputs.cache_type_k, inputs.cache_type_v
     kv_gpu, kv_cpu = kv_split(spec, inputs, place, inputs.depth, state_passes=2)
     seconds, rules = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu)
+    gpu_band = band
     in_ram_s = (place.cpu_decode_bytes + kv_cpu) / cpu.bandwidth.value if has_gpu and cpu and cpu.bandwidth else 0
     if band is not None and cpu_band is not None and in_ram_s > 0:
         band = blended_band(band, cpu_band, seconds - in_ram_s, in_ram_s)
-    spill = (
-        spilled(place, kv_gpu, device)
-        if has_gpu and not is_partial_offload(inputs.n_gpu_layers, spec.n_layers)
-        else None
-    )
+    memory = memory_pools(spec, device, cpu, place, inputs)
+    full = has_gpu and not is_partial_offload(inputs.n_gpu_layers, spec.n_layers)
+    spill = spilled(place, kv_gpu, device) if full else None
+    # beyond the GPU with its buffers: the whole weights allocation goes over the link (spill_band)
+    over = full and device.link is not None and (spill is not None or memory[0].verdict == "does_not_fit")
+    bw = device.bandwidth_bytes_per_s or 1.0
+    link_s = place.gpu_decode_bytes / device.link.value if over and device.link else 0.0
+    # what the GPU reads itself: everything, or with its weights over the link its KV alone
+    gpu_s = kv_gpu / bw if over else seconds - in_ram_s
     if spill is not None and device.link is not None:
-        on_gpu_s = seconds - spill.decode_bytes / (device.bandwidth_bytes_per_s or 1)
-        link_s = spill.decode_bytes / device.link.value
-        seconds = on_gpu_s + link_s
-        band = blended_band(band, LINK_BAND, on_gpu_s, link_s) if band is not None else None
+        seconds += spill.decode_bytes / device.link.value - spill.decode_bytes / bw
         rules.append(spill.rule(device))
+    if over and band is not None:
+        band = link_band_of(band, spill_band, seconds, gpu_s + in_ram_s, link_s, "spill")
     table = tuple(_depth_row(spec, device, cpu, place, inputs, d) for d in depth_points(spec))
     peak = device.peak_flops.value if device.peak_flops else None
     flops = prefill_flops(spec, inputs.prompt, inputs.depth, n_batch=inputs.n_batch)
     prefill_s = _prefill_seconds(flops, peak, place, device, inputs)
-    crossing = link_bytes_a_batch(spec, place, spill, inputs) if has_gpu and device.link else 0
+    compute_s = prefill_s or 0.0
+    link = device.link.value if has_gpu and device.link else 0.0
+    batches = -(-inputs.prompt // inputs.n_ubatch)
+    crossing = link_bytes_a_batch(spec, place, spill.weight_bytes if spill else 0, inputs) if link else 0
     if prefill_s is not None and crossing:  # each batch's weights in RAM cross the link to the GPU
-        prefill_s += crossing * -(-inputs.prompt // inputs.n_ubatch) / device.link.value  # type: ignore[union-attr]
+        prefill_s += crossing * batches / link
         rules.append(
             f"a prompt's batches on the GPU: {crossing / 1e9:.3g} GB of weights in RAM cross the link "
             f"({device.link.describe()}) for each batch of {inputs.n_ubatch} tokens"  # type: ignore[union-attr]
         )
-    memory = memory_pools(spec, device, cpu, place, inputs)
+    copied = link_bytes_a_batch(spec, place, place.gpu_weight_bytes if over else 0, inputs) if link else 0
+    gpu_prompt_band = prefill_band
+    if prefill_band is not None and prefill_s and copied:
+        what = (
+            "a prompt's batches reading the spilled weights"
+            if over
+            else "a prompt's batches copying the weights in RAM"
+        )
+        over_link = spill_band if over else copies_band
+        prefill_band = link_band_of(prefill_band, over_link, prefill_s, compute_s, copied * batches / link, what)
+    parts = TokenParts(
+        gpu_s=gpu_s,
+        ram_s=in_ram_s,
+        link_s=link_s,
+        prompt_link_s=copied * batches / link if link else 0.0,
+        prompt_compute_s=compute_s,
+        gpu_band=gpu_band,
+        prompt_band=gpu_prompt_band,
+    )
     avail = device_memory(device)[0]
     weights = place.gpu_weight_bytes if has_gpu else place.cpu_weight_bytes
     return Prediction(
@@ -326,6 +366,7 @@ def predict(
         rules=(*spec.decode_rules(), *rules, *_kv_in_ram(inputs, has_gpu, kv_cpu)),
         active_params=spec.active_params,
         spill_bytes=spill.weight_bytes if spill is not None else 0,
+        parts=parts if has_gpu else None,
     )
 
 

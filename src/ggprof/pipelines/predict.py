@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING
 
 from ggprof.bench import roofs
 from ggprof.bench.roofs import StoredRoof
+from ggprof.calibration import placement_fits
 from ggprof.errors import BadInputError, NoBandwidthError
 from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.machine.host import describe_host
 from ggprof.machine.load import BUSY_SHARE
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
-from ggprof.physics.placement import class_band
+from ggprof.physics.placement import LINK_BAND, class_band
 from ggprof.physics.roofline import PredictInputs, Prediction, predict, splits_to_cpu
 from ggprof.pipelines.extensions import Extensions
 from ggprof.verdict.backend import Backend
@@ -123,9 +124,19 @@ def predict_with(spec: ModelSpec, target: Target, inputs: PredictInputs, ext: Ex
     # the part of a token read from RAM goes at the CPU's share of its bandwidth, not the GPU's
     in_ram = cpu is not None and target.device.is_discrete_gpu and splits_to_cpu(inputs, spec.n_layers)
     cpu_band = band_of("efficiency_band", "expected band", ext.backends.get("cpu"), cpu) if in_ram and cpu else None
-    cpu_band = class_band(cpu_band, cpu) if cpu_band is not None and cpu is not None else cpu_band
-    p = predict(spec, target.device, inputs, band, cpu, prefill_band, cpu_band)
+    cpu_band = ram_band(cpu_band, cpu) if cpu_band is not None and cpu is not None else cpu_band
+    fits = placement_fits()
+    spill, copies = (f.band() if f is not None else LINK_BAND for f in (fits.spill, fits.copies))
+    p = predict(spec, target.device, inputs, band, cpu, prefill_band, cpu_band, spill, copies)
     return replace(p, warnings=tuple(warnings)) if warnings else p
+
+
+def ram_band(cpu_band: EfficiencyBand, cpu: Device) -> EfficiencyBand:
+    """The share of its bandwidth a RAM beside a GPU reaches on a token's part in it: the share
+    fitted on public placements (ggprof.calibration.placement_fits), else the CPU backend's band;
+    a RAM known only by its class reaching down to its slowest member (class_band)."""
+    fitted = placement_fits().ram
+    return class_band(fitted.band() if fitted is not None else cpu_band, cpu)
 
 
 def _predict_devices(spec: ModelSpec, target: Target, inputs: PredictInputs, ext: Extensions) -> Prediction:
@@ -141,6 +152,8 @@ def _predict_devices(spec: ModelSpec, target: Target, inputs: PredictInputs, ext
     warnings: list[str] = []
     devices = [d for _, d in target.gpus] + ([target.cpu] if target.cpu is not None else [])
     bands = [band_for(ext, d, spec, warnings) for d in devices]
+    if target.cpu is not None and bands[-1] is not None:  # the RAM's part at the RAM's fitted share
+        bands[-1] = ram_band(bands[-1], target.cpu)
     p = predict_devices(spec, target.gpus, target.cpu, bands, inputs)
     return replace(p, warnings=tuple(warnings)) if warnings else p
 
