@@ -115,11 +115,17 @@ def _sized(row: dict[str, Any], model: str) -> Shape | None:
     # a mixed quant (Q3_K_M, UD-Q4_K_XL) is larger than its base type: the type nearest the stated size
     import gguf
 
-    def gib(qtype: Any) -> float:
-        return sum(nbytes(s, qtype if q != F32 else F32) for _, s, q in replace(shape, qtype=qtype).tensors()) / 2**30
+    def gib(mixed: Shape) -> float:
+        return sum(nbytes(s, q) for _, s, q in mixed.tensors()) / 2**30
 
     types = [gguf.GGMLQuantizationType[n] for n in QTYPES]
-    return replace(shape, qtype=min(types, key=lambda t: abs(gib(t) - row["model_size_gib"])))
+    # each type alone, and as llama-quant.cpp's _M mixes make it: the output layer at Q6_K, attn_v and
+    # ffn_down one type up on the layers use_more_bits picks
+    mixes = [replace(shape, qtype=t) for t in types] + [
+        replace(shape, qtype=t, head_qtype=gguf.GGMLQuantizationType.Q6_K, more_bits_qtype=up)
+        for t, up in zip(types[2:-2], types[3:-1], strict=True)
+    ]
+    return min(mixes, key=lambda s: abs(gib(s) - row["model_size_gib"]))
 
 
 def _shape_of(row: dict[str, Any], model: str) -> Shape | None:
