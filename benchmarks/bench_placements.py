@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import itertools
 import json
 import os
 import re
@@ -41,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data" / "placement-results.jsonl"
 sys.path.insert(0, str(ROOT / "tests"))  # the header writer the tests use
 
-from ggufs import F16, F32, GPT_OSS_120B, MXFP4, Q8_0, Shape, nbytes, write_model  # noqa: E402
+from ggufs import F16, GPT_OSS_120B, MXFP4, Q8_0, Shape, nbytes, write_model  # noqa: E402
 
 from ggprof.calibration.placements import (  # noqa: E402
     ShareRow,
@@ -123,7 +124,7 @@ def _sized(row: dict[str, Any], model: str) -> Shape | None:
     # ffn_down one type up on the layers use_more_bits picks
     mixes = [replace(shape, qtype=t) for t in types] + [
         replace(shape, qtype=t, head_qtype=gguf.GGMLQuantizationType.Q6_K, more_bits_qtype=up)
-        for t, up in zip(types[2:-2], types[3:-1], strict=True)
+        for t, up in itertools.pairwise(types[2:-1])
     ]
     return min(mixes, key=lambda s: abs(gib(s) - row["model_size_gib"]))
 

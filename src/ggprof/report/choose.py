@@ -245,7 +245,9 @@ def choose_text(r: ChoiceReport) -> str:
     lines.append("(<=: its compute ceiling only); GB = 1e9 bytes; * the pick, + the fastest that fits")
     if any(x.in_ram for f in r.models for x in f.placements):
         lines.append("exps: the experts of some layers in RAM (-ncmoe; every layer's: -cmoe); pp counts copying")
-        lines.append("what RAM holds to the GPU over its link once per batch of -ub tokens (a larger -ub, fewer copies)")
+        lines.append(
+            "what RAM holds to the GPU over its link once per batch of -ub tokens (a larger -ub, fewer copies)"
+        )
     basis = next((f.prefill_basis for f in r.models if f.prefill_basis), None)
     if basis:
         shown = textwrap.shorten(clean_name(f"pp512 from: {basis}", 600), 2 * WIDTH - 10, placeholder=" ...")
