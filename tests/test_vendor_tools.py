@@ -84,7 +84,7 @@ def test_a_gpu_memory_no_device_has_is_dropped_with_a_note(tmp_path: Path, mib: 
     d, err = _host(env)
     (gpu,) = [dev for dev in d["devices"] if dev["backend"] == "cuda"]  # type: ignore[attr-defined]
     # the device stays, with its profile's memory (24 GB), not the tool's figure
-    assert gpu["memory_bytes"] == 24_000_000_000 and gpu["memory_source"] == "profile rtx-4090"
+    assert gpu["memory_bytes"] == 24 * 2**30 and gpu["memory_source"] == "profile rtx-4090"  # a "24 GB" card: GiB
     assert "nvidia-smi: a device's memory of " in err and "is outside any real device's" in err
 
 
