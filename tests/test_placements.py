@@ -254,3 +254,27 @@ def test_a_public_llama_bench_log_with_ncmoe_is_judged_on_its_placement(tmp_path
     assert all(c["code"] != "NO_NGL" for c in run.get("causes", [])), run.get("causes")
     r = in_process("check", "--log", str(log))
     assert "the command gives no -ngl" not in r.stdout
+
+
+def test_a_real_cuda_fit_log_is_judged_on_what_fit_chose() -> None:
+    """A real llama-completion log on an H200 (tests/data/cuda-h200, recorded on a lent machine):
+    `--fit on --fit-target 141349` left 1,280 MiB of the GPU usable, so --fit kept 17 layers on it
+    with the experts of 11 of them in RAM (its `-lv 4` lines). check --log shows that placement as
+    --fit set it, and judges the decode (200 tok/s) on it: with the RAM's bandwidth given, the
+    experts in RAM set a ceiling far below the one every weight on the GPU would give; without it,
+    the decode is not judged and the RAM's bandwidth is named as missing."""
+    log = Path(__file__).parent / "data" / "cuda-h200" / "run1-2-completion-moe-fit-target-lv4.txt"
+    r = in_process("check", "--log", str(log), "--json")
+    (run,) = json.loads(r.stdout)["runs"]
+    assert run["placement"]["flags"].startswith("-ngl 17 -ot ") and "as --fit set it" in run["placement"]["source"]
+    decode = next(m for m in run["measurements"] if m["kind"] == "decode")
+    assert decode["verdict"] == "unknown" and any("RAM's bandwidth" in m for m in run["missing"])
+    r = in_process("check", "--log", str(log), "--bandwidth", "100", "--json")
+    (run,) = json.loads(r.stdout)["runs"]
+    decode = next(m for m in run["measurements"] if m["kind"] == "decode")
+    assert decode["tok_s"] == pytest.approx(200.02) and decode["verdict"] == "plausible"
+    # all 571 MB of a token at the H200's 4,800 GB/s would allow ~8,000 tok/s; the experts in RAM at
+    # 100 GB/s hold it under 1,000
+    assert decode["decode_ceiling_tok_s"] < 1000
+    parts = [e for e in decode["findings"][0]["evidence"] if e.startswith("placement: ")]
+    assert "in RAM" in parts[1] and "[user: --bandwidth 100]" in parts[1]

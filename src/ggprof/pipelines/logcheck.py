@@ -257,7 +257,10 @@ def _check_run(
         else:
             missing.append("the GPU's name (no device line in the log): give --device ID or --bandwidth GB/s")
     # where the command line put the weights the GPU does not hold: -ncmoe, -nkvo (ggprof.runfacts)
-    placed = placed_in_ram(run)
+    # ... or where --fit put them, as its lines say (its -ngl and the experts it moved to RAM)
+    fitted = log_placement(run, model.spec)
+    fit_facts = dict(fitted.fit_facts) if fitted is not None else {}
+    placed = placed_in_ram(run) or tuple((n, v) for n, v in fit_facts.items() if n != "n_gpu_layers" and v)
     if (is_partial(run) or (placed and backend != "cpu")) and device_choice is not None:
         if chosen is not None and chosen.kind == "cpu-memory":
             cpu = device_from_profile(chosen)
@@ -279,7 +282,7 @@ def _check_run(
         missing=missing,
     )
     rc.causes = causes(run, backend)
-    rc.placement = log_placement(run, model.spec)
+    rc.placement = fitted
     if not run.speeds:
         rc.missing.append("any speed (no timing, rate or llama-bench line)")
     spec = model.spec
@@ -331,7 +334,7 @@ def _check_run(
             n_prompt=s.n_tokens or 512 if s.kind == "prefill" else 512,
             backend=backend if backend != "unknown" else None,
             n_gpu_layers=ngl if backend != "cpu" else None,
-            placement=placed_in_ram(run, s) if backend != "cpu" else (),
+            placement=(placed_in_ram(run, s) or placed) if backend != "cpu" else (),
             drafting=drafting,
             cv=s.cv,
             model_uncertainty=model.uncertainty,  # the estimate's spread widens the tolerance, as noise does

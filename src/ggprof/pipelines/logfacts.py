@@ -88,6 +88,8 @@ def named(placed: tuple[tuple[str, object], ...]) -> str:
             return "every layer's experts (-cmoe)" if v == MAX_COUNT else f"the experts of -ncmoe {v}"
         if n == "no_kv_offload":
             return "the KV cache (-nkvo)"
+        if n == "tensor_buft_overrides" and isinstance(v, tuple) and len(v) > 2:  # --fit's one per layer
+            return f"what -ot's {len(v)} patterns put in a CPU buffer ({v[0][0]}=CPU, ...)"
         return f"what {RUN_FACTS[n].spelled(v)} puts there"
 
     return " and ".join(named(n, v) for n, v in placed)

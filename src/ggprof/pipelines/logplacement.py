@@ -63,6 +63,8 @@ class LogPlacement:
     fit: tuple[FitChoice, ...]
     fit_status: Fact | None
     breakdown: tuple[tuple[str, Fact], ...]  # the memory breakdown after the load, per device
+    # what --fit set, as a prediction takes it (one GPU): its -ngl and the experts it moved to RAM
+    fit_facts: tuple[tuple[str, object], ...] = ()
 
 
 def _devices(run: LogRun) -> list[tuple[str, str, int | None]]:
@@ -180,4 +182,5 @@ def log_placement(run: LogRun, spec: ModelSpec | None) -> LogPlacement | None:
         fit=fit,
         fit_status=run.facts.get("fit_status"),
         breakdown=tuple(run.memory_breakdown.items()),
+        fit_facts=(("n_gpu_layers", ngl), ("tensor_buft_overrides", overrides)) if fit and len(names) == 1 else (),
     )
