@@ -2,7 +2,7 @@
 only one planted? One real llama-server per planted difference, on the real Gemma 3 270M model:
 
 - `-ub 16` (a physical batch of 16 tokens): the prefill's `settings` term;
-- a penalizing sampler chain with no top-k (`--top-k 0 --repeat-penalty 1.1 --repeat-last-n -1`,
+- a penalizing sampler chain with no top-k (`--top-k 0 --repeat-penalty 1.1 --repeat-last-n 512`,
   every logit of its 262,144-token vocabulary sorted per token): the decode's `sampling` term;
 - four slots (`-np 4`), every one serving a turn at once: the decode's `slots` step.
 
@@ -37,7 +37,7 @@ PLANTED = (
     ("-ub 16", ("-ub", "16", "-np", "1"), "prefill", "settings"),
     (
         "penalizing chain",
-        ("--top-k", "0", "--repeat-penalty", "1.1", "--repeat-last-n", "-1", "-np", "1"),
+        ("--top-k", "0", "--repeat-penalty", "1.1", "--repeat-last-n", "512", "-np", "1"),
         "decode",
         "sampling",
     ),
