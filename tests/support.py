@@ -328,3 +328,24 @@ def with_h200(tmp_path: Path) -> dict[str, str]:
     smi.write_text(f"#!/bin/sh\ncat '{H200 / 'nvidia-smi-query.csv'}'\n")
     smi.chmod(0o755)
     return {"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}
+
+
+# A llama-bench that reports what it is told, one real row replayed with the speeds given: pp for a
+# prompt, tg_probe at one thread (the probe), tg otherwise ({python}, {row}, {pp}, {tg_probe}, {tg})
+FAKE_BENCH = """#!{python}
+import json, sys
+args = sys.argv[1:]
+if "--list-devices" in args:
+    print("Available devices:")
+    sys.exit(0)
+def values(flag):
+    return [int(v) for v in args[args.index(flag) + 1].split(",")] if flag in args else [0]
+row = json.loads({row!r})
+threads, depth, reps = values("-t")[0], values("-d")[0], values("-r")[0] or 5
+for p, n in [(p, 0) for p in values("-p") if p] + [(0, n) for n in values("-n") if n]:
+    tok_s = {pp} if p else ({tg_probe} if threads == 1 else {tg})
+    ns = int(1e9 * (p or n) / tok_s)
+    row.update(n_prompt=p, n_gen=n, n_depth=depth, n_threads=threads, avg_ts=tok_s, stddev_ts=0.0,
+               avg_ns=ns, stddev_ns=0, samples_ns=[ns] * reps, samples_ts=[tok_s] * reps)
+    print(json.dumps(row), flush=True)
+"""

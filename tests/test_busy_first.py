@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 import pytest
-from support import in_process
+from support import FAKE_BENCH, in_process
 
 import ggprof.report.verdict
 from ggprof.machine.load import Contention, Load
@@ -27,25 +27,8 @@ from ggprof.verdict.busy import EXPLAINED
 
 BENCH_ROW = Path(__file__).parent / "data" / "llama-bench-gemma3-270m.json"  # a real row, replayed
 BUSY = "the machine was busy: other processes used"
-# A llama-bench that reports what it is told (one real row replayed): a decode far below its own
-# one-thread probe, so below its band whatever this machine's figures.
-FAKE_BENCH = """#!{python}
-import json, sys
-args = sys.argv[1:]
-if "--list-devices" in args:
-    print("Available devices:")
-    sys.exit(0)
-def values(flag):
-    return [int(v) for v in args[args.index(flag) + 1].split(",")] if flag in args else [0]
-row = json.loads({row!r})
-threads, depth, reps = values("-t")[0], values("-d")[0], values("-r")[0] or 5
-for p, n in [(p, 0) for p in values("-p") if p] + [(0, n) for n in values("-n") if n]:
-    tok_s = 300.0 if p else (100.0 if threads == 1 else 1.0)
-    ns = int(1e9 * (p or n) / tok_s)
-    row.update(n_prompt=p, n_gen=n, n_depth=depth, n_threads=threads, avg_ts=tok_s, stddev_ts=0.0,
-               avg_ns=ns, stddev_ns=0, samples_ns=[ns] * reps, samples_ts=[tok_s] * reps)
-    print(json.dumps(row), flush=True)
-"""
+# support.FAKE_BENCH reports 300 tok/s of prefill and a decode (1 tok/s) far below its own one-thread
+# probe (100 tok/s), so below its band whatever this machine's figures.
 
 
 @pytest.fixture
@@ -205,7 +188,7 @@ def test_the_busy_cause_is_named_only_where_others_took_a_material_share(
 
     fake = tmp_path / "llama-bench"
     row = json.dumps(json.loads(BENCH_ROW.read_text())[-1])
-    fake.write_text(FAKE_BENCH.format(python=sys.executable, row=row))
+    fake.write_text(FAKE_BENCH.format(python=sys.executable, row=row, pp=300.0, tg_probe=100.0, tg=1.0))
     fake.chmod(0o755)
     recorded = Load(busy_cpus=others_percent / 100 * 2, cpus=2, sample_s=4.0)
     monkeypatch.setattr(engine, "others_load", lambda *args: recorded)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from hub_server import HubServer
-from support import as_process, in_process, judged
+from support import FAKE_BENCH, as_process, in_process, judged
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = Path(__file__).parent / "data" / "logs"
@@ -100,23 +100,6 @@ def test_a_cause_the_logs_own_table_rules_out_is_named_as_ruled_out() -> None:
 
 
 # -- 8. after `profile`, no "next:" line sends the user to `profile` --------------------------------
-FAKE_BENCH = """#!{python}
-import json, sys
-args = sys.argv[1:]
-if "--list-devices" in args:
-    print("Available devices:")
-    sys.exit(0)
-def values(flag):
-    return [int(v) for v in args[args.index(flag) + 1].split(",")] if flag in args else [0]
-row = json.loads({row!r})
-threads, depth, reps = values("-t")[0], values("-d")[0], values("-r")[0] or 5
-for p, n in [(p, 0) for p in values("-p") if p] + [(0, n) for n in values("-n") if n]:
-    tok_s = {pp} if p else ({tg_probe} if threads == 1 else {tg})
-    ns = int(1e9 * (p or n) / tok_s)
-    row.update(n_prompt=p, n_gen=n, n_depth=depth, n_threads=threads, avg_ts=tok_s, stddev_ts=0.0,
-               avg_ns=ns, stddev_ns=0, samples_ns=[ns] * reps, samples_ts=[tok_s] * reps)
-    print(json.dumps(row), flush=True)
-"""
 
 
 @pytest.fixture
