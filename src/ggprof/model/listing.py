@@ -88,7 +88,9 @@ def _get(url: str, headers: dict[str, str], deadline: Deadline, where: str) -> t
             raise RemoteError(f"{where}: not an http(s) URL")
         if deadline.passed():
             raise late(where, deadline)
-        budget = Budget(deadline.at, READ_TIMEOUT_S, MAX_LISTING_BYTES + MAX_ANSWER_HEADER_BYTES)
+        # the socket's bound sits past the body's (a buffered read may fetch ahead of what it
+        # returns): an answer over MAX_LISTING_BYTES is told by its length, whatever the chunks
+        budget = Budget(deadline.at, READ_TIMEOUT_S, MAX_LISTING_BYTES + MAX_ANSWER_HEADER_BYTES + READ_AHEAD_BYTES)
         conn = connect(u, budget)
         with exchange(conn, budget, where):
             conn.request("GET", target(u), headers=sent)
@@ -102,6 +104,9 @@ def _get(url: str, headers: dict[str, str], deadline: Deadline, where: str) -> t
             raise RemoteError(f"{where}: an answer larger than {MAX_LISTING_BYTES >> 20} MiB; not read further")
         return resp.status, _Answer(_decoded(raw, encoding, where), resp.getheader("X-Error-Code") or "")
     raise RemoteError(f"{where}: more than {MAX_REDIRECTS} redirects")
+
+
+READ_AHEAD_BYTES = 1 << 20  # more than any buffered read fetches ahead of what it returns
 
 
 def _decoded(raw: bytes, encoding: str, where: str) -> bytes:
