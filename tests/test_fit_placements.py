@@ -142,7 +142,7 @@ def test_70b_on_24_gb_never_fits_without_its_context(ram: str, tmp_path: Path, r
     (m,) = fit_json(run_cli, str(model), *args)["models"]
     for p in m["placements"]:
         assert not p["fits"] or p["max_ctx"] >= 8192, p
-        assert not p["fits"] or all(pool["verdict"] in ("fits", "tight") for pool in p["memory"]), p
+        assert not p["fits"] or not any(pool["verdict"] == "does_not_fit" for pool in p["memory"]), p
     if ram == "64":
         assert m["fits"] and m["max_ctx"] >= 8192 and 0 < m["n_gpu_layers"] < 81
     else:

@@ -143,7 +143,7 @@ def test_a_public_two_gpu_row_is_judged_on_both_gpus(tmp_path: Path) -> None:
     assert two.exit_code == 0, two.stdout
     rows.write_text(json.dumps([PUBLIC | {"avg_ts": 16.57 / 3}]))
     slow = in_process("check", str(model), "--llama-bench", str(rows), "--device-profile", "rtx-3090")
-    assert slow.exit_code in (3, 4), slow.stdout
+    assert slow.exit_code == 3, slow.stdout  # below the band (4.5 tok/s of a 22.3 ceiling), not above a ceiling
     assert "DECODE_BELOW_BAND" in slow.stdout
 
 
