@@ -42,6 +42,8 @@ DATASET = ROOT / "benchmarks" / "data" / "llama-cpp-results.jsonl"
 sys.path.insert(0, str(ROOT / "tests"))  # the header writer and shapes the tests use
 
 import gguf  # noqa: E402
+from ggprof.calibration.placements import ShareRow, fit_share  # noqa: E402
+from ggprof.physics.shares import ShareFit  # noqa: E402
 from ggufs import (  # noqa: E402
     LLAMA_3_1_8B_F16,
     LLAMA_3_2_1B,
@@ -179,8 +181,43 @@ def judge_row(row: dict[str, Any], folder: Path, i: int) -> Judged:
     return j
 
 
-def judge_all(rows: list[dict[str, Any]], folder: Path) -> list[Judged]:
-    """Every row, each judged by fits made without its devices (leave one device out)."""
+REACH = "the share of the modelled speed-up over plain decode published runs reach"
+
+
+def reach_rows(rows: list[dict[str, Any]], folder: Path) -> list[ShareRow]:
+    """Each row that states its acceptance: its measured speed-up (drafted over plain) over the
+    verify-step model's at that acceptance (no fitted reach: the model as it is), by device."""
+    from ggprof import calibration
+
+    out = []
+    with calibration.using_reach(None):
+        for i, row in enumerate(rows):
+            shape = shape_for(row["model"], row["quant"])
+            if row["skip"] or shape is None or row["acceptance"] is None:
+                continue
+            kind_spec = spec_type_of(row)
+            drafter = draft_shape(row) if kind_spec.startswith("draft-") and kind_spec != "draft-mtp" else None
+            model = write_model(folder / f"row{i}.gguf", shape)[0]
+            draft = write_model(folder / f"draft{i}.gguf", drafter)[0] if drafter else None
+            base = base_args(row, model)
+            plain = ggprof([*base, "--tg", f"{row['tg_tok_s_plain']:g}"])
+            spec = ggprof([*base, *drafting_args(row, draft), "--tg", f"{row['tg_tok_s_spec']:g}"])
+            modelled = spec["expected_tok_s_high"] / plain["expected_tok_s_high"]
+            measured = row["tg_tok_s_spec"] / row["tg_tok_s_plain"]
+            label = f"row {i}: {row['model'][:24]} {row['quant']} on {row['profile']}, n={row['n_max']}"
+            out.append(ShareRow(machine=row["profile"], label=label, share=measured / modelled))
+    return out
+
+
+def reach_without(found: list[ShareRow], devices: str) -> ShareFit | None:
+    """The reach fitted on the rows of machines that share no device with `devices`."""
+    mine = set(devices.split(","))
+    return fit_share([r for r in found if not mine & set(r.machine.split(","))], REACH)
+
+
+def judge_all(rows: list[dict[str, Any]], folder: Path, found: list[ShareRow]) -> list[Judged]:
+    """Every row, each judged by fits made without its devices (leave one device out): the speed
+    fits and the speed-up's reach."""
     from ggprof import calibration
     from ggprof.pipelines.calibrate import References, load_dataset, points_of, regress_points
     from ggprof.plugins import extensions
@@ -196,11 +233,46 @@ def judge_all(rows: list[dict[str, Any]], folder: Path) -> list[Judged]:
                 held_out = held_out.without(device)
             fits[devices] = regress_points(held_out, dataset="leave the row's devices out")
         if devices in fits:
-            with calibration.using(fits[devices]):
+            with calibration.using(fits[devices]), calibration.using_reach(reach_without(found, devices)):
                 out.append(judge_row(row, folder, i))
         else:
             out.append(judge_row(row, folder, i))
     return out
+
+
+def reach_text(fit: ShareFit | None, found: list[ShareRow]) -> str:
+    if fit is None:
+        return f"reach: too few machines ({len({r.machine for r in found})})"
+    lines = [
+        f"reach ({fit.what}): {fit.share:.0%} ({fit.low:.0%}-{fit.high:.0%}), {fit.rows} rows on {fit.machines} "
+        f"machines, median held-out error {fit.held_out_error:.0%}"
+    ]
+    lines += [f"  {r.share:6.0%}  {r.label}" for r in found]
+    lines += [f"  left out: {x}" for x in fit.left_out]
+    return "\n".join(lines)
+
+
+def write_reach() -> ShareFit | None:
+    """Fit the reach on every row and write src/ggprof/calibration/speculative-fits.json."""
+    from ggprof import calibration
+
+    rows = load_rows()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["GGPROF_CACHE_DIR"] = str(Path(tmp) / "cache")
+        fit = fit_share(reach_rows(rows, Path(tmp)), REACH)
+    if fit is not None:
+        calibration.SPECULATIVE_FITS_PATH.write_text(fit.to_json())
+        calibration.committed_reach.cache_clear()
+    return fit
+
+
+def load_rows() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+
+
+def baseline(row: dict[str, Any]) -> tuple[Any, ...]:
+    """What names a plain run: its source, device, model, quant and speed."""
+    return row["source"], row["profile"], row["model"], row["quant"], row["tg_tok_s_plain"]
 
 
 def pct(k: int, n: int) -> str:
@@ -226,7 +298,9 @@ def table(judged: list[Judged], show_rows: bool) -> str:
     for kind in ("draft model", "MTP", "n-gram", "all"):
         mine = judged if kind == "all" else by[kind]
         done = [j for j in mine if not j.skipped]
-        honest = [v for j in done for v in (j.plain, j.drafted)]
+        # a baseline two rows share (one plain run, drafted at n-max 2 and 3) is one result
+        plains = {baseline(j.row): j.plain for j in done}
+        honest = [*plains.values(), *(j.drafted for j in done)]
         imp = sum(v == "impossible" for v in honest)
         sus = sum(v == "suspicious" for v in honest)
         caught = sum(j.inflated == "impossible" for j in done)
@@ -234,7 +308,10 @@ def table(judged: list[Judged], show_rows: bool) -> str:
             f"{kind:<12} {len(mine):>4} {len(done):>6} {pct(imp, len(honest)):>10} {pct(sus, len(honest)):>10} "
             f"{pct(caught, len(done)):>15}"
         )
-    lines.append("(impossible and suspicious: of the plain and drafted verdicts, two a judged row)")
+    lines.append(
+        "(impossible and suspicious: of the honest verdicts, each drafted result and each plain baseline once, "
+        "though rows drafting at several n-max share it)"
+    )
     skipped = [j for j in judged if j.skipped]
     lines += ["", f"skipped ({len(skipped)}):"] + [
         f"  {j.row['model']} on {j.row['hardware']}: {j.skipped}" for j in skipped
@@ -246,12 +323,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", action="store_true", help="print every row's verdicts")
     ap.add_argument("--out", type=Path, help="also write the output to FILE")
+    ap.add_argument("--write", action="store_true", help="refit the reach on every row and write speculative-fits.json")
     args = ap.parse_args()
-    rows = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+    if args.write:
+        write_reach()
+    rows = load_rows()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["GGPROF_CACHE_DIR"] = str(Path(tmp) / "cache")  # this host's measurements never read
-        judged = judge_all(rows, Path(tmp))
-    text = table(judged, args.rows)
+        found = reach_rows(rows, Path(tmp))
+        judged = judge_all(rows, Path(tmp), found)
+    text = f"{reach_text(fit_share(found, REACH), found)}\n\nleave one device out\n{table(judged, args.rows)}"
     print(text)
     if args.out:
         args.out.write_text(text + "\n")

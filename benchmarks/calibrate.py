@@ -3,6 +3,7 @@
     python benchmarks/calibrate.py            # judge the dataset with the committed fits
     python benchmarks/calibrate.py --write    # refit, write src/ggprof/calibration/speed-fits.json, judge
     python benchmarks/calibrate.py --placements-only --write  # refit placement-fits.json alone
+      (--write also refits speculative-fits.json: bench_speculative.py's reach)
     python benchmarks/calibrate.py --plot docs/calibration-published.png
 
 Each row is judged as `ggprof check MODEL --tg X (or --pp X) --device ID --backend B` on the
@@ -70,6 +71,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.write:
         write_placement_fits()
+        write_speculative_fits()
     if args.placements_only:
         import bench_placements
 
@@ -210,6 +212,15 @@ def write_placement_fits() -> None:
     calibration.PLACEMENT_FITS_PATH.write_text(fits.to_json())
     calibration.committed_placement_fits.cache_clear()
     print(f"wrote {calibration.PLACEMENT_FITS_PATH.relative_to(ROOT)}")
+
+
+def write_speculative_fits() -> None:
+    """Fit the share of the modelled speed-up speculative runs reach on
+    benchmarks/data/speculative-results.jsonl (bench_speculative) and write speculative-fits.json."""
+    import bench_speculative
+
+    if bench_speculative.write_reach() is not None:
+        print(f"wrote {calibration.SPECULATIVE_FITS_PATH.relative_to(ROOT)}")
 
 
 def judge_all(

@@ -88,8 +88,11 @@ def test_a_known_acceptance_pins_the_expected_speed_and_a_low_one_is_named(model
     rate = tokens_per_step(0.8, 4) / step_s
     flags = ("-md", str(draft), "--spec-draft-n-max", "4", "--draft-acceptance", "0.8")
     code, d, _ = _check(target, rate * 0.8, *flags)
-    assert d["expected_tok_s_high"] <= rate and d["expected_tok_s_low"] >= 0.3 * rate
+    # the low end: the backend's band times the least of the speed-up published runs reached
+    # (speculative-fits.json, well above a tenth of it)
+    assert d["expected_tok_s_high"] <= rate and d["expected_tok_s_low"] >= 0.1 * rate
     assert "acceptance 80% (--draft-acceptance): 3.36 tokens a step" in d["expected_basis"]
+    assert "times the speed-up published runs reach" in d["expected_basis"]
     # at 5% acceptance drafting costs more than it saves: a run at a third of that speed is slow,
     # and low acceptance is its first cause
     slow = ("-md", str(draft), "--spec-draft-n-max", "4", "--draft-acceptance", "0.05")
@@ -205,3 +208,23 @@ def test_a_moe_mtp_block_drafts_with_its_used_experts_and_a_verify_reads_the_uni
     assert d.expert_bytes_per_token == 4 * experts * 2 // 8 and d.experts_used_share == 2 / 8
     step = verify_step(d, kv_bytes=0, bandwidth_bytes_per_s=1e9, plain_seconds=1.0)
     assert step.experts_extra_seconds(2) == pytest.approx(d.expert_bytes_per_token / 1e9 * 0.75)
+
+
+def test_the_speed_up_published_runs_reach_scales_the_band_never_past_n_plus_one_tokens_a_pass() -> None:
+    """An n-gram drafter (free drafts) at a = 0.8, n = 2: 1 + 0.8 + 0.64 = 2.44 tokens a 1 s step.
+    The backend's band 60%-90% and a fitted reach of 50%-150% give 0.6 x 2.44 x 0.5 = 0.732 tok/s
+    at the low end; the high end, 0.9 x 2.44 x 1.5 = 3.29, stops at 0.9 x 3 tokens a pass = 2.7."""
+    from ggprof.machine.device import EfficiencyBand
+    from ggprof.physics.speculative import Drafting, expected_speculative
+
+    d = Drafting(spec_type="ngram-mod", n_max=2, acceptance=0.8, acceptance_source="given")
+    reach = EfficiencyBand(low=0.5, high=1.5, source="fitted on public runs")
+    band = EfficiencyBand(low=0.6, high=0.9, source="the backend's")
+    plain = expected_speculative(verify_step(d, kv_bytes=0, bandwidth_bytes_per_s=1e9, plain_seconds=1.0), band)
+    reached = expected_speculative(
+        verify_step(d, kv_bytes=0, bandwidth_bytes_per_s=1e9, plain_seconds=1.0, reach=reach), band
+    )
+    assert plain is not None and reached is not None
+    assert plain.low_tok_s == pytest.approx(0.6 * 2.44) and plain.high_tok_s == pytest.approx(0.9 * 2.44)
+    assert reached.low_tok_s == pytest.approx(0.732) and reached.high_tok_s == pytest.approx(2.7)
+    assert "times the speed-up published runs reach, fitted on public runs" in reached.basis

@@ -6,6 +6,9 @@
 leave-one-device-out measurement), and `fitting` holds the least squares. `placement-fits.json`
 holds the shares a placement's parts reach (RAM, host link; ggprof.calibration.placements fits
 them), `placement_fits()` reads them and `using_placements()` swaps them (leave one machine out).
+`speculative-fits.json` holds the share of the modelled speed-up published speculative runs reach
+(benchmarks/bench_speculative.py fits it), `speculative_reach()` reads it and `using_reach()` swaps
+it (leave one device out).
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
+from ggprof.machine.device import EfficiencyBand
 from ggprof.physics.expected import SpeedFits
-from ggprof.physics.shares import PlacementFits
+from ggprof.physics.shares import PlacementFits, ShareFit
 
 FITS_PATH = Path(__file__).with_name("speed-fits.json")
 PLACEMENT_FITS_PATH = Path(__file__).with_name("placement-fits.json")
 _override: list[SpeedFits] = []
 _placements: list[PlacementFits] = []
+SPECULATIVE_FITS_PATH = Path(__file__).with_name("speculative-fits.json")
+_reach: list[ShareFit | None] = []
 
 
 def speed_fits() -> SpeedFits:
@@ -62,3 +68,29 @@ def using_placements(other: PlacementFits) -> Iterator[None]:
         yield
     finally:
         _placements.pop()
+
+
+def speculative_reach() -> ShareFit | None:
+    """The share of the modelled speed-up published speculative runs reach: the committed fit, or
+    the one `using_reach` put in place (None: none fitted, the model's speed-up as it is)."""
+    return _reach[-1] if _reach else committed_reach()
+
+
+def reach_band() -> EfficiencyBand | None:
+    fit = speculative_reach()
+    return fit.band() if fit is not None else None
+
+
+@cache
+def committed_reach() -> ShareFit | None:
+    return ShareFit.load(SPECULATIVE_FITS_PATH) if SPECULATIVE_FITS_PATH.is_file() else None
+
+
+@contextmanager
+def using_reach(other: ShareFit | None) -> Iterator[None]:
+    """Judge speculative runs with `other` (None: no fitted reach) inside the block."""
+    _reach.append(other)
+    try:
+        yield
+    finally:
+        _reach.pop()

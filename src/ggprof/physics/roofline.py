@@ -370,12 +370,13 @@ def predict(
     )
 
 
-def drafted(p: Prediction, drafting: Drafting) -> Prediction:
+def drafted(p: Prediction, drafting: Drafting, reach: EfficiencyBand | None = None) -> Prediction:
     """The prediction of a speculative run: its decode judged per verify step on the same
-    placement (the plain step's time, the KV read again for each drafted position)."""
+    placement (the plain step's time, the KV read again for each drafted position); `reach`, the
+    share of the modelled speed-up published runs reach (ggprof.calibration.speculative_reach)."""
     beside_gpu = p.device.is_discrete_gpu and p.cpu is not None and p.cpu.bandwidth_bytes_per_s
     ram = p.cpu.bandwidth_bytes_per_s if beside_gpu and p.cpu is not None else None
-    step = verify_step(drafting, p.kv_bytes_at_depth, p.bandwidth_bytes_per_s, p.decode_seconds_per_token, ram)
+    step = verify_step(drafting, p.kv_bytes_at_depth, p.bandwidth_bytes_per_s, p.decode_seconds_per_token, ram, reach)
     return replace(p, step=step)
 
 

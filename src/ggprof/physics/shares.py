@@ -52,6 +52,16 @@ class ShareFit:
     what: str
     left_out: tuple[str, ...] = ()  # rows more than OUTLIER_FACTOR off the others, named
 
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["left_out"] = list(self.left_out)
+        return json.dumps({k: (round(v, 6) if isinstance(v, float) else v) for k, v in d.items()}, indent=1) + "\n"
+
+    @staticmethod
+    def load(path: Path) -> ShareFit:
+        d = json.loads(path.read_text())
+        return ShareFit(**{**d, "left_out": tuple(d.get("left_out", ()))})
+
     def band(self) -> EfficiencyBand:
         return EfficiencyBand(
             low=self.low,

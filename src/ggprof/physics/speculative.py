@@ -133,6 +133,9 @@ class VerifyStep:
     kv_seconds: float  # reading the KV at depth once more (each position past the first)
     draft_seconds: float  # one drafted token at the bandwidth's rate
     expert_seconds: float = 0.0  # one token's routed experts at the bandwidth's rate
+    # the share of this model's speed-up over plain decode that published runs reach, fitted on
+    # them (ggprof.calibration.speculative_reach; None: the model's speed-up as it is)
+    reach: EfficiencyBand | None = None
 
     def experts_extra_seconds(self, positions: float) -> float:
         """The routed experts a pass over `positions` reads beyond one token's: each position
@@ -187,10 +190,12 @@ def verify_step(
     bandwidth_bytes_per_s: float,
     plain_seconds: float,
     ram_bandwidth_bytes_per_s: float | None = None,
+    reach: EfficiencyBand | None = None,
 ) -> VerifyStep:
     """A verify step over one device's memory: `plain_seconds` the plain decode step's time on
     the same placement (its ceiling's inverse), `kv_bytes` the KV a position reads at depth; a
-    drafted token's bytes in RAM at the RAM's bandwidth where the device is a GPU's."""
+    drafted token's bytes in RAM at the RAM's bandwidth where the device is a GPU's; `reach` the
+    fitted share of the modelled speed-up runs reach."""
     in_ram = drafting.draft_bytes_in_ram if ram_bandwidth_bytes_per_s else 0
     on_device = drafting.draft_bytes_per_token - in_ram
     return VerifyStep(
@@ -199,6 +204,7 @@ def verify_step(
         kv_seconds=kv_bytes / bandwidth_bytes_per_s,
         draft_seconds=on_device / bandwidth_bytes_per_s + in_ram / (ram_bandwidth_bytes_per_s or 1.0),
         expert_seconds=drafting.expert_bytes_per_token / bandwidth_bytes_per_s,
+        reach=reach,
     )
 
 
@@ -252,6 +258,12 @@ def expected_speculative(
     compute = (1 / roof.low_tok_s, 1 / roof.high_tok_s) if roof is not None and roof.low_tok_s > 0 else None
     bw_low, bw_high = step.range_tok_s()
     low, high = band.low * bw_low, band.high * bw_high
+    reach = step.reach
+    if reach is not None:
+        # published runs reach a share of the modelled speed-up over plain decode (a verify pass
+        # over n + 1 positions runs other kernels than one token's; MoE positions route apart):
+        # the band scales by that share's band, never past n + 1 tokens a pass
+        low, high = low * reach.low, min(high * max(reach.high, 1.0), band.high * step.ceiling_tok_s)
     if compute is not None:
         # a batched pass shares each weight read among its positions, so its arithmetic costs
         # less than that many single tokens' (a CPU's verify of ~2 positions ran at about one
@@ -273,6 +285,7 @@ def expected_speculative(
     basis = (
         f"speculative decoding ({d.spec_type}, up to {d.n_max} drafted a step, {d.draft_source}); {how}; "
         f"{band.low:.0%}-{band.high:.0%} of that at the bandwidth's rate"
+        + (f"; times the speed-up published runs reach, {reach.source}" if reach is not None else "")
         + (f", down to each position at the compute roof ({roof.basis})" if compute is not None and roof else "")
         + f"; {band.source}"
     )

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from ggprof.bench.context import RunContext
 from ggprof.bench.llamabench import LlamaBenchRow, backend_of_row
 from ggprof.bench.roofs import StoredRoof
+from ggprof.calibration import reach_band
 from ggprof.errors import NoBandwidthError
 from ggprof.llamacpp import N_PROMPT
 from ggprof.machine.device import BuildFacts, Device, with_build
@@ -146,7 +147,7 @@ class Checker:
             else:
                 made = prediction_for(self.spec, target, inputs, self.ext)
                 if made is not None and r.drafting is not None:
-                    made = drafted(made, r.drafting)
+                    made = drafted(made, r.drafting, reach_band())
                 self._predictions[key] = target, made
             made = self._predictions[key][1]
             if made is not None and id(made) not in self._index:

@@ -11,6 +11,7 @@ from ggprof.bench import roofs
 from ggprof.bench.context import UNKNOWN_PLACEMENT, RunContext
 from ggprof.bench.results import WARMUP_PROMPT_CPU, BenchParams, BenchResult, ThreadProbe
 from ggprof.bench.stopping import PlausibleRange, probe_threads, range_key
+from ggprof.calibration import reach_band
 from ggprof.engines import Engine, EnginePlan, ProgressFn
 from ggprof.errors import GGProfError
 from ggprof.llamacpp import BACKEND_TITLES, rebuild_command
@@ -294,7 +295,7 @@ def _judge_depth(
         prediction = prediction_for(spec, target, inputs_of(params, depth), ext)
         drafting = drafting_of(spec, result.context)
         if prediction is not None and drafting is not None:
-            prediction = drafted(prediction, drafting)
+            prediction = drafted(prediction, drafting, reach_band())
     case = JudgeCase(
         model=spec,
         backend=backend,
