@@ -194,10 +194,16 @@ def check_args(row: dict[str, Any], model: Path, profiles: Any, slowed: float) -
     args += ["--depth", str(row["depth"] or 0)]
     ncmoe = row["n_cpu_moe"]
     ngl = row["n_gpu_layers"]
-    if ngl is not None or ncmoe:
-        args += ["-ngl", str(ngl if ngl is not None else 99)]  # -ncmoe goes with every layer offloaded
+    cmoe = re.search(r"(^|\s)(--cpu-moe|-cmoe)\b", row["flags"] or "") is not None
+    ot = row["override_tensor"]
+    if ngl is not None or ncmoe or cmoe or ot:
+        args += ["-ngl", str(ngl if ngl is not None else 99)]  # experts in RAM go with every layer offloaded
     if ncmoe:
         args += ["-ncmoe", str(ncmoe)]
+    if cmoe:
+        args += ["-cmoe"]
+    if ot:  # llama.cpp's -ot: PATTERN=BUFFER pairs, the first that matches a tensor wins
+        args += ["-ot", ",".join(p.strip() for p in ot.split(";"))]
     if len(gpus) > 1 and row["split_mode"]:
         args += ["-sm", row["split_mode"]]
     if len(gpus) > 1 and row["tensor_split"]:

@@ -190,11 +190,17 @@ RAM_CLASSES = {
 
 
 def ram_class(gpu: Device) -> Device:
-    """The host RAM of a GPU whose RAM no one stated: its class's fastest bandwidth, the slowest
-    kept as `bandwidth_low` (labelled as a class default)."""
+    """The host RAM of a GPU whose RAM no one stated: the fastest any host has (a desktop GPU sits
+    in EPYC and Threadripper workstations too), the slowest of the GPU's own class kept as
+    `bandwidth_low` (labelled as a class default)."""
     kind = "server" if gpu.device_class and "datacenter" in gpu.device_class else "desktop"
-    low, high, what = RAM_CLASSES[kind]
-    detail = f"RAM not stated: {kind} class, {what} ({low / 1e9:.3g}-{high / 1e9:.3g} GB/s JEDEC peaks)"
+    low, _, what = RAM_CLASSES[kind]
+    _, high, fastest = RAM_CLASSES["server"]
+    span = what.split(" to ")[0] + " to a server's " + fastest.split(" to ")[1] if kind == "desktop" else what
+    detail = (
+        f"RAM not stated: a {kind}'s {span} ({low / 1e9:.3g}-{high / 1e9:.3g} GB/s JEDEC peaks; "
+        "--ram-bandwidth BW for the one that ran)"
+    )
     return Device(
         id="ram",
         name="host RAM (not stated)",
