@@ -42,8 +42,6 @@ DATASET = ROOT / "benchmarks" / "data" / "llama-cpp-results.jsonl"
 sys.path.insert(0, str(ROOT / "tests"))  # the header writer and shapes the tests use
 
 import gguf  # noqa: E402
-from ggprof.calibration.placements import ShareRow, fit_share  # noqa: E402
-from ggprof.physics.shares import ShareFit  # noqa: E402
 from ggufs import (  # noqa: E402
     LLAMA_3_1_8B_F16,
     LLAMA_3_2_1B,
@@ -54,6 +52,9 @@ from ggufs import (  # noqa: E402
     Shape,
     write_model,
 )
+
+from ggprof.calibration.placements import ShareRow, fit_share  # noqa: E402
+from ggprof.physics.shares import ShareFit  # noqa: E402
 
 INFLATE = 1.25
 T = gguf.GGMLQuantizationType
