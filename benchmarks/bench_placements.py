@@ -126,7 +126,19 @@ def _sized(row: dict[str, Any], model: str) -> Shape | None:
         replace(shape, qtype=t, head_qtype=gguf.GGMLQuantizationType.Q6_K, more_bits_qtype=up)
         for t, up in itertools.pairwise(types[2:-1])
     ]
-    return min(mixes, key=lambda s: abs(gib(s) - row["model_size_gib"]))
+    nearest = min(mixes, key=lambda s: abs(gib(s) - row["model_size_gib"]))
+    # and scaled until the file is the stated size (a mix's tensors of more bits than the types here:
+    # a spill's size is the excess over the GPU, so 5% matters): a dense model's feed-forward width in
+    # whole blocks of 256, a mixture's count of experts (its experts' width is a block or three)
+    field, step = ("n_experts", 1) if nearest.n_experts else ("n_ff", 256)
+    for _ in range(3):
+        now = getattr(nearest, field)
+        per_step = gib(replace(nearest, **{field: now + step})) - gib(nearest)
+        steps = round((row["model_size_gib"] - gib(nearest)) / per_step) if per_step > 0 else 0
+        if steps == 0:
+            break
+        nearest = replace(nearest, **{field: max(now + step * steps, step)})
+    return nearest
 
 
 def _shape_of(row: dict[str, Any], model: str) -> Shape | None:

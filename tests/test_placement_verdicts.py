@@ -133,3 +133,30 @@ def test_an_unknown_placement_names_the_one_that_explains_it(gpt_oss: Path, run_
     assert spill["causes"][0].startswith("spill:") and "explains the number" in spill["causes"][0]
     assert any(c.startswith("experts in RAM (-ngl 99 -ncmoe N") for c in spill["causes"])
     assert "the load log's buffer sizes" in found["next_step"] and "command line" in found["next_step"]
+
+
+def test_weights_that_fit_without_their_buffers_are_judged_as_spill(tmp_path: Path, run_cli: RunCli) -> None:
+    """Llama 3 70B Q2_K (23.71 GiB, llama.cpp PR #8035) on an RTX 4090 (24 GiB) with -ngl 81 and
+    GGML_CUDA_ENABLE_UNIFIED_MEMORY=1: 0.15 tok/s. The weights fit, the KV cache and the compute
+    buffers do not: the allocation pages over the link. Judged as spill (plausible), not as a model
+    that cannot load."""
+    from dataclasses import replace
+
+    import gguf
+
+    r = row("spill", "Llama 3 70B", "RTX 4090")
+    # Llama 3 70B's shape (vocabulary 128256) as llama-quant.cpp's Q2_K - Medium mixes it (the output
+    # layer Q6_K, attn_v and ffn_down Q3_K on the layers use_more_bits picks), its feed-forward width
+    # set so that the file is 23.71 GiB as the row's llama-bench printed
+    q = gguf.GGMLQuantizationType
+    shape = replace(
+        LLAMA_70B_F16, vocab=128256, qtype=q.Q2_K, head_qtype=q.Q6_K, more_bits_qtype=q.Q3_K, file_type=None, n_ff=29952
+    )
+    model = write_model(tmp_path / "llama-3-70b-q2_k.gguf", shape)[0]
+    assert model.stat().st_size / 2**30 == pytest.approx(r["model_size_gib"], rel=0.01)
+    args = (str(model), "--device", "rtx-4090", "--backend", "cuda", "-ngl", "81", "--tg", str(r["tg_tok_s"]))
+    d = json.loads(run_cli("check", *args, "--json").stdout)
+    assert d["verdict"] == "plausible"
+    found = next(f for f in d["findings"] if f["code"] == "WEIGHTS_BEYOND_VRAM")
+    assert "the weights fit without the KV cache and compute buffers (an estimate)" in found["title"]
+    assert "MODEL_DOES_NOT_FIT" not in [f["code"] for f in d["findings"]]

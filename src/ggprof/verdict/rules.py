@@ -437,7 +437,9 @@ def fit_findings(b: Backend, case: JudgeCase) -> list[Finding]:
         return []
     total = fmt_bytes(gpu.total_bytes or 0, binary=False)
     required = fmt_bytes(gpu.required_bytes, binary=False)
-    if p.spill_bytes:
+    # the weights over the GPU, or the weights fitting and the KV and buffers (an estimate) not: the
+    # prediction reads the allocation over the link, and so does the finding
+    if p.spill_bytes or (not p.devices and p.parts is not None and p.parts.link_s > 0):
         return [explained_by_spill(b, case, p, required, total)]
     return [
         Finding(
@@ -468,18 +470,23 @@ def explained_by_spill(b: Backend, case: JudgeCase, p: Prediction, required: str
     explains its number (the weights over its memory read from RAM over the link: the band judged
     on), and others may; what the run's log or command line says tells them apart."""
     spill = fmt_bytes(p.spill_bytes, binary=False)
+    what = (
+        f"{spill} of weights read over the host link a token"
+        if p.spill_bytes
+        else "the weights fit without the KV cache and compute buffers (an estimate), so the allocation pages "
+        "over the host link"
+    )
     moe = "experts in RAM (-ngl 99 -ncmoe N, the experts of the first N layers in RAM at the CPU's bandwidth)"
     return Finding(
         severity="plausible",
         code="WEIGHTS_BEYOND_VRAM",
-        title=f"a full offload needs {required}; {p.device.name} has {total}: judged as spill, {spill} of weights "
-        "read over the host link a token",
+        title=f"a full offload needs {required}; {p.device.name} has {total}: judged as spill, {what}",
         expected=f"at most {total} on the device, or the rest elsewhere",
         observed=f"{required} needed",
         evidence=(f"spill ceiling {tps(p.decode_ceiling_tok_s)} (the decode judged against it)",),
         causes=(
-            f"spill: {spill} beyond the GPU's memory read from RAM over the host link (Windows' CUDA system-memory "
-            "fallback, GGML_CUDA_ENABLE_UNIFIED_MEMORY=1) explains the number",
+            f"spill: {spill if p.spill_bytes else 'the allocation'} beyond the GPU's memory read from RAM over the "
+            "host link (Windows' CUDA system-memory fallback, GGML_CUDA_ENABLE_UNIFIED_MEMORY=1) explains the number",
             *((moe,) if case.model.n_experts else ()),
             "fewer layers offloaded (-ngl N): the rest read at the CPU's bandwidth",
         ),
