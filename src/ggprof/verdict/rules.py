@@ -6,14 +6,15 @@ from __future__ import annotations
 from ggprof.llamacpp import BACKEND_TITLES, rebuild_command
 from ggprof.machine.device import ExpectedSpeed
 from ggprof.machine.measurements import MAX_BANDWIDTH_SPREAD
-from ggprof.physics.roofline import Prediction, expected_decode, is_partial_offload
+from ggprof.physics.roofline import Prediction, expected_decode
 from ggprof.physics.speculative import expected_speculative
 from ggprof.units import fmt_bytes, fmt_rate, pct, sig3, tps
 from ggprof.verdict.backend import NOT_ONE_STREAM_CAUSES, PREFILL_TOO_FAST_CAUSES, TOO_FAST_CAUSES, Backend
 from ggprof.verdict.busy import busy_next_step, contention_of, first_causes
-from ggprof.verdict.devices import devices_causes, devices_evidence, overfull, placement_evidence
+from ggprof.verdict.devices import devices_causes, devices_evidence, placement_evidence
 from ggprof.verdict.drafting import above_drafting, drafting_causes, drafting_evidence
 from ggprof.verdict.finding import BASE_TOLERANCE, MAX_TOLERANCE, NOISY_CV, Finding, JudgeCase
+from ggprof.verdict.fit import fit_findings
 
 
 def _next(case: JudgeCase, reported: str | None, measured: str | None = None) -> str | None:
@@ -420,81 +421,6 @@ def prefill_findings(b: Backend, case: JudgeCase) -> list[Finding]:
             plugin=b.name,
         )
     ]
-
-
-def fit_findings(b: Backend, case: JudgeCase) -> list[Finding]:
-    """A full-offload result on a GPU whose memory cannot hold the weights plus the KV cache."""
-    p = case.prediction
-    if p is None or not p.device.is_discrete_gpu or not p.memory:
-        return []
-    gpu = next((m for m in p.memory if m.verdict == "does_not_fit"), p.memory[0]) if p.devices else p.memory[0]
-    if case.context is not None:
-        offloaded, layers = case.context.n_gpu_layers_offloaded, case.context.n_layers
-        full = offloaded is not None and layers is not None and offloaded > layers
-    else:
-        full = not is_partial_offload(p.inputs.n_gpu_layers, case.model.n_layers)
-    if not full or gpu.verdict != "does_not_fit":
-        return []
-    total = fmt_bytes(gpu.total_bytes or 0, binary=False)
-    required = fmt_bytes(gpu.required_bytes, binary=False)
-    # the weights over the GPU, or the weights fitting and the KV and buffers (an estimate) not: the
-    # prediction reads the allocation over the link, and so does the finding
-    if p.spill_bytes or (not p.devices and p.parts is not None and p.parts.link_s > 0):
-        return [explained_by_spill(b, case, p, required, total)]
-    return [
-        Finding(
-            severity="impossible",
-            code="MODEL_DOES_NOT_FIT",
-            title=f"a full offload needs {required}; {gpu.pool if p.devices else p.device.name} has {total}",
-            expected=f"at most {total} on the device",
-            observed=f"{required} needed",
-            evidence=(
-                f"weights {fmt_bytes(gpu.weight_bytes, binary=False)} + KV at ctx {p.inputs.ctx:,} "
-                f"{fmt_bytes(gpu.kv_bytes, binary=False)} + buffers (estimate) "
-                f"{fmt_bytes(gpu.compute_buffer_bytes, binary=False)}",
-            ),
-            causes=(
-                *overfull(p),
-                "part of the model ran on the CPU (partial offload) or in host memory",
-                "a smaller or more quantized model ran",
-                "a device with more memory ran it",
-            ),
-            next_step="check -ngl and the device's memory",
-            plugin=b.name,
-        )
-    ]
-
-
-def explained_by_spill(b: Backend, case: JudgeCase, p: Prediction, required: str, total: str) -> Finding:
-    """A full offload larger than the GPU: no load on Linux, but a placement the machine allows
-    explains its number (the weights over its memory read from RAM over the link: the band judged
-    on), and others may; what the run's log or command line says tells them apart."""
-    spill = fmt_bytes(p.spill_bytes, binary=False)
-    what = (
-        f"{spill} of weights read over the host link a token"
-        if p.spill_bytes
-        else "the weights fit without the KV cache and compute buffers (an estimate), so the allocation pages "
-        "over the host link"
-    )
-    moe = "experts in RAM (-ngl 99 -ncmoe N, the experts of the first N layers in RAM at the CPU's bandwidth)"
-    return Finding(
-        severity="plausible",
-        code="WEIGHTS_BEYOND_VRAM",
-        title=f"a full offload needs {required}; {p.device.name} has {total}: judged as spill, {what}",
-        expected=f"at most {total} on the device, or the rest elsewhere",
-        observed=f"{required} needed",
-        evidence=(f"spill ceiling {tps(p.decode_ceiling_tok_s)} (the decode judged against it)",),
-        causes=(
-            f"spill: {spill if p.spill_bytes else 'the allocation'} beyond the GPU's memory read from RAM over the "
-            "host link (Windows' CUDA system-memory fallback, GGML_CUDA_ENABLE_UNIFIED_MEMORY=1) explains the number",
-            *((moe,) if case.model.n_experts else ()),
-            "fewer layers offloaded (-ngl N): the rest read at the CPU's bandwidth",
-        ),
-        next_step="tell them apart: the load log's buffer sizes (`CUDA0 model buffer size` against `CPU_Mapped` "
-        "or `CUDA_Host`), the command line (-ngl, -ncmoe, -ot), GGML_CUDA_ENABLE_UNIFIED_MEMORY and the driver's "
-        "sysmem fallback policy",
-        plugin=b.name,
-    )
 
 
 def _bandwidth_source(p: Prediction) -> str:
