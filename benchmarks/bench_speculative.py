@@ -45,6 +45,8 @@ import gguf  # noqa: E402
 from ggufs import (  # noqa: E402
     LLAMA_3_1_8B_F16,
     LLAMA_3_2_1B,
+    QWEN25_CODER_0_5B,
+    QWEN25_CODER_1_5B,
     QWEN25_CODER_3B,
     QWEN25_CODER_32B,
     QWEN36_27B,
@@ -68,6 +70,8 @@ SHAPES: dict[str, Shape] = {
     "llama-3.2-1b": LLAMA_3_2_1B,
     "qwen2.5-coder-32b": QWEN25_CODER_32B,
     "qwen2.5-coder-3b": QWEN25_CODER_3B,
+    "qwen2.5-coder-1.5b": QWEN25_CODER_1_5B,
+    "qwen2.5-coder-0.5b": QWEN25_CODER_0_5B,
 }
 # a quant's types: (most tensors, the output layer, attn_v and ffn_down on llama-quant.cpp's
 # use_more_bits layers); unsloth's UD-*_K_XL taken as the K-quant it extends, Q4_K_L as Q4_K_M
@@ -83,6 +87,10 @@ MIXES: tuple[tuple[str, tuple[Any, Any, Any]], ...] = (
     ("NVFP4", (T.NVFP4, T.Q6_K, T.NVFP4)),
     ("F16", (T.F16, T.F16, T.F16)),
 )
+
+# llama-quant.cpp (llama_tensor_get_type): a tensor whose rows are not whole blocks of 256 falls back
+# from a K-quant to the legacy type of about its size (the 0.5B's 896-wide rows)
+FALLBACK = {T.Q3_K: T.IQ4_NL, T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0}
 
 
 @dataclass
@@ -116,6 +124,8 @@ def shape_for(model: str, quant: str | None) -> Shape | None:
     if mix is None:
         return None
     base, head, more = mix
+    if SHAPES[key].n_embd % 256:  # rows not whole K-quant blocks: llama-quant.cpp's fallback types
+        base, head, more = (FALLBACK.get(t, t) for t in (base, head, more))
     return replace(SHAPES[key], qtype=base, head_qtype=head, more_bits_qtype=more, file_type=None)
 
 

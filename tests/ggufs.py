@@ -227,6 +227,18 @@ QWEN25_CODER_32B = Shape(
     arch="qwen2", n_layers=64, n_embd=5120, n_heads=40, n_kv_heads=8, n_ff=27648, vocab=152064, context=32768,
     tokens=False, file_type=None, name="Qwen2.5-Coder-32B",
 )  # fmt: skip
+# Qwen2.5-Coder-1.5B (https://huggingface.co/Qwen/Qwen2.5-Coder-1.5B-Instruct/blob/main/config.json):
+# 28 layers of 1536, 12 heads, 2 KV heads of 128, FFN 8960, vocabulary 151936, tied;
+# Qwen2.5-Coder-0.5B (https://huggingface.co/Qwen/Qwen2.5-Coder-0.5B-Instruct/blob/main/config.json):
+# 24 layers of 896, 14 heads, 2 KV heads of 64, FFN 4864, vocabulary 151936, tied.
+QWEN25_CODER_1_5B = replace(
+    QWEN25_CODER_32B, n_layers=28, n_embd=1536, n_heads=12, n_kv_heads=2, n_ff=8960, vocab=151936, tied=True,
+    name="Qwen2.5-Coder-1.5B",
+)  # fmt: skip
+QWEN25_CODER_0_5B = replace(
+    QWEN25_CODER_32B, n_layers=24, n_embd=896, n_heads=14, n_kv_heads=2, n_ff=4864, vocab=151936, tied=True,
+    name="Qwen2.5-Coder-0.5B",
+)  # fmt: skip
 QWEN25_CODER_3B = replace(
     QWEN25_CODER_32B, n_layers=36, n_embd=2048, n_heads=16, n_kv_heads=2, n_ff=11008, vocab=151936, tied=True,
     name="Qwen2.5-Coder-3B",
