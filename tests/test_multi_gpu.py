@@ -206,3 +206,36 @@ def test_device_errors_are_one_line(tmp_path: Path) -> None:
     )
     one = _predict(str(model), "-dev", "CUDA1", "--device-profile", "CUDA1=rtx-3060")  # one device: its profile
     assert one["device_id"] == "rtx-3060" and one["devices"] is None
+
+
+def test_an_rpc_device_in_a_device_list_is_reached_over_its_network(tmp_path: Path) -> None:
+    """-dev CUDA0,RPC[10.0.0.2:50052] -ts 3,1 with the remote 3060 behind Gigabit Ethernet: layers
+    0-6 here, layer 7 and the output there (as the -ts 3,1 test above). The remote stretch is one
+    blocking round trip a token (ggml-rpc): the activation sent (4 x 256 bytes), the logits back
+    (4 x 1000) and the activation's return leg (4 x 256), over 1e9 x 1448/1538 / 8 B/s, plus 1GbE's
+    0.2 ms round trip and a hop's 0.15 ms (the fixed cost calibrated for --rpc)."""
+    model, spec = _model(tmp_path)
+    on_first = sum(_layer_bytes(spec, il) for il in range(7))
+    on_second = _layer_bytes(spec, 7) + _output_bytes(spec)
+    gbe = 1e9 * 1448 / 1538 / 8
+    trip = 0.2e-3 + 0.15e-3 + (2 * 4 * 256 + 4 * 1000) / gbe
+    floor = on_first / BW_3090 + on_second / BW_3060 + trip
+    remote = "RPC[10.0.0.2:50052]"
+    given = ("-dev", f"CUDA0,{remote}", "-ts", "3,1", "--device-profile", f"CUDA0=rtx-3090,{remote}=rtx-3060@1GbE")
+    p = _predict(str(model), *given)
+    assert p["tpot_floor_ms"] == pytest.approx(floor * 1e3, rel=1e-6)
+    devices = p["devices"]
+    assert isinstance(devices, dict)
+    (exchange,) = devices["exchanges"]
+    assert exchange["transfers_per_token"] == 1 and exchange["latency_s"] == pytest.approx([0.35e-3, 0.8e-3])
+    # its link not given: loopback at the floor (50 us + 0.15 ms, 2 GB/s), Gigabit Ethernet at the slow end
+    unknown = _predict(
+        str(model), "-dev", f"CUDA0,{remote}", "-ts", "3,1", "--device-profile", f"CUDA0=rtx-3090,{remote}=rtx-3060"
+    )
+    loopback = 0.05e-3 + 0.15e-3 + (2 * 4 * 256 + 4 * 1000) / 2e9
+    assert unknown["tpot_floor_ms"] == pytest.approx((on_first / BW_3090 + on_second / BW_3060 + loopback) * 1e3)
+    # a link belongs to a device behind an rpc-server
+    r = in_process(
+        "predict", str(model), "-dev", "CUDA0,CUDA1", "--device-profile", "CUDA0=rtx-3090,CUDA1=rtx-3060@1GbE"
+    )
+    assert r.exit_code == 2 and r.stderr.startswith("Error: --device-profile CUDA1=rtx-3060@1GbE: a network link")

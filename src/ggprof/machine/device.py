@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from ggprof.figures import Figure
+from ggprof.machine.links import Link
 from ggprof.machine.profiles import VECTOR_FP16_PER_FP32
 
 MATRIX_CORES = ("none", "KHR_coopmat", "NV_coopmat2")  # what ggml_vulkan's banner says of them
@@ -222,6 +223,9 @@ class Device:
     device_class: str | None = None  # from its profile: vendor and integrated/discrete/datacenter (nvidia discrete)
     build: BuildFacts | None = None  # the build a reported result ran on, where the report says
     link: Figure | None = None  # bytes/s between a discrete GPU and its host's RAM (PCIe), one direction
+    # a device behind an rpc-server (llama.cpp's RPC[host:port]): its machine's network link to
+    # the main host, where given (--device-profile RPC[host:port]=PROFILE@LINK)
+    network: Link | None = None
     bandwidth_low: Figure | None = None  # where only its class is known: the class's slowest bandwidth
 
     @property

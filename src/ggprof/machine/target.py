@@ -12,6 +12,7 @@ from ggprof.figures import Figure
 from ggprof.machine.cache import fingerprint
 from ggprof.machine.device import Device, with_memory
 from ggprof.machine.host import HostReport
+from ggprof.machine.links import MAX_LINK_CHARS, parse_link
 from ggprof.machine.profiles import Profile, ProfileDB
 from ggprof.runfacts import MAX_SPLIT_DEVICES, device_list
 from ggprof.runfacts.fact import DEVICE_NAME
@@ -138,7 +139,16 @@ def gpus_of(choice: DeviceChoice, profiles: ProfileDB, devices: tuple[str, ...] 
             raise BadInputError(
                 f"which device is {name}? give --device-profile {name}=PROFILE (`ggprof profiles` lists them)"
             )
-        chosen.append((name, device_from_profile(profiles.get(profile))))
+        profile, at, link = profile.partition("@")
+        device = device_from_profile(profiles.get(profile))
+        if at:
+            if not name.startswith("RPC["):
+                raise BadInputError(
+                    f"--device-profile {name}={profile}@{link[:MAX_LINK_CHARS]}: a network link is an RPC device's "
+                    "(RPC[host:port]=PROFILE@LINK)"
+                )
+            device = replace(device, network=parse_link(link))
+        chosen.append((name, device))
     return tuple(chosen)
 
 

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import groupby, pairwise
 
 from ggprof.errors import NoBandwidthError
 from ggprof.machine.device import Device, EfficiencyBand
+from ggprof.machine.links import named_link
 from ggprof.model.spec import OUTPUT_LAYER_TENSORS, ModelSpec, TensorSpec
 from ggprof.physics.placement import EXPERT_TENSORS, buffer_of
-from ggprof.physics.rpc import layer_devices
+from ggprof.physics.rpc import HOP_OVERHEAD_S, layer_devices
 from ggprof.units import fmt_bytes, fmt_rate
 
 # The link between two GPUs of one machine, when none is given: PCIe 4.0 x16 (31.5 GB/s after
@@ -93,13 +94,16 @@ class SyncTerm:
     slow_count: int | None = None  # at the band's slow end: every transfer one after another
     bytes_per_s: float = LINK_BYTES_PER_S
     source: str = LINK_SOURCE
+    latency_s: tuple[float, float] = SYNC_LATENCY_S  # a transfer's fixed cost: the floor's, the slow end's
+    slow_bytes_per_s: float | None = None  # the slow end's rate where it differs (a network link not given)
 
-    def seconds(self, latency_s: float = SYNC_LATENCY_S[0]) -> float:
-        return self.count * (latency_s + self.bytes_each / self.bytes_per_s)
+    def seconds(self, latency_s: float | None = None) -> float:
+        fixed = self.latency_s[0] if latency_s is None else latency_s
+        return self.count * (fixed + self.bytes_each / self.bytes_per_s)
 
     def slow_seconds(self) -> float:
         count = self.count if self.slow_count is None else self.slow_count
-        return count * (SYNC_LATENCY_S[1] + self.bytes_each / self.bytes_per_s)
+        return count * (self.latency_s[1] + self.bytes_each / (self.slow_bytes_per_s or self.bytes_per_s))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,7 +124,7 @@ class DeviceSplit:
     def sequential_s(self) -> float:
         return sum(t.sequential_s for t in self.terms)
 
-    def sync_s(self, latency_s: float = SYNC_LATENCY_S[0]) -> float:
+    def sync_s(self, latency_s: float | None = None) -> float:
         return sum(s.seconds(latency_s) for s in self.syncs)
 
     @property
@@ -302,19 +306,29 @@ def plan_devices(
         shares=shares,
         shares_source=source,
         terms=tuple(terms),
-        syncs=_syncs(spec, mode, per_layer, output, matrices, len(gpus)),
+        syncs=_syncs(spec, mode, per_layer, output, matrices, gpus),
     )
 
 
 def _syncs(
-    spec: ModelSpec, mode: str, per_layer: Sequence[int | None], output: int | None, matrices: list[TensorSpec], n: int
+    spec: ModelSpec,
+    mode: str,
+    per_layer: Sequence[int | None],
+    output: int | None,
+    matrices: list[TensorSpec],
+    gpus: Sequence[tuple[str, Device]],
 ) -> tuple[SyncTerm, ...]:
     activation = 4 * spec.n_embd  # one f32 row of the residual stream
+    n = len(gpus)
     if mode == "layer":
-        order = [d for d in (*per_layer, output) if d is not None]
-        hops = sum(1 for a, b in pairwise(order) if a != b)
+        runs = [d for d, _ in groupby(d for d in (*per_layer, output) if d is not None)]
+        remote = {i for i, (label, _) in enumerate(gpus) if label.startswith("RPC[")}
+        hops = sum(1 for a, b in pairwise(runs) if a not in remote and b not in remote)
         what = f"{hops} hand-over(s) of the activation between GPUs"
-        return (SyncTerm(what=what, count=hops, bytes_each=activation),) if hops else ()
+        local = (SyncTerm(what=what, count=hops, bytes_each=activation),) if hops else ()
+        return local + tuple(
+            _network_trips(spec, gpus[i], runs.count(i), output == i) for i in sorted(remote) if i in runs
+        )
     if mode == "row":
         # llama.cpp's row split (ggml_cuda_op_mul_mat): each split matrix's input is copied to the
         # other GPUs and each GPU's rows of the result back to the main GPU: two transfers, which
@@ -333,6 +347,28 @@ def _syncs(
     return (SyncTerm(what=what, count=2 * layers, bytes_each=ring, slow_count=slow),) if layers else ()
 
 
+def _network_trips(spec: ModelSpec, gpu: tuple[str, Device], stretches: int, output: bool) -> SyncTerm:
+    """A device behind an rpc-server: each stretch of its layers a blocking round trip from the main
+    host (ggml-rpc: the activation sent, its graph recomputed, the result read back; no
+    server-to-server path), over its network link with a hop's fixed cost (physics.rpc's
+    HOP_OVERHEAD_S); a link not given spans loopback (the floor) to Gigabit Ethernet (the slow end)."""
+    label, device = gpu
+    moved = 2 * 4 * spec.n_embd + (4 * spec.vocab_size if output else 0)  # the activation there and back, logits
+    link = device.network
+    fast, slow = (link, link) if link is not None else (named_link("localhost"), named_link("1GbE"))
+    source = link.name if link is not None else f"link not given ({label}=PROFILE@LINK): loopback to 1GbE"
+    return SyncTerm(
+        what=f"{stretches} round trip(s) to {label} over the network (ggml-rpc: the activation sent, the result "
+        "read back)",
+        count=stretches,
+        bytes_each=moved,
+        bytes_per_s=fast.throughput_bytes_per_s,
+        slow_bytes_per_s=slow.throughput_bytes_per_s,
+        source=f"{source}; a hop's fixed cost {HOP_OVERHEAD_S[0] * 1e3:.2g}-{HOP_OVERHEAD_S[1] * 1e3:.2g} ms",
+        latency_s=(fast.rtt_s + HOP_OVERHEAD_S[0], slow.rtt_s + HOP_OVERHEAD_S[1]),
+    )
+
+
 def split_rules(split: DeviceSplit) -> tuple[str, ...]:
     """The split in words: each memory's bytes over its bandwidth (and its source), each exchange."""
     how = "in sequence" if split.mode == "layer" else "in parallel on each layer"
@@ -349,7 +385,7 @@ def split_rules(split: DeviceSplit) -> tuple[str, ...]:
         )
     for s in split.syncs:
         lines.append(
-            f"devices: {s.what}: {s.count} x ({SYNC_LATENCY_S[0] * 1e6:.0f} us + "
+            f"devices: {s.what}: {s.count} x ({s.latency_s[0] * 1e6:.0f} us + "
             f"{fmt_bytes(s.bytes_each, binary=False)} at {fmt_rate(s.bytes_per_s)}) = {s.seconds() * 1e3:.3g} ms "
             f"[{s.source}]"
         )

@@ -233,7 +233,16 @@ def predict_devices(
     base = predict(spec, device, one, band=None)
     term_bands = [*bands[: len(gpus)], *([bands[len(gpus)]] if len(split.terms) > len(gpus) else [])]
     expected = split.expected_s(term_bands)
-    source = f"each GPU at its backend's band ({_bands_text(gpus, bands)}), plus every exchange at 5-20 us"
+    exchanges = "; ".join(
+        dict.fromkeys(
+            f"{s.latency_s[0] * 1e6:.0f}-{s.latency_s[1] * 1e6:.0f} us"
+            + (" a network round trip" if "RPC[" in s.what else "")
+            for s in split.syncs
+        )
+    )
+    source = f"each GPU at its backend's band ({_bands_text(gpus, bands)})" + (
+        f", plus every exchange at {exchanges}" if exchanges else ""
+    )
     band = EfficiencyBand(low=floor / expected[1], high=floor / expected[0], source=source) if expected else None
     gpu_terms = split.gpus
     placement = Placement(

@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ggprof.model.spec import ModelSpec
-from ggprof.physics.devices import SYNC_LATENCY_S, DeviceSplit
+from ggprof.physics.devices import DeviceSplit
 from ggprof.physics.roofline import MemoryFit, Prediction
 from ggprof.physics.rpc import Hop, Split
 from ggprof.units import clean, fmt_bytes, fmt_flops, pct, sig3
@@ -118,7 +118,7 @@ def devices_dict(split: DeviceSplit) -> dict[str, Any]:
                 "transfers_per_token": s.count,
                 "transfers_per_token_slow": s.slow_count if s.slow_count is not None else s.count,
                 "bytes_each": s.bytes_each,
-                "latency_s": [SYNC_LATENCY_S[0], SYNC_LATENCY_S[1]],
+                "latency_s": [s.latency_s[0], s.latency_s[1]],
                 "link_bytes_per_s": s.bytes_per_s,
                 "link_source": s.source,
                 "floor_s_per_token": s.seconds(),
