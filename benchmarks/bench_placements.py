@@ -12,7 +12,8 @@ measured bandwidth is never read (an empty cache).
 The fitted parts of these verdicts (ggprof.calibration.placements: the RAM's share on a token's
 part in it, the link's on spilled weights and on a prompt's copies of weights in RAM) are fitted
 on the rows that state what each needs and left out by machine: each machine's rows are judged by
-shares fitted on the other machines' rows (`calibrate.py --write` keeps the fit on them all).
+shares fitted on the other machines' rows (`calibrate.py --write` keeps the fit on them all); a
+MoE layer's fixed time (bench_moe.py) is fitted without the machine's GPUs.
 
 Printed: each share with its rows, then per category: rows, rows judged (a model with no stated
 size is not), honest rows IMPOSSIBLE and SUSPICIOUS, slowed rows caught (SUSPICIOUS or
@@ -313,17 +314,23 @@ def fit_placements(rows: list[dict[str, Any]], folder: Path, profiles: Any) -> P
 def judge(rows: list[dict[str, Any]], folder: Path, profiles: Any, held_out: bool) -> list[tuple[str, str, str]]:
     """(category, honest verdict, slowed verdict) per row; "" where the row is not judged. With
     `held_out`, each machine's rows are judged by the shares fitted without that machine."""
+    import bench_moe
+
     from ggprof import calibration
 
     found = share_rows(rows, folder, profiles) if held_out else {}
+    moe_found = bench_moe.layer_rows(bench_moe.load_rows(), folder) if held_out else []
     verdicts: list[tuple[str, str]] = [("", "")] * len(rows)
     for machine in sorted({machine_of(r) for r in rows}):
         mine = [i for i, r in enumerate(rows) if machine_of(r) == machine]
         fits = calibration.placement_fits()
+        moe = calibration.moe_layer_fit()
         if held_out:
             ram, spill, copies = (held_out_fit(found[k], machine, WHAT[k]) for k in ("ram", "spill", "copies"))
             fits = replace(fits, ram=ram, spill=spill, copies=copies)
-        with calibration.using_placements(fits):
+            devices = {str(profile_of(g, profiles)) for i in mine for g in rows[i]["gpus"] or []}
+            moe = bench_moe.fit_without(moe_found, ",".join(sorted(devices)))
+        with calibration.using_placements(fits), calibration.using_moe(moe):
             for slowed in (1.0, SLOWED):
                 got = answers([rows[i] for i in mine], folder, profiles, slowed, mine)
                 for i, answer in zip(mine, got, strict=True):

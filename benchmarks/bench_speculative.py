@@ -12,8 +12,9 @@ shape (tests/ggufs.py's writer and shapes, the quant's type mix as llama-quant.c
 data section a hole) and its device's profile (the row's `profile`, several GPUs with the row's
 split). The fitted part, the speed fits' levels, is left out by device: each row is judged by
 fits made without its devices' published results (benchmarks/calibrate.py's leave one device
-out). This host's measured bandwidth is never read (an empty cache). A row with `skip` set (no
-profile, no quant, a fork) is counted and named, not judged.
+out), and so is a MoE layer's fixed time (bench_moe.py). This host's measured bandwidth is never
+read (an empty cache). A row with `skip` set (no profile, no quant, a fork) is counted and named,
+not judged.
 
 Targets (issue 61): honest rows (a and b) 0% IMPOSSIBLE and at most 5% SUSPICIOUS; every
 inflated claim IMPOSSIBLE.
@@ -229,11 +230,14 @@ def reach_without(found: list[ShareRow], devices: str) -> ShareFit | None:
 def judge_all(rows: list[dict[str, Any]], folder: Path, found: list[ShareRow]) -> list[Judged]:
     """Every row, each judged by fits made without its devices (leave one device out): the speed
     fits and the speed-up's reach."""
+    import bench_moe
+
     from ggprof import calibration
     from ggprof.pipelines.calibrate import References, load_dataset, points_of, regress_points
     from ggprof.plugins import extensions
 
     points = points_of(load_dataset(DATASET, extensions().profiles), References(folder / "reference"))
+    moe_found = bench_moe.layer_rows(bench_moe.load_rows(), folder)
     fits: dict[str, Any] = {}
     out = []
     for i, row in enumerate(rows):
@@ -244,7 +248,11 @@ def judge_all(rows: list[dict[str, Any]], folder: Path, found: list[ShareRow]) -
                 held_out = held_out.without(device)
             fits[devices] = regress_points(held_out, dataset="leave the row's devices out")
         if devices in fits:
-            with calibration.using(fits[devices]), calibration.using_reach(reach_without(found, devices)):
+            with (
+                calibration.using(fits[devices]),
+                calibration.using_reach(reach_without(found, devices)),
+                calibration.using_moe(bench_moe.fit_without(moe_found, devices)),
+            ):
                 out.append(judge_row(row, folder, i))
         else:
             out.append(judge_row(row, folder, i))

@@ -3,7 +3,8 @@
     python benchmarks/calibrate.py            # judge the dataset with the committed fits
     python benchmarks/calibrate.py --write    # refit, write src/ggprof/calibration/speed-fits.json, judge
     python benchmarks/calibrate.py --placements-only --write  # refit placement-fits.json alone
-      (--write also refits speculative-fits.json: bench_speculative.py's reach)
+      (--write also refits speculative-fits.json, bench_speculative.py's reach, and moe-fits.json,
+      bench_moe.py's fixed time a MoE layer adds)
     python benchmarks/calibrate.py --plot docs/calibration-published.png
 
 Each row is judged as `ggprof check MODEL --tg X (or --pp X) --device ID --backend B` on the
@@ -72,6 +73,7 @@ def main() -> int:
     if args.write:
         write_placement_fits()
         write_speculative_fits()
+        write_moe_fits()
     if args.placements_only:
         import bench_placements
 
@@ -212,6 +214,15 @@ def write_placement_fits() -> None:
     calibration.PLACEMENT_FITS_PATH.write_text(fits.to_json())
     calibration.committed_placement_fits.cache_clear()
     print(f"wrote {calibration.PLACEMENT_FITS_PATH.relative_to(ROOT)}")
+
+
+def write_moe_fits() -> None:
+    """Fit the fixed time a MoE layer adds to a token on a GPU on benchmarks/data/moe-results.jsonl
+    (bench_moe) and write moe-fits.json."""
+    import bench_moe
+
+    if bench_moe.write_fit() is not None:
+        print(f"wrote {calibration.MOE_FITS_PATH.relative_to(ROOT)}")
 
 
 def write_speculative_fits() -> None:

@@ -8,7 +8,8 @@ holds the shares a placement's parts reach (RAM, host link; ggprof.calibration.p
 them), `placement_fits()` reads them and `using_placements()` swaps them (leave one machine out).
 `speculative-fits.json` holds the share of the modelled speed-up published speculative runs reach
 (benchmarks/bench_speculative.py fits it), `speculative_reach()` reads it and `using_reach()` swaps
-it (leave one device out).
+it (leave one device out). `moe-fits.json` holds the fixed time a MoE layer adds on a GPU
+(benchmarks/bench_moe.py fits it), `moe_layer_fit()` reads it and `using_moe()` swaps it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from ggprof.machine.device import EfficiencyBand
 from ggprof.physics.expected import SpeedFits
+from ggprof.physics.moe import MoeLayerFit
 from ggprof.physics.shares import PlacementFits, ShareFit
 
 FITS_PATH = Path(__file__).with_name("speed-fits.json")
@@ -28,6 +30,8 @@ _override: list[SpeedFits] = []
 _placements: list[PlacementFits] = []
 SPECULATIVE_FITS_PATH = Path(__file__).with_name("speculative-fits.json")
 _reach: list[ShareFit | None] = []
+MOE_FITS_PATH = Path(__file__).with_name("moe-fits.json")
+_moe: list[MoeLayerFit | None] = []
 
 
 def speed_fits() -> SpeedFits:
@@ -94,3 +98,24 @@ def using_reach(other: ShareFit | None) -> Iterator[None]:
         yield
     finally:
         _reach.pop()
+
+
+def moe_layer_fit() -> MoeLayerFit | None:
+    """The fixed time a MoE layer adds to a token on a GPU: the committed fit, or the one
+    `using_moe` put in place (None: none fitted, a MoE layer costs its bytes alone)."""
+    return _moe[-1] if _moe else committed_moe()
+
+
+@cache
+def committed_moe() -> MoeLayerFit | None:
+    return MoeLayerFit.load(MOE_FITS_PATH) if MOE_FITS_PATH.is_file() else None
+
+
+@contextmanager
+def using_moe(other: MoeLayerFit | None) -> Iterator[None]:
+    """Judge mixtures of experts with `other` (None: no MoE term) inside the block."""
+    _moe.append(other)
+    try:
+        yield
+    finally:
+        _moe.pop()

@@ -28,6 +28,7 @@ from ggprof.physics.memory import (
     memory_fit,
     memory_pools,
 )
+from ggprof.physics.moe import MoeLayerFit, moe_band, moe_layers
 from ggprof.physics.placement import (
     LINK_BAND,
     Placement,
@@ -280,10 +281,12 @@ def predict(
     cpu_band: EfficiencyBand | None = None,
     spill_band: EfficiencyBand = LINK_BAND,
     copies_band: EfficiencyBand = LINK_BAND,
+    moe: MoeLayerFit | None = None,
 ) -> Prediction:
     """Ceilings and fit for `spec` on `device` (with `cpu` holding layers not offloaded, its part
     of a token at `cpu_band`'s share of its bandwidth where given; spilled weights over the host
-    link at `spill_band`'s share of its rate, a prompt's copies of weights in RAM at `copies_band`'s)."""
+    link at `spill_band`'s share of its rate, a prompt's copies of weights in RAM at `copies_band`'s;
+    each MoE layer the GPU runs at `moe`'s fixed time on top)."""
     if spec.decode_bytes_per_token <= 0:
         raise BadInputError(f"{spec.path.name}: the model has no weight tensors: a token reads nothing to predict from")
     device = with_prompt_kernels(device, spec)
@@ -292,8 +295,11 @@ def predict(
     ck, cv = inputs.cache_type_k, inputs.cache_type_v
     kv_gpu, kv_cpu = kv_split(spec, inputs, place, inputs.depth, state_passes=2)
     seconds, rules = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu)
-    gpu_band = band
     in_ram_s = (place.cpu_decode_bytes + kv_cpu) / cpu.bandwidth.value if has_gpu and cpu and cpu.bandwidth else 0
+    if band is not None and device.backend != "cpu":  # a GPU's MoE layers: their kernels' fixed time
+        on_gpu = set(place.gpu_layers) if has_gpu else None
+        band = moe_band(band, seconds - in_ram_s, moe_layers(spec, on_gpu, inputs.n_cpu_moe), moe)
+    gpu_band = band
     if band is not None and cpu_band is not None and in_ram_s > 0:
         band = blended_band(band, cpu_band, seconds - in_ram_s, in_ram_s)
     memory = memory_pools(spec, device, cpu, place, inputs)

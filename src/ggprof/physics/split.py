@@ -13,6 +13,7 @@ from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.devices import SPLIT_MODES, DeviceSplit, plan_devices
 from ggprof.physics.devices import split_rules as devices_rules
+from ggprof.physics.moe import MoeLayerFit, moe_band, moe_layers
 from ggprof.physics.placement import Placement
 from ggprof.physics.roofline import (
     DepthRow,
@@ -188,6 +189,7 @@ def predict_devices(
     cpu: Device | None,
     bands: Sequence[EfficiencyBand | None],
     inputs: PredictInputs,
+    moe: MoeLayerFit | None = None,
 ) -> Prediction:
     """The prediction for `spec` over several GPUs (llama.cpp's names and devices, in its order,
     each with its backend's band in `bands`, then the CPU's), as one device's is: its device the
@@ -232,6 +234,12 @@ def predict_devices(
     one = replace(inputs, n_gpu_layers=None, n_cpu_moe=0, tensor_buft_overrides=(), no_kv_offload=False)
     base = predict(spec, device, one, band=None)
     term_bands = [*bands[: len(gpus)], *([bands[len(gpus)]] if len(split.terms) > len(gpus) else [])]
+    term_bands = [  # each GPU's MoE layers at their kernels' fixed time
+        moe_band(b, t.seconds, moe_layers(spec, set(t.layers), inputs.n_cpu_moe), moe)
+        if b is not None and t.label != "CPU"
+        else b
+        for t, b in zip(split.terms, term_bands, strict=True)
+    ]
     expected = split.expected_s(term_bands)
     exchanges = "; ".join(
         dict.fromkeys(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ggprof.bench import roofs
 from ggprof.bench.roofs import StoredRoof
-from ggprof.calibration import placement_fits
+from ggprof.calibration import moe_layer_fit, placement_fits
 from ggprof.errors import BadInputError, NoBandwidthError
 from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.machine.host import describe_host
@@ -127,7 +127,7 @@ def predict_with(spec: ModelSpec, target: Target, inputs: PredictInputs, ext: Ex
     cpu_band = ram_band(cpu_band, cpu) if cpu_band is not None and cpu is not None else cpu_band
     fits = placement_fits()
     spill, copies = (f.band() if f is not None else LINK_BAND for f in (fits.spill, fits.copies))
-    p = predict(spec, target.device, inputs, band, cpu, prefill_band, cpu_band, spill, copies)
+    p = predict(spec, target.device, inputs, band, cpu, prefill_band, cpu_band, spill, copies, moe_layer_fit())
     return replace(p, warnings=tuple(warnings)) if warnings else p
 
 
@@ -154,7 +154,7 @@ def _predict_devices(spec: ModelSpec, target: Target, inputs: PredictInputs, ext
     bands = [band_for(ext, d, spec, warnings) for d in devices]
     if target.cpu is not None and bands[-1] is not None:  # the RAM's part at the RAM's fitted share
         bands[-1] = ram_band(bands[-1], target.cpu)
-    p = predict_devices(spec, target.gpus, target.cpu, bands, inputs)
+    p = predict_devices(spec, target.gpus, target.cpu, bands, inputs, moe_layer_fit())
     return replace(p, warnings=tuple(warnings)) if warnings else p
 
 
