@@ -32,9 +32,9 @@ def test_a_moe_layers_time_lowers_the_band_by_hand() -> None:
     fit = MoeLayerFit(centre_s=50e-6, low_s=0.0, high_s=100e-6, rows=9, devices=4, held_out_error_s=30e-6, what="c")
     band = moe_band(EfficiencyBand(low=0.5, high=0.8, source="dense"), 10e-3, 10, fit)
     assert band.low == pytest.approx(1 / 2.1) and band.high == pytest.approx(0.8)
-    assert (
-        band.source
-        == "dense; plus 10 MoE layers' kernels at c: 0-100 us a MoE layer (fitted on 9 public rows of 4 devices, each left out in turn: median error 30 us)"
+    assert band.source == (
+        "dense; plus 10 MoE layers' kernels at c: 0-100 us a MoE layer (fitted on 9 public rows of 4 devices, each "
+        "left out in turn: median error 30 us)"
     )
     assert moe_band(EfficiencyBand(low=0.5, high=0.8, source="dense"), 10e-3, 0, fit).low == 0.5  # a dense model
 
