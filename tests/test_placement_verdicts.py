@@ -74,9 +74,9 @@ def test_experts_in_ram_without_the_ram_stated(gpt_oss: Path, run_cli: RunCli) -
     args = (str(gpt_oss), "--device", "rtx-5090", "--backend", "cuda", "-ngl", "99", "-ncmoe", "32")
     honest, slowed, d = verdicts(run_cli, *args, "--tg", str(r["tg_tok_s"]), "--pp", str(r["pp_tok_s"]))
     assert (honest, slowed) == ("plausible", "suspicious")
+    source = d["predictions"][0]["efficiency_band_source"]
     assert (
-        "RAM not stated: a desktop's dual-channel DDR4-2400 to a server's 12-channel DDR5-6000 (38.4-576 GB/s"
-        in (d["predictions"][0]["efficiency_band_source"])
+        "RAM not stated: a desktop's dual-channel DDR4-2400 to a server's 12-channel DDR5-6000 (38.4-576 GB/s" in source
     )
     # a stated RAM is judged on: at 15 GB/s the honest speed is over its ceiling
     slow_ram = run_cli("check", *args, "--tg", str(r["tg_tok_s"]), "--ram-bandwidth", "15", "--json")
