@@ -23,8 +23,6 @@ touches them); rows at depth, prompt tests and BF16 are counted, not judged.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import os
 import re
@@ -91,16 +89,8 @@ def backend_of(row: dict[str, Any]) -> str:
 
 
 def ggprof(args: list[str]) -> dict[str, Any] | None:
-    from ggprof.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        main(args)
-    try:
-        answer: dict[str, Any] = json.loads(out.getvalue())
-        return answer
-    except json.JSONDecodeError:
-        return None
+    """`ggprof check --json`'s answer in this process (bench_placements' runner)."""
+    return bench_placements.ggprof(args)
 
 
 def skipped(row: dict[str, Any]) -> str:
