@@ -84,8 +84,7 @@ def placement_row(row: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def backend_of(row: dict[str, Any]) -> str:
-    b = row["backend"].lower()
-    return next((x for x in ("cuda", "rocm", "vulkan", "metal", "sycl") if x in b), "cuda")
+    return bench_placements.backend_of(row)
 
 
 def ggprof(args: list[str]) -> dict[str, Any] | None:

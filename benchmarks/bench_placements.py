@@ -191,7 +191,7 @@ def profile_of(gpu: str, profiles: Any) -> str | None:
 
 def backend_of(row: dict[str, Any]) -> str:
     b = row["backend"].lower()
-    return next((x for x in ("cuda", "rocm", "vulkan", "metal") if x in b), "cuda")
+    return next((x for x in ("cuda", "rocm", "vulkan", "metal", "sycl") if x in b), "cuda")
 
 
 def check_args(row: dict[str, Any], model: Path, profiles: Any, slowed: float) -> list[str] | None:
