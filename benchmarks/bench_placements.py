@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data" / "placement-results.jsonl"
 sys.path.insert(0, str(ROOT / "tests"))  # the header writer the tests use
 
-from ggufs import F16, GPT_OSS_120B, MXFP4, Q8_0, Shape, nbytes, write_model  # noqa: E402
+from ggufs import F16, GPT_OSS_120B, MXFP4, Q8_0, QWEN36_35B_A3B, Shape, nbytes, write_model  # noqa: E402
 
 from ggprof.calibration.placements import (  # noqa: E402
     ShareRow,
@@ -85,7 +85,7 @@ SHAPES: dict[str, tuple[int, int, int, int, int, int, int]] = {
     "gemma-2-9b": (42, 3584, 16, 8, 256, 256000, 0),
     "qwen2.5-14b": (48, 5120, 40, 8, 128, 152064, 0),
 }
-QTYPES = ("IQ1_S", "IQ2_XXS", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16")
+QTYPES = ("IQ1_S", "IQ2_XXS", "Q2_K", "Q3_K", "IQ4_XS", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16")
 
 
 def qtype_of(quant: str) -> Any:
@@ -103,9 +103,10 @@ def qtype_of(quant: str) -> Any:
 def shape_of(row: dict[str, Any]) -> Shape | None:
     """The model's shape, or None where the row leaves its parameters out."""
     model = row["model"].lower()
-    if model.startswith("gpt-oss-120b"):
-        return GPT_OSS_120B
-    return _sized(row, model)
+    shape = GPT_OSS_120B if model.startswith("gpt-oss-120b") else _sized(row, model)
+    # the header's context holds what the row ran (its depth, prompt and generation)
+    need = sum(row.get(k) or 0 for k in ("depth", "pp_tokens", "tg_tokens")) + 1
+    return replace(shape, context=need) if shape and need > shape.context else shape
 
 
 def _sized(row: dict[str, Any], model: str) -> Shape | None:
@@ -142,7 +143,15 @@ def _sized(row: dict[str, Any], model: str) -> Shape | None:
     return nearest
 
 
+# Shapes written whole in tests/ggufs.py (a shared expert beside the routed ones, which -ncmoe and
+# exps=CPU leave on the GPU): the row's quant and size applied to them
+WRITTEN = {"qwen3.6-35b-a3b": QWEN36_35B_A3B, "qwen3.5-35b-a3b": QWEN36_35B_A3B}
+
+
 def _shape_of(row: dict[str, Any], model: str) -> Shape | None:
+    written = next((s for k, s in WRITTEN.items() if k in model), None)
+    if written is not None:
+        return replace(written, qtype=qtype_of(row["quant"]), name=row["model"])
     key = next((k for k in SHAPES if k in model.replace("meta-", "")), None)
     total = row["model_params_b"]
     if key is None or not total:
@@ -166,21 +175,27 @@ def _shape_of(row: dict[str, Any], model: str) -> Shape | None:
 
 
 def ram_of(row: dict[str, Any], profiles: Any) -> str | None:
-    """The RAM's bandwidth where the row states it (GB/s, or its memory's profile: kind, speed
-    and channels; an EPYC's 8 channels and a Core i9-10900X's DDR4-2933 are its platform's)."""
+    """The RAM's bandwidth (GB/s) where the row states it: measured, or its kind, rate and
+    channels all stated ("dual-channel DDR4-3200", "12-channel DDR5-6000"). A row that states
+    less is judged with its CPU's platform (cpu_args), or the RAM's class."""
     if row["ram_bandwidth_gbs"]:
         return str(row["ram_bandwidth_gbs"])
-    text = f"{row['ram'] or ''} {row['cpu'] or ''}".lower()
-    kind = next((k for k in ("ddr5", "ddr4", "ddr3") if k in text), None)
-    if kind is None or "unified" in text:
+    text = (row["ram"] or "").lower()
+    rate = re.search(r"ddr[345]x?-(\d{4})", text)
+    words = {"dual": 2, "quad": 4}
+    count = re.search(r"(\d+|dual|quad)[- ]channel", text)
+    channels = (words.get(count.group(1)) or int(count.group(1))) if count else None
+    if rate is None or channels is None or "unified" in text:
         return None
-    speed = text.split(f"{kind}-")[1][:4] if f"{kind}-" in text else ("2933" if "10900x" in text else None)
-    channels = next((n for word, n in (("dual", "dual"), ("quad", "4ch"), ("8-channel", "8ch")) if word in text), None)
-    channels = channels or ("8ch" if "epyc" in text else None)
-    if speed is None or channels is None:
-        return None
-    factor = {"dual": 2, "4ch": 4, "8ch": 8}[channels]
-    return f"{int(speed) * 8 * factor / 1000:g}"
+    return f"{int(rate.group(1)) * 8 * channels / 1000:g}"
+
+
+def cpu_args(row: dict[str, Any]) -> list[str]:
+    """`--cpu NAME` where the row names a CPU whose platform ggprof knows and not its RAM's bandwidth."""
+    from ggprof.machine.platforms import platform_of
+
+    cpu = row["cpu"]
+    return ["--cpu", cpu.split(" (")[0]] if cpu and platform_of(cpu.split(" (")[0]) else []
 
 
 def profile_of(gpu: str, profiles: Any) -> str | None:
@@ -217,6 +232,12 @@ def check_args(row: dict[str, Any], model: Path, profiles: Any, slowed: float) -
         args += ["-cmoe"]
     if ot:  # llama.cpp's -ot: PATTERN=BUFFER pairs, the first that matches a tensor wins
         args += ["-ot", ",".join(p.strip() for p in ot.split(";"))]
+    fa = re.search(r"(^|\s)(-fa|--flash-attn)(\s+(on|1|off|0)\b)?", row["flags"] or "")
+    if fa:  # flash attention as the command line sets it (a bare -fa: on, as llama.cpp took it)
+        args += ["-fa", "off" if fa.group(4) in ("off", "0") else "on"]
+    for flag in ("-ctk", "-ctv"):  # the KV cache's types, where the command line sets them
+        kv = re.search(rf"(^|\s){flag}\s+(\S+)", row["flags"] or "")
+        args += [flag, kv.group(2)] if kv else []
     if len(gpus) > 1 and row["split_mode"]:
         args += ["-sm", row["split_mode"]]
     if len(gpus) > 1 and row["tensor_split"]:
@@ -261,6 +282,8 @@ def answers(
         ram = ram_of(row, profiles)
         if args and ram:
             args += ["--ram-bandwidth", ram]
+        elif args:
+            args += cpu_args(row)
         out.append(ggprof(args) if args else None)
     return out
 

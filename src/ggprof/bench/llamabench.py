@@ -19,8 +19,8 @@ from ggprof.bench.results import BenchResult, BenchRow
 from ggprof.bounded import item_bound
 from ggprof.errors import BadInputError
 from ggprof.files import read_stdin_text, read_text
-from ggprof.llamacpp import backend_names, physical_batch, test_name
-from ggprof.runfacts import FLASH_ATTN_TYPES, from_json, placement_of
+from ggprof.llamacpp import CACHE_TYPE, backend_names, physical_batch, test_name
+from ggprof.runfacts import FLASH_ATTN_TYPES, KV_CACHE_TYPES, from_json, placement_of
 from ggprof.units import MAX_TOK_S, MAX_TOKENS, clean_name
 
 
@@ -202,6 +202,7 @@ class LlamaBenchRow:
     n_batch: int | None = None  # its -b
     n_ubatch: int | None = None  # its -ub
     placement: tuple[tuple[str, Any], ...] = ()  # where the rest of its weights lived (ggprof.runfacts.PLACEMENT)
+    cache_types: tuple[str, str] = (CACHE_TYPE, CACHE_TYPE)  # its -ctk and -ctv (a type not llama.cpp's: f16)
 
     @property
     def physical_batch(self) -> int | None:
@@ -305,6 +306,7 @@ def _row(where: str, index: int, r: object) -> LlamaBenchRow:
         n_batch=_whole(r.get("n_batch"), MAX_TOKENS),
         n_ubatch=_whole(r.get("n_ubatch"), MAX_TOKENS),
         placement=placement_of(from_json(r)),
+        cache_types=(_kv_type(r.get("type_k")), _kv_type(r.get("type_v"))),
     )
 
 
@@ -353,3 +355,9 @@ def row_problem(row: object) -> str | None:
         if isinstance(v, bool) or not isinstance(v, int) or abs(v) >= 1 << 62:
             return f"{field} is not a whole number"
     return None
+
+
+def _kv_type(value: object) -> str:
+    """A row's type_k or type_v as llama.cpp names the type (f16, q8_0, ...); else the default."""
+    name = value.strip().lower() if isinstance(value, str) else ""
+    return name if name in KV_CACHE_TYPES else CACHE_TYPE

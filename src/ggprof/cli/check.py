@@ -61,6 +61,8 @@ if TYPE_CHECKING:
     help="The backend that ran it: cpu, cuda, metal, vulkan, rocm, sycl (llama-bench's spelling too: CUDA, ROCm).",
 )
 @fact_option("n_gpu_layers", default=None, help="Layers offloaded in the report.")
+@fact_option("type_k", param="cache_type_k")
+@fact_option("type_v", param="cache_type_v")
 @placement_options
 @drafting_options
 @build_options
@@ -84,6 +86,14 @@ if TYPE_CHECKING:
     help="The bandwidth of the RAM that held the weights not on the GPU (-ngl, -ncmoe, -ot): 90 (GB/s). "
     "Without it: this host's measured RAM, else the RAM's class (a wide band, never impossible below its top).",
 )
+@click.option(
+    "--cpu",
+    "cpu_name",
+    metavar="NAME",
+    callback=lambda ctx, param, value: _cpu_name(value),
+    help="The CPU beside the GPU ('Ryzen 9 7950X', 'EPYC 9654'): where the RAM is not given, its platform's "
+    "channels and rates bound the RAM's bandwidth (llama-bench's cpu_info is read without it).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def check(
     model: str | None,
@@ -95,12 +105,15 @@ def check(
     choice: DeviceChoice,
     backend: str | None,
     n_gpu_layers: int | None,
+    cache_type_k: str,
+    cache_type_v: str,
     placement: tuple[tuple[str, Any], ...],
     drafting: dict[str, Any],
     reported_build: BuildChoice,
     llama_bench: str | None,
     log_path: str | None,
     ram_bandwidth: Figure | None,
+    cpu_name: str | None,
     as_json: bool,
 ) -> int:
     """Judge a reported number (a bug report, a README, a forum post, a pasted log) without running anything."""
@@ -117,6 +130,8 @@ def check(
             raise click.UsageError(
                 "--log reads the build, the Vulkan banner and -ub from the log: no build options or -ub"
             )
+        if cpu_name is not None:
+            raise click.UsageError("--cpu names the RAM of --tg, --pp or --llama-bench; a log's is --device PROFILE")
         return _check_log(log_path, model, choice, backend, as_json)
     from ggprof.bench.llamabench import read_rows
     from ggprof.pipelines.check import Checker, Reported, judge_chunks, reported_from_row
@@ -142,6 +157,8 @@ def check(
         # row of an older llama-bench, which printed RPC beside its local backend whenever RPC was
         # compiled in (before llama.cpp PR #14917), is judged by its local backend
         reports = [reported_from_row(row, backend or _rpc_backend(row.backends, rpc)) for row in rows]
+        named = {row.cpu_info for row in rows if row.cpu_info}
+        cpu_name = cpu_name or (named.pop() if len(named) == 1 else None)  # rows of several CPUs: none
     else:
         if model is None:
             raise click.UsageError("Missing argument 'MODEL.gguf'.")
@@ -160,10 +177,11 @@ def check(
                 placement=placement,
                 drafting=_drafting(spec, drafting),
                 build=build if build else None,
+                cache_types=(cache_type_k.lower(), cache_type_v.lower()),
             )
         ]
     ram = Device(id="ram", name="host RAM", backend="cpu", bandwidth=ram_bandwidth) if ram_bandwidth else None
-    checker = Checker(spec, choice, extensions(), cpu=ram)
+    checker = Checker(spec, choice, extensions(), cpu=ram, cpu_name=cpu_name)
     if rpc.active:  # RPC rows are judged against this split (this host, or --device, is the main host)
         from ggprof.pipelines.rpc import split_setup
 
@@ -190,6 +208,20 @@ def check(
         out.write("\n".join(lines) + "\n")  # buffered: one flush at the end, not one per row
     out.flush()
     return int(EXIT[max(severities, key=lambda s: RANK[s]) if severities else "unknown"])
+
+
+def _cpu_name(value: str | None) -> str | None:
+    """--cpu: a CPU's name, its control characters stripped (the platform table must know it)."""
+    from ggprof.errors import BadInputError
+    from ggprof.machine.platforms import platform_of, platforms
+
+    if value is None:
+        return None
+    name = clean_name(value, 120)
+    if platform_of(name) is None:
+        known = ", ".join(p.name for p in platforms()[:4])
+        raise BadInputError(f"--cpu {name!r}: its platform is not known ({known}, ...; machine/platforms.toml)")
+    return name
 
 
 def _drafting(spec: Any, given: dict[str, Any]) -> Any:

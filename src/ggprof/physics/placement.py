@@ -28,6 +28,7 @@ class Placement:
     cpu_decode_bytes: int
     experts_in_ram_decode_bytes: int = 0  # of cpu_decode_bytes: the experts -ncmoe kept in RAM
     overridden_in_ram_decode_bytes: int = 0  # of cpu_decode_bytes: the tensors -ot put in a CPU buffer
+    cpu_expert_weight_bytes: int = 0  # of cpu_weight_bytes: routed experts' tensors (a prompt copies the used ones)
 
 
 def layers_on_gpu(n_layers: int, n_gpu_layers: int | None) -> tuple[tuple[int, ...], bool]:
@@ -55,7 +56,7 @@ def placement(
 ) -> Placement:
     gpu_layers, output_on_gpu = layers_on_gpu(spec.n_layers, n_gpu_layers if has_gpu else 0)
     on_gpu = set(gpu_layers)
-    gw = cw = gd = cd = experts = overridden = 0
+    gw = cw = gd = cd = experts = overridden = cpu_experts = 0
     for t in spec.tensors:
         gpu = (t.layer in on_gpu) if t.layer is not None else (output_on_gpu and t.name in OUTPUT_LAYER_TENSORS)
         decode = int(t.n_bytes * spec.decode_share(t))
@@ -78,6 +79,7 @@ def placement(
             gw, gd = gw + t.n_bytes, gd + decode
         else:
             cw, cd = cw + t.n_bytes, cd + decode
+            cpu_experts += t.n_bytes if EXPERT_TENSORS.search(t.name) else 0
     return Placement(
         gpu_layers=gpu_layers,
         output_on_gpu=output_on_gpu,
@@ -87,6 +89,7 @@ def placement(
         cpu_decode_bytes=cd,
         experts_in_ram_decode_bytes=experts,
         overridden_in_ram_decode_bytes=overridden,
+        cpu_expert_weight_bytes=cpu_experts,
     )
 
 
@@ -168,15 +171,34 @@ def spilled(place: Placement, kv_gpu_bytes: int, device: Device) -> Spill | None
     return Spill(weight_bytes=over, decode_bytes=int(place.gpu_decode_bytes * over / place.gpu_weight_bytes))
 
 
-def link_bytes_a_batch(spec: ModelSpec, place: Placement, spilled_bytes: int, inputs: object) -> int:
+def link_bytes_a_batch(
+    spec: ModelSpec, place: Placement, spilled_bytes: int, inputs: object, *, least: bool = False
+) -> int:
     """The weights in RAM a prompt's batch takes to the GPU (ggml offloads a batch of 32 tokens or
-    more to it): every weight in RAM but the input embedding, which is looked up on the CPU, and
-    `spilled_bytes` of the GPU's own."""
+    more to it): every weight in RAM but the input embedding, which is looked up on the CPU (a tied
+    one too, where the output layer's copy is on the GPU), and
+    `spilled_bytes` of the GPU's own. Of a routed expert tensor ggml-backend copies only the
+    experts the batch's tokens use (ggml_backend_sched_compute_splits): `least`, the k of n every
+    token of the batch may share (the ceiling); else as many as B tokens routed evenly reach,
+    1 - (1 - k/n)^B of them (the expected)."""
     ubatch = min(getattr(inputs, "prompt", 0), getattr(inputs, "n_ubatch", 0))
     if ubatch < MIN_OFFLOAD_BATCH:
         return 0
-    lookup = sum(t.n_bytes for t in spec.tensors if spec.is_lookup(t))
-    return max(place.cpu_weight_bytes - lookup, 0) + spilled_bytes
+    # the input embedding stays: a lookup (GET_ROWS) is never offloaded; a tied one's RAM copy too,
+    # where the output layer has its own copy on the GPU
+    lookup = sum(t.n_bytes for t in spec.tensors if spec.is_lookup(t) or (spec.is_tied_head(t) and place.output_on_gpu))
+    experts = place.cpu_expert_weight_bytes
+    used = batch_expert_share(spec, ubatch, least=least) if experts else 1.0
+    return max(place.cpu_weight_bytes - lookup - experts, 0) + int(experts * used) + spilled_bytes
+
+
+def batch_expert_share(spec: ModelSpec, batch: int, *, least: bool = False) -> float:
+    """The share of a layer's routed experts a batch of `batch` tokens uses: k/n at the least (all
+    route alike), 1 - (1 - k/n)^batch routed evenly."""
+    k, n = spec.n_experts_used, spec.n_experts
+    if not n or not k:
+        return 1.0
+    return k / n if least else 1 - (1 - k / n) ** batch
 
 
 # RAM behind a GPU when the report does not state it: its class's JEDEC peaks (profiles

@@ -323,11 +323,13 @@ def predict(
     compute_s = prefill_s or 0.0
     link = device.link.value if has_gpu and device.link else 0.0
     batches = -(-inputs.prompt // inputs.n_ubatch)
-    crossing = link_bytes_a_batch(spec, place, spill.weight_bytes if spill else 0, inputs) if link else 0
+    # the ceiling: the least a batch copies (its tokens all routed to the same experts)
+    crossing = link_bytes_a_batch(spec, place, spill.weight_bytes if spill else 0, inputs, least=True) if link else 0
     if prefill_s is not None and crossing:  # each batch's weights in RAM cross the link to the GPU
         prefill_s += crossing * batches / link
+        least = " at least (of the experts, those a batch uses)" if place.cpu_expert_weight_bytes else ""
         rules.append(
-            f"a prompt's batches on the GPU: {crossing / 1e9:.3g} GB of weights in RAM cross the link "
+            f"a prompt's batches on the GPU: {crossing / 1e9:.3g} GB of weights in RAM cross the link{least} "
             f"({device.link.describe()}) for each batch of {inputs.n_ubatch} tokens"  # type: ignore[union-attr]
         )
     copied = link_bytes_a_batch(spec, place, place.gpu_weight_bytes if over else 0, inputs) if link else 0

@@ -16,9 +16,10 @@ from ggprof.bench.llamabench import LlamaBenchRow, backend_of_row
 from ggprof.bench.roofs import StoredRoof
 from ggprof.calibration import reach_band
 from ggprof.errors import NoBandwidthError
-from ggprof.llamacpp import N_PROMPT
+from ggprof.llamacpp import CACHE_TYPE, N_PROMPT
 from ggprof.machine.device import BuildFacts, Device, with_build
 from ggprof.machine.host import HostReport, describe_host
+from ggprof.machine.platforms import platform_ram
 from ggprof.machine.target import DeviceChoice, Target, resolve_target
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.placement import ram_class
@@ -53,10 +54,24 @@ class Reported:
     context: RunContext | None = None  # what the report says about the run (a pasted log's facts)
     model_uncertainty: float = 0.0  # the model estimated from a log: how far its bytes may be off
     build: BuildFacts | None = None  # the llama.cpp build it ran on, where the report says (its era moves the band)
+    cache_types: tuple[str, str] = (CACHE_TYPE, CACHE_TYPE)  # its KV cache's K and V types (-ctk, -ctv)
+
+
+def flash_attn_of(build: BuildFacts | None) -> str:
+    """A report's -fa as PredictInputs takes it: on, off, or llama.cpp's auto where not said."""
+    said = build.flash_attn if build else None
+    return "auto" if said is None else ("on" if said else "off")
 
 
 PredictionKey = tuple[
-    str | None, int, int, int | None, tuple[tuple[str, Any], ...], "Drafting | None", "BuildFacts | None"
+    str | None,
+    int,
+    int,
+    int | None,
+    tuple[tuple[str, Any], ...],
+    "Drafting | None",
+    "BuildFacts | None",
+    tuple[str, str],
 ]
 
 
@@ -71,11 +86,13 @@ class Checker:
         *,
         use_host: bool = True,
         cpu: Device | None = None,
+        cpu_name: str | None = None,
     ) -> None:
         """`use_host`: whether this host may stand in for the device (not for a pasted log's
-        machine); `cpu`: the CPU and RAM holding layers not offloaded, where known otherwise."""
+        machine); `cpu`: the CPU and RAM holding layers not offloaded, where known otherwise;
+        `cpu_name`: the CPU the report names (its platform bounds an unstated RAM)."""
         self.spec, self.choice, self.ext = spec, choice, ext
-        self.use_host, self.cpu = use_host, cpu
+        self.use_host, self.cpu, self.cpu_name = use_host, cpu, cpu_name
         self._host: HostReport | None = None
         self.split: SplitSetup | None = None  # the machines RPC rows ran on (--rpc, --rpc-device)
         self.tensor_split: tuple[float, ...] = ()
@@ -102,14 +119,26 @@ class Checker:
             return None
         if self.cpu is not None and target.device.is_discrete_gpu:
             return replace(target, cpu=self.cpu)
-        if partial and target.device.is_discrete_gpu and (target.cpu is None or target.cpu.bandwidth is None):
+        if not (partial and target.device.is_discrete_gpu):
+            return target
+        # a CPU the report names, not this host's: its platform's RAM (this host's measured RAM is not it)
+        named = platform_ram(self.cpu_name) if self.cpu_name and not self.is_this_host(self.cpu_name, host) else None
+        if named is not None:
+            return replace(target, cpu=named)
+        if target.cpu is None or target.cpu.bandwidth is None:
             return replace(target, cpu=ram_class(target.device))  # the RAM not stated: its class, labelled
         return target
 
     @staticmethod
+    def is_this_host(cpu_name: str, host: HostReport | None) -> bool:
+        """Whether the CPU a report names is this host's (its measured RAM is then the report's)."""
+        mine = host.facts.cpu_model if host is not None else ""
+        return bool(mine) and " ".join(mine.lower().split()) == " ".join(cpu_name.lower().split())
+
+    @staticmethod
     def key(r: Reported) -> PredictionKey:
         """What a prediction depends on: rows with the same key share one."""
-        return (r.backend, r.depth, r.n_prompt, r.n_gpu_layers, r.placement, r.drafting, r.build or None)
+        return (r.backend, r.depth, r.n_prompt, r.n_gpu_layers, r.placement, r.drafting, r.build or None, r.cache_types)
 
     def predicted(self, r: Reported) -> tuple[Target | None, Prediction | None]:
         key = self.key(r)
@@ -120,6 +149,9 @@ class Checker:
                 gen=1,
                 ctx=max(r.depth + r.n_prompt + 1, 1),
                 n_gpu_layers=r.n_gpu_layers,
+                cache_type_k=r.cache_types[0],
+                cache_type_v=r.cache_types[1],
+                flash_attn=flash_attn_of(r.build),  # the compute buffer's attention scores
                 **dict(r.placement),
             )
             # the CPU's RAM read too: layers not offloaded, or a draft model's weights kept there
@@ -258,6 +290,7 @@ def reported_from_row(row: LlamaBenchRow, backend: str | None) -> Reported:
         cv=row.stddev_ts / row.avg_ts,
         label=row.test,
         build=BuildFacts(number=row.build_number, flash_attn=row.flash_attn, n_ubatch=row.physical_batch) or None,
+        cache_types=row.cache_types,
     )
 
 
