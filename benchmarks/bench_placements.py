@@ -84,14 +84,19 @@ SHAPES: dict[str, tuple[int, int, int, int, int, int, int]] = {
     "qwen3.8-27b": (64, 5120, 24, 4, 256, 248320, 0),
     "gemma-2-9b": (42, 3584, 16, 8, 256, 256000, 0),
     "qwen2.5-14b": (48, 5120, 40, 8, 128, 152064, 0),
+    "qwen2.5-coder-14b": (48, 5120, 40, 8, 128, 152064, 0),
+    "qwen3-14b": (40, 5120, 40, 8, 128, 151936, 0),
+    "gemma-3-12b": (48, 3840, 16, 8, 256, 262144, 0),
+    "phi-4": (40, 5120, 40, 10, 128, 100352, 0),
+    "llama-2-70b": (80, 8192, 64, 8, 128, 32000, 0),
 }
-QTYPES = ("IQ1_S", "IQ2_XXS", "Q2_K", "Q3_K", "IQ4_XS", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16")
+QTYPES = ("IQ1_S", "IQ2_XXS", "IQ2_S", "Q2_K", "Q3_K", "IQ4_XS", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16")
 
 
 def qtype_of(quant: str) -> Any:
     import gguf
 
-    q = quant.upper().replace("UD-", "")
+    q = quant.upper().replace("UD-", "").replace("IQ2_M", "IQ2_S")  # llama-quant.cpp's IQ2_M: IQ2_S tensors
     if "MXFP4" in q:
         return MXFP4
     for name in QTYPES:
