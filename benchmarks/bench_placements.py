@@ -240,9 +240,14 @@ def check_args(row: dict[str, Any], model: Path, profiles: Any, slowed: float) -
     fa = re.search(r"(^|\s)(-fa|--flash-attn)(\s+(on|1|off|0)\b)?", row["flags"] or "")
     if fa:  # flash attention as the command line sets it (a bare -fa: on, as llama.cpp took it)
         args += ["-fa", "off" if fa.group(4) in ("off", "0") else "on"]
+    if row["ctx"]:  # the context the run allocated: its whole KV cache counts toward the GPU's memory
+        args += ["-c", str(row["ctx"])]
+    if re.search(r"(^|\s)(-nkvo|--no-kv-offload)\b", row["flags"] or ""):
+        args += ["-nkvo", "1"]
     for flag in ("-ctk", "-ctv"):  # the KV cache's types, where the command line sets them
-        kv = re.search(rf"(^|\s){flag}\s+(\S+)", row["flags"] or "")
-        args += [flag, kv.group(2)] if kv else []
+        long = {"-ctk": "--cache-type-k", "-ctv": "--cache-type-v"}[flag]
+        kv = re.search(rf"(^|\s)({flag}|{long})\s+(\S+)", row["flags"] or "")
+        args += [flag, kv.group(3)] if kv else []
     if len(gpus) > 1 and row["split_mode"]:
         args += ["-sm", row["split_mode"]]
     if len(gpus) > 1 and row["tensor_split"]:

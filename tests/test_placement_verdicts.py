@@ -86,9 +86,9 @@ def test_experts_in_ram_without_the_ram_stated(gpt_oss: Path, run_cli: RunCli) -
     unstated = json.loads(run_cli("check", *args, *third).stdout)
     stated = run_cli("check", *args, *third, "--ram-bandwidth", "102.4")
     assert (json.loads(stated.stdout)["verdict"], stated.exit_code) == ("suspicious", 3)
-    low = lambda answer: answer["predictions"][0]["expected_tok_s_low"]  # noqa: E731
     # the RAM's part is most of a token: 38.4 GB/s at the class's slowest against 102.4 stated
-    assert low(unstated) < low(json.loads(stated.stdout)) / 2
+    lows = [a["predictions"][0]["expected_tok_s_low"] for a in (unstated, json.loads(stated.stdout))]
+    assert lows[0] < lows[1] / 2
     # a stated RAM is judged on: at 15 GB/s the honest speed is over its ceiling
     slow_ram = run_cli("check", *args, "--tg", str(r["tg_tok_s"]), "--ram-bandwidth", "15", "--json")
     assert json.loads(slow_ram.stdout)["verdict"] == "impossible"

@@ -100,3 +100,25 @@ def test_flash_attention_stated_leaves_the_scores_out_of_the_compute_buffer(tmp_
     ctx = 4096 + 512 + 1  # what check allocates for a report: the depth, a prompt of 512 and the token decoded
     assert buffer() - buffer("-fa", "on") == 512 * ctx * 8 * 4
     assert buffer("-fa", "off") == buffer()
+
+
+def test_an_allocated_context_counts_toward_the_gpus_memory(tmp_path: Path) -> None:
+    """-c (--ctx-size) as llama-server takes it: the whole KV cache of that context is allocated,
+    whatever the depth (4 layers x K and V x 256 values x 2 bytes = 4,096 bytes a token); -c 0 is
+    the model's context; without -c, what the depth, a prompt of 512 and the token decoded need."""
+    shape = Shape(n_layers=4, n_embd=256, n_heads=8, n_kv_heads=8, n_ff=512, context=8192)
+    dense = write_model(tmp_path / "dense.gguf", shape)[0]
+    args = ("check", str(dense), "--tg", "50", "--device", "rtx-4090", "--json")
+
+    def kv(*extra: str) -> int:
+        r = in_process(*args, *extra)
+        assert r.stderr == "", r.stderr
+        pools = json.loads(r.stdout)["predictions"][0]["memory_pools"]
+        return int(next(p for p in pools if p["pool"] == "gpu")["kv_bytes"])
+
+    assert kv() == (512 + 1) * 4096
+    assert kv("-c", "4096") == 4096 * 4096
+    assert kv("--ctx-size", "0") == 8192 * 4096
+    (tmp_path / "rows.json").write_text("[]")
+    both = in_process("check", str(dense), "--llama-bench", str(tmp_path / "rows.json"), "-c", "4096")
+    assert both.exit_code == 2 and both.stderr.startswith("Error: -c describes --tg or --pp")

@@ -63,6 +63,12 @@ if TYPE_CHECKING:
 @fact_option("n_gpu_layers", default=None, help="Layers offloaded in the report.")
 @fact_option("type_k", param="cache_type_k")
 @fact_option("type_v", param="cache_type_v")
+@fact_option(
+    "n_ctx",
+    default=None,
+    help="The context the run allocated (llama-server's -c; 0: the model's): its whole KV cache counts "
+    "toward the GPU's memory.",
+)
 @placement_options
 @drafting_options
 @build_options
@@ -107,6 +113,7 @@ def check(
     n_gpu_layers: int | None,
     cache_type_k: str,
     cache_type_v: str,
+    n_ctx: int | None,
     placement: tuple[tuple[str, Any], ...],
     drafting: dict[str, Any],
     reported_build: BuildChoice,
@@ -123,6 +130,8 @@ def check(
             "--spec-type, --spec-draft-n-max, -md and --draft-acceptance describe a reported speed (--tg): "
             "llama-bench does not draft, and a log says how it drafted"
         )
+    if n_ctx is not None and (log_path is not None or llama_bench is not None):
+        raise click.UsageError("-c describes --tg or --pp: llama-bench allocates what each test needs, a log its n_ctx")
     if log_path is not None:
         if llama_bench is not None or tg is not None or pp is not None:
             raise click.UsageError("--log reads its speeds from the log: no --tg, --pp or --llama-bench beside it")
@@ -178,6 +187,7 @@ def check(
                 drafting=_drafting(spec, drafting),
                 build=build if build else None,
                 cache_types=(cache_type_k.lower(), cache_type_v.lower()),
+                n_ctx=(n_ctx or spec.context_length) if n_ctx is not None else None,
             )
         ]
     ram = Device(id="ram", name="host RAM", backend="cpu", bandwidth=ram_bandwidth) if ram_bandwidth else None

@@ -55,6 +55,7 @@ class Reported:
     model_uncertainty: float = 0.0  # the model estimated from a log: how far its bytes may be off
     build: BuildFacts | None = None  # the llama.cpp build it ran on, where the report says (its era moves the band)
     cache_types: tuple[str, str] = (CACHE_TYPE, CACHE_TYPE)  # its KV cache's K and V types (-ctk, -ctv)
+    n_ctx: int | None = None  # the context it allocated (-c; None: what its depth and prompt need)
 
 
 def flash_attn_of(build: BuildFacts | None) -> str:
@@ -72,6 +73,7 @@ PredictionKey = tuple[
     "Drafting | None",
     "BuildFacts | None",
     tuple[str, str],
+    int | None,
 ]
 
 
@@ -138,7 +140,8 @@ class Checker:
     @staticmethod
     def key(r: Reported) -> PredictionKey:
         """What a prediction depends on: rows with the same key share one."""
-        return (r.backend, r.depth, r.n_prompt, r.n_gpu_layers, r.placement, r.drafting, r.build or None, r.cache_types)
+        key = (r.backend, r.depth, r.n_prompt, r.n_gpu_layers, r.placement, r.drafting, r.build or None)
+        return (*key, r.cache_types, r.n_ctx)
 
     def predicted(self, r: Reported) -> tuple[Target | None, Prediction | None]:
         key = self.key(r)
@@ -147,7 +150,7 @@ class Checker:
                 depth=r.depth,
                 prompt=r.n_prompt,
                 gen=1,
-                ctx=max(r.depth + r.n_prompt + 1, 1),
+                ctx=max(r.depth + r.n_prompt + 1, r.n_ctx or 0, 1),  # -c allocates its whole KV cache
                 n_gpu_layers=r.n_gpu_layers,
                 cache_type_k=r.cache_types[0],
                 cache_type_v=r.cache_types[1],
