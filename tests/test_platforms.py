@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from ggufs import Shape, write_model
+from ggufs import GPT_OSS_120B, Shape, write_model
 from support import in_process
 
 from ggprof.machine.platforms import platform_of, platform_ram
@@ -110,3 +111,31 @@ def test_an_unknown_cpu_is_one_clear_line(tmp_path: Path) -> None:
     assert r.exit_code == 2 and r.stdout == ""
     assert r.stderr.startswith("Error: --cpu 'Pentium") and "its platform is not known" in r.stderr
     assert "\x1b" not in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_fit_for_another_machine_takes_its_cpus_platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fit --cpu`: the machine the model is chosen for, not this host. Its RAM is the platform's
+    (AM5: 128 GB/s at the fastest, 57.6 at the slowest), so a placement with experts in RAM has a
+    decode band reaching lower than with that fastest RAM stated; --ram-bandwidth, given, is the RAM."""
+    monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
+    model = write_model(tmp_path / "gpt-oss-120b.gguf", GPT_OSS_120B)[0]
+    args = ("fit", str(model), "--device", "rtx-5090", "--ram", "128", "--ctx", "32768", "--json")
+
+    def fitted(*extra: str) -> dict[str, Any]:
+        r = in_process(*args, "--cpu", "AMD Ryzen 9 9950X 16-Core Processor", *extra)
+        assert r.exit_code == 0 and r.stderr == "", r.stderr
+        answer: dict[str, Any] = json.loads(r.stdout)
+        return answer
+
+    platform, stated = fitted(), fitted("--ram-bandwidth", "128")
+    assert platform["ram"]["bandwidth_bytes_per_s"] == pytest.approx(128e9)
+    assert "AM5" in platform["ram"]["bandwidth_detail"] and platform["ram"]["memory_bytes"] == 128 * 10**9
+    assert stated["ram"]["bandwidth_source"] == "user"
+
+    def top(answer: dict[str, Any]) -> dict[str, Any]:
+        found: dict[str, Any] = answer["models"][0]["placements"][0]
+        return found
+
+    assert top(platform)["flags"] == top(stated)["flags"] and top(platform)["n_cpu_moe"] > 0  # experts in RAM
+    assert top(platform)["expected_tok_s_low"] < top(stated)["expected_tok_s_low"]
+    assert top(platform)["expected_tok_s_high"] == pytest.approx(top(stated)["expected_tok_s_high"], rel=1e-9)

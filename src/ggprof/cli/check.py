@@ -17,6 +17,7 @@ from ggprof.cli.options import (
     TOK_S,
     TOKENS,
     bandwidth_figure,
+    cpu_option,
     device_options,
     drafting_options,
     fact_option,
@@ -92,13 +93,9 @@ if TYPE_CHECKING:
     help="The bandwidth of the RAM that held the weights not on the GPU (-ngl, -ncmoe, -ot): 90 (GB/s). "
     "Without it: this host's measured RAM, else the RAM's class (a wide band, never impossible below its top).",
 )
-@click.option(
-    "--cpu",
-    "cpu_name",
-    metavar="NAME",
-    callback=lambda ctx, param, value: _cpu_name(value),
-    help="The CPU beside the GPU ('Ryzen 9 7950X', 'EPYC 9654'): where the RAM is not given, its platform's "
-    "channels and rates bound the RAM's bandwidth (llama-bench's cpu_info is read without it).",
+@cpu_option(
+    "The CPU beside the GPU ('Ryzen 9 7950X', 'EPYC 9654'): where the RAM is not given, its platform's "
+    "channels and rates bound the RAM's bandwidth (llama-bench's cpu_info is read without it)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def check(
@@ -218,20 +215,6 @@ def check(
         out.write("\n".join(lines) + "\n")  # buffered: one flush at the end, not one per row
     out.flush()
     return int(EXIT[max(severities, key=lambda s: RANK[s]) if severities else "unknown"])
-
-
-def _cpu_name(value: str | None) -> str | None:
-    """--cpu: a CPU's name, its control characters stripped (the platform table must know it)."""
-    from ggprof.errors import BadInputError
-    from ggprof.machine.platforms import platform_of, platforms
-
-    if value is None:
-        return None
-    name = clean_name(value, 120)
-    if platform_of(name) is None:
-        known = ", ".join(p.name for p in platforms()[:4])
-        raise BadInputError(f"--cpu {name!r}: its platform is not known ({known}, ...; machine/platforms.toml)")
-    return name
 
 
 def _drafting(spec: Any, given: dict[str, Any]) -> Any:

@@ -22,6 +22,7 @@ from ggprof.cli.options import (
     TOK_S,
     TOKENS,
     bandwidth_figure,
+    cpu_option,
     device_options,
     fact_option,
     finite_in,
@@ -158,6 +159,10 @@ def predict(
     callback=bandwidth_figure,
     help="Bandwidth of the RAM holding what a GPU does not: 80 (GB/s) [default: this host's measured].",
 )
+@cpu_option(
+    "The CPU of the machine the GPU sits in ('Ryzen 9 9950X', 'EPYC 9654'): without --ram-bandwidth, its "
+    "platform's channels and rates bound the RAM (each speed a band from its slowest to its fastest)."
+)
 @fact_option("type_k", param="cache_type_k")
 @fact_option("type_v", param="cache_type_v")
 @click.option(
@@ -187,6 +192,7 @@ def fit(
     memory_gb: float | None,
     gpu_memory_gb: float | None,
     ram_bandwidth: Figure | None,
+    cpu_name: str | None,
     cache_type_k: str,
     cache_type_v: str,
     rank_by: RankBy,
@@ -200,6 +206,7 @@ def fit(
 
     from ggprof.errors import BadInputError, NoBandwidthError
     from ggprof.machine.host import describe_host
+    from ggprof.machine.platforms import with_platform_ram
     from ggprof.machine.target import resolve_target, with_memories
     from ggprof.model.stores import Candidate, default_locations, is_remote
     from ggprof.pipelines.choose import RAM_BANDWIDTH_UNKNOWN, ChooseOptions, choose_models, scan
@@ -221,6 +228,8 @@ def fit(
     target = resolve_target(choice, profiles=ext.profiles, host=host)
     ram, vram = (int(gb * 1e9) if gb else None for gb in (memory_gb, gpu_memory_gb))
     target = with_memories(target, ram, vram, ram_bandwidth)
+    if cpu_name is not None and ram_bandwidth is None:  # another machine's CPU: its platform's RAM, not this host's
+        target = with_platform_ram(target, cpu_name)
     locations = [] if paths else default_locations()
     found = scan([Path(p) for p in paths if not is_remote(p)], locations)
     for m in listed:  # models elsewhere: their headers by range requests

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
 from ggprof.figures import Figure
 from ggprof.machine.device import Device
+from ggprof.machine.target import Target
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -70,7 +71,7 @@ def platform_ram(cpu: str) -> Device | None:
     p = platform_of(cpu)
     if p is None:
         return None
-    detail = f"RAM not stated, the CPU's platform: {p.describe()}; --ram-bandwidth BW for the one that ran"
+    detail = f"RAM not stated, the CPU's platform: {p.describe()}; --ram-bandwidth BW states it"
     return Device(
         id="ram",
         name=f"host RAM ({p.name}, not stated)",
@@ -78,3 +79,14 @@ def platform_ram(cpu: str) -> Device | None:
         bandwidth=Figure(p.high_bytes_per_s, "theoretical", detail),
         bandwidth_low=Figure(p.low_bytes_per_s, "theoretical", detail),
     )
+
+
+def with_platform_ram(target: Target, cpu: str) -> Target:
+    """The target whose GPU's host RAM is the named CPU's platform's (its size, where given, kept);
+    a device that is not a discrete GPU, or a CPU the table does not know, is left as it is."""
+    ram = platform_ram(cpu)
+    if ram is None or not target.device.is_discrete_gpu:
+        return target
+    size = target.cpu.memory_bytes if target.cpu is not None else None
+    source = target.cpu.memory_source if target.cpu is not None else None
+    return replace(target, cpu=replace(ram, memory_bytes=size, memory_source=source))
