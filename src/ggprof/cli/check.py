@@ -12,12 +12,12 @@ from ggprof.cli.base import (
     load_model_arg,
 )
 from ggprof.cli.build_options import BuildChoice, build_options
+from ggprof.cli.cpu_option import cpu_option
 from ggprof.cli.options import (
     POSITIVE_TOKENS,
     TOK_S,
     TOKENS,
     bandwidth_figure,
-    cpu_option,
     device_options,
     drafting_options,
     fact_option,

@@ -16,13 +16,13 @@ from ggprof.cli.base import (
     load_model_arg,
     show,
 )
+from ggprof.cli.cpu_option import cpu_option
 from ggprof.cli.options import (
     GB,
     POSITIVE_TOKENS,
     TOK_S,
     TOKENS,
     bandwidth_figure,
-    cpu_option,
     device_options,
     fact_option,
     finite_in,

@@ -123,12 +123,12 @@ class Checker:
             return replace(target, cpu=self.cpu)
         if not (partial and target.device.is_discrete_gpu):
             return target
-        # a CPU the report names, not this host's: its platform's RAM (this host's measured RAM is not it)
-        named = platform_ram(self.cpu_name) if self.cpu_name and not self.is_this_host(self.cpu_name, host) else None
-        if named is not None:
+        # a CPU the report names: its platform's RAM, unless it is this host's and this host's RAM is measured
+        named = platform_ram(self.cpu_name) if self.cpu_name else None
+        if named is not None and not self.is_this_host(self.cpu_name or "", host):
             return replace(target, cpu=named)
         if target.cpu is None or target.cpu.bandwidth is None:
-            return replace(target, cpu=ram_class(target.device))  # the RAM not stated: its class, labelled
+            return replace(target, cpu=named or ram_class(target.device))  # the RAM not stated, labelled
         return target
 
     @staticmethod
