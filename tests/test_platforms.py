@@ -27,8 +27,14 @@ READ_A_TOKEN_A_LAYER = 3 * 256 * 512 * 8 * 34 // 32 * 2 // 8  # the 2 experts a 
         ("AMD Ryzen 9 7950X 16-Core Processor", "AM5", 2 * 8 * 3.6, 2 * 8 * 8.0),
         # X299: 4 channels, DDR4-2666 (the 7th/9th gen X) to XMP's DDR4-3600
         ("Intel(R) Core(TM) i9-10900X CPU @ 3.70GHz", "LGA2066", 4 * 8 * 2.666, 4 * 8 * 3.6),
-        # SP3: 8 channels of DDR4-3200, judged down to half of them filled at DDR4-2933
-        ("AMD EPYC 7343 16-Core Processor", "SP3", 4 * 8 * 2.933, 8 * 8 * 3.2),
+        # SP3: 8 channels of DDR4-3200, judged down to half of them filled at DDR4-2666 (the 7001 series)
+        ("AMD EPYC 7343 16-Core Processor", "SP3", 4 * 8 * 2.666, 8 * 8 * 3.2),
+        # a quad-channel X-series beyond the 79xx/99xx/109xx numbers, and a Broadwell-E
+        ("Intel(R) Core(TM) i9-9820X CPU @ 3.30GHz", "LGA2066", 4 * 8 * 2.666, 4 * 8 * 3.6),
+        ("Intel(R) Core(TM) i7-6950X CPU @ 3.00GHz", "Broadwell-E", 4 * 8 * 2.133, 4 * 8 * 3.2),
+        # laptops: a 128-bit bus, not a desktop's DIMMs
+        ("AMD Ryzen 7 7730U with Radeon Graphics", "laptops", 2 * 8 * 2.4, 2 * 8 * 8.533),
+        ("AMD Ryzen AI 9 HX 370 w/ Radeon 890M", "Strix Point", 2 * 8 * 5.6, 2 * 8 * 8.0),
         # SP5 Genoa: 12 channels of DDR5-4800, down to 6 filled
         ("AMD EPYC 9654 96-Core Processor", "Genoa", 6 * 8 * 4.8, 12 * 8 * 4.8),
         # a Threadripper PRO whose generation is not named: sWRX8's DDR4-3200 to sTR5's DDR5-6400
@@ -46,10 +52,17 @@ def test_a_named_cpu_bounds_its_ram(cpu: str, platform: str, low_gb_s: float, hi
     assert p.source in ram.bandwidth.detail and "RAM not stated" in ram.bandwidth.detail
 
 
-@pytest.mark.parametrize("cpu", ["Apple M2 Ultra", "AMD Ryzen AI Max+ 395 w/ Radeon 8060S", "", "x" * 100_000])
+@pytest.mark.parametrize(
+    "cpu", ["Apple M2 Ultra", "AMD Ryzen AI Max+ 395 w/ Radeon 8060S", "", "x" * 300 + " epyc 9654"]
+)
 def test_a_cpu_the_table_does_not_know_has_no_platform(cpu: str) -> None:
-    """Unified-memory chips carry their memory in their own profile; a huge name is cut, not searched."""
+    """Unified-memory chips carry their memory in their own profile; a name is searched in its first
+    200 characters only (past them, even an EPYC's number is not read)."""
     assert platform_of(cpu) is None and platform_ram(cpu) is None
+
+
+def test_a_name_is_read_in_its_first_200_characters() -> None:
+    assert platform_of(" epyc 9654") is not None and platform_of("x" * 300 + " epyc 9654") is None
 
 
 def _rows(tmp_path: Path, tg_tok_s: float, cpu_info: str) -> Path:
@@ -139,3 +152,45 @@ def test_fit_for_another_machine_takes_its_cpus_platform(tmp_path: Path, monkeyp
     assert top(platform)["flags"] == top(stated)["flags"] and top(platform)["n_cpu_moe"] > 0  # experts in RAM
     assert top(platform)["expected_tok_s_low"] < top(stated)["expected_tok_s_low"]
     assert top(platform)["expected_tok_s_high"] == pytest.approx(top(stated)["expected_tok_s_high"], rel=1e-9)
+
+
+def test_a_named_cpu_takes_this_hosts_measured_ram_only_when_it_is_this_hosts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This host's RAM measured at 50 GB/s (a seeded cache): a llama-bench row naming this host's
+    CPU is judged at it; one naming another CPU the table knows, at that CPU's platform (AM5's
+    128 GB/s at the fastest); one naming a CPU the table does not know, at the GPU's class (a
+    server's 576 GB/s at the fastest), never at this host's RAM."""
+    from ggprof.machine import cache
+    from ggprof.machine.facts import gather_facts
+    from ggprof.machine.measurements import BandwidthMeasurement, KernelResult, SgemmMeasurement
+
+    monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
+    facts = gather_facts()
+    reads = KernelResult("read", (50e9,) * 5)
+    measured = BandwidthMeasurement(
+        read=reads, copy=reads, triad=reads, threads=1, array_bytes=64 << 20, repetitions=5, elapsed_s=1.0
+    )
+    cache.save(facts, measured, SgemmMeasurement(1e11, 256, (1e11,)))
+    model = write_model(tmp_path / "moe.gguf", MOE)[0]
+    spec = load_model(model)
+    in_ram = 4 * READ_A_TOKEN_A_LAYER
+    on_gpu = spec.decode_bytes_per_token - in_ram
+
+    def ceiling(cpu_info: str) -> float:
+        rows = _rows(tmp_path, 10.0, cpu_info)
+        r = in_process("check", str(model), "--llama-bench", str(rows), "--device", "rtx-4090", "--json")
+        assert r.stderr == "", r.stderr
+        return float(json.loads(r.stdout)["predictions"][0]["decode_ceiling_tok_s"])
+
+    assert ceiling(facts.cpu_model) == pytest.approx(1 / (on_gpu / 1008e9 + in_ram / 50e9), rel=1e-6)
+    assert ceiling("AMD Ryzen 9 7950X 16-Core Processor") == pytest.approx(1 / (on_gpu / 1008e9 + in_ram / 128e9))
+    assert ceiling("Pentium 4 HT") == pytest.approx(1 / (on_gpu / 1008e9 + in_ram / 576e9), rel=1e-6)
+
+
+def test_fit_cpu_without_a_gpu_is_one_clear_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
+    model = write_model(tmp_path / "moe.gguf", MOE)[0]
+    r = in_process("fit", str(model), "--device", "ddr5-6000-dual", "--cpu", "AMD EPYC 9654")
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.startswith("Error: --cpu names the RAM beside a GPU") and r.stderr.count("\n") == 1

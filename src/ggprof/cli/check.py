@@ -25,7 +25,7 @@ from ggprof.cli.options import (
     remote_options,
     rpc_options,
 )
-from ggprof.llamacpp import N_PROMPT
+from ggprof.llamacpp import CACHE_TYPE, N_PROMPT
 from ggprof.machine.device import Device
 from ggprof.pipelines.runs import check_model_context
 from ggprof.units import clean_name
@@ -62,8 +62,8 @@ if TYPE_CHECKING:
     help="The backend that ran it: cpu, cuda, metal, vulkan, rocm, sycl (llama-bench's spelling too: CUDA, ROCm).",
 )
 @fact_option("n_gpu_layers", default=None, help="Layers offloaded in the report.")
-@fact_option("type_k", param="cache_type_k")
-@fact_option("type_v", param="cache_type_v")
+@fact_option("type_k", param="cache_type_k", default=None, help="K cache type [default: f16].")
+@fact_option("type_v", param="cache_type_v", default=None, help="V cache type [default: f16].")
 @fact_option(
     "n_ctx",
     default=None,
@@ -108,8 +108,8 @@ def check(
     choice: DeviceChoice,
     backend: str | None,
     n_gpu_layers: int | None,
-    cache_type_k: str,
-    cache_type_v: str,
+    cache_type_k: str | None,
+    cache_type_v: str | None,
     n_ctx: int | None,
     placement: tuple[tuple[str, Any], ...],
     drafting: dict[str, Any],
@@ -127,8 +127,13 @@ def check(
             "--spec-type, --spec-draft-n-max, -md and --draft-acceptance describe a reported speed (--tg): "
             "llama-bench does not draft, and a log says how it drafted"
         )
-    if n_ctx is not None and (log_path is not None or llama_bench is not None):
-        raise click.UsageError("-c describes --tg or --pp: llama-bench allocates what each test needs, a log its n_ctx")
+    run_facts = {"-c": n_ctx, "-ctk": cache_type_k, "-ctv": cache_type_v}
+    given = [flag for flag, v in run_facts.items() if v is not None]
+    if given and (log_path is not None or llama_bench is not None):
+        raise click.UsageError(
+            f"{', '.join(given)}: for --tg or --pp; a llama-bench row states its own (type_k, type_v, what "
+            "each test needs), a log its own"
+        )
     if log_path is not None:
         if llama_bench is not None or tg is not None or pp is not None:
             raise click.UsageError("--log reads its speeds from the log: no --tg, --pp or --llama-bench beside it")
@@ -183,7 +188,7 @@ def check(
                 placement=placement,
                 drafting=_drafting(spec, drafting),
                 build=build if build else None,
-                cache_types=(cache_type_k.lower(), cache_type_v.lower()),
+                cache_types=((cache_type_k or CACHE_TYPE).lower(), (cache_type_v or CACHE_TYPE).lower()),
                 n_ctx=(n_ctx or spec.context_length) if n_ctx is not None else None,
             )
         ]

@@ -228,6 +228,11 @@ def fit(
     target = resolve_target(choice, profiles=ext.profiles, host=host)
     ram, vram = (int(gb * 1e9) if gb else None for gb in (memory_gb, gpu_memory_gb))
     target = with_memories(target, ram, vram, ram_bandwidth)
+    if cpu_name is not None and not target.device.is_discrete_gpu:
+        raise click.UsageError(
+            "--cpu names the RAM beside a GPU (--device GPU); a CPU alone is --device PROFILE (ddr5-6000-dual) "
+            "or --bandwidth BW"
+        )
     if cpu_name is not None and ram_bandwidth is None:  # another machine's CPU: its platform's RAM, not this host's
         target = with_platform_ram(target, cpu_name)
     locations = [] if paths else default_locations()

@@ -175,8 +175,8 @@ def link_bytes_a_batch(
     spec: ModelSpec, place: Placement, spilled_bytes: int, inputs: object, *, least: bool = False
 ) -> int:
     """The weights in RAM a prompt's batch takes to the GPU (ggml offloads a batch of 32 tokens or
-    more to it): every weight in RAM but the input embedding, which is looked up on the CPU (a tied
-    one too, where the output layer's copy is on the GPU), and
+    more to it): every weight in RAM but the input embedding, which is looked up on the CPU, and an
+    output layer left in RAM, which runs for the prompt's last token alone; and
     `spilled_bytes` of the GPU's own. Of a routed expert tensor ggml-backend copies only the
     experts the batch's tokens use (ggml_backend_sched_compute_splits): `least`, the k of n every
     token of the batch may share (the ceiling); else as many as B tokens routed evenly reach,
@@ -184,9 +184,17 @@ def link_bytes_a_batch(
     ubatch = min(getattr(inputs, "prompt", 0), getattr(inputs, "n_ubatch", 0))
     if ubatch < MIN_OFFLOAD_BATCH:
         return 0
-    # the input embedding stays: a lookup (GET_ROWS) is never offloaded; a tied one's RAM copy too,
-    # where the output layer has its own copy on the GPU
-    lookup = sum(t.n_bytes for t in spec.tensors if spec.is_lookup(t) or (spec.is_tied_head(t) and place.output_on_gpu))
+    # what stays in RAM: the input embedding (a lookup, GET_ROWS, is never offloaded; a tied one's RAM
+    # copy too) and an output layer left there, which a prompt runs for its last token alone
+    # (inp_out_ids: a batch of 1, under the offload's 32)
+    output_in_ram = not place.output_on_gpu
+    lookup = sum(
+        t.n_bytes
+        for t in spec.tensors
+        if spec.is_lookup(t)
+        or spec.is_tied_head(t)
+        or (output_in_ram and t.layer is None and t.name in OUTPUT_LAYER_TENSORS)
+    )
     experts = place.cpu_expert_weight_bytes
     used = batch_expert_share(spec, ubatch, least=least) if experts else 1.0
     return max(place.cpu_weight_bytes - lookup - experts, 0) + int(experts * used) + spilled_bytes

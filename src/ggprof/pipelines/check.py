@@ -123,11 +123,11 @@ class Checker:
             return replace(target, cpu=self.cpu)
         if not (partial and target.device.is_discrete_gpu):
             return target
-        # a CPU the report names: its platform's RAM, unless it is this host's and this host's RAM is measured
+        # a CPU the report names: its platform's RAM (the GPU's class where the table does not know
+        # it); this host's measured RAM only where the CPU named is this host's
         named = platform_ram(self.cpu_name) if self.cpu_name else None
-        if named is not None and not self.is_this_host(self.cpu_name or "", host):
-            return replace(target, cpu=named)
-        if target.cpu is None or target.cpu.bandwidth is None:
+        elsewhere = self.cpu_name is not None and not self.is_this_host(self.cpu_name, host)
+        if elsewhere or target.cpu is None or target.cpu.bandwidth is None:
             return replace(target, cpu=named or ram_class(target.device))  # the RAM not stated, labelled
         return target
 
