@@ -88,7 +88,10 @@ def test_partial_offload_without_a_cpu_figure_says_what_to_do(
     monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(host, "detect_memory", lambda: None)
     r = run_cli("predict", str(gemma_path), "--device", "rtx-4090", "-ngl", "0")
-    assert r.exit_code == 2 and "CPU bandwidth is unknown: run `ggprof host` first" in r.stderr
+    assert (
+        r.exit_code == 2
+        and "CPU bandwidth is unknown: give --ram-bandwidth BW or --cpu NAME, or run `ggprof host` first" in r.stderr
+    )
 
 
 def test_partial_offload_with_a_measured_host_is_predicted(

@@ -194,3 +194,25 @@ def test_fit_cpu_without_a_gpu_is_one_clear_line(tmp_path: Path, monkeypatch: py
     r = in_process("fit", str(model), "--device", "ddr5-6000-dual", "--cpu", "AMD EPYC 9654")
     assert r.exit_code == 2 and r.stdout == ""
     assert r.stderr.startswith("Error: --cpu names the RAM beside a GPU") and r.stderr.count("\n") == 1
+
+
+def test_predict_takes_the_ram_beside_its_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`predict --device GPU -ncmoe N` for a machine not this one: its RAM given as --ram-bandwidth,
+    or as --cpu's platform (AM5's fastest, 128 GB/s, for the ceiling); with neither and no
+    measurement of this host, one clear line naming both."""
+    monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
+    model = write_model(tmp_path / "moe.gguf", MOE)[0]
+    spec = load_model(model)
+    in_ram = 4 * READ_A_TOKEN_A_LAYER
+    on_gpu = spec.decode_bytes_per_token - in_ram
+    args = ("predict", str(model), "--device", "rtx-4090", "-ngl", "99", "-ncmoe", "4", "--json")
+
+    def ceiling(*extra: str) -> float:
+        r = in_process(*args, *extra)
+        assert r.exit_code == 0 and r.stderr == "", r.stderr
+        return float(json.loads(r.stdout)["decode_ceiling_tok_s"])
+
+    assert ceiling("--ram-bandwidth", "80") == pytest.approx(1 / (on_gpu / 1008e9 + in_ram / 80e9), rel=1e-6)
+    assert ceiling("--cpu", "Ryzen 9 7950X") == pytest.approx(1 / (on_gpu / 1008e9 + in_ram / 128e9), rel=1e-6)
+    neither = in_process(*args)
+    assert neither.exit_code == 2 and "give --ram-bandwidth BW or --cpu NAME" in neither.stderr

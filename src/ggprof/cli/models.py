@@ -98,6 +98,17 @@ def plugins(as_json: bool) -> None:
 @fact_option("type_v", param="cache_type_v")
 @fact_option("n_gpu_layers", default=None, help="Layers offloaded (-1 or more than the model has: all).")
 @placement_options
+@click.option(
+    "--ram-bandwidth",
+    metavar="BW",
+    callback=bandwidth_figure,
+    help="Bandwidth of the RAM beside the GPU, holding what -ngl, -ncmoe or -ot keep there: 80 (GB/s) "
+    "[default: this host's measured].",
+)
+@cpu_option(
+    "The CPU beside the GPU ('Ryzen 9 9950X', 'EPYC 9654'): without --ram-bandwidth, its platform's channels "
+    "and rates bound the RAM (a band from its slowest to its fastest)."
+)
 @rpc_options
 @click.option("--plot", type=click.Path(dir_okay=False), help="Draw the roofline (.png or .svg).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -114,6 +125,8 @@ def predict(
     cache_type_v: str,
     n_gpu_layers: int | None,
     placement: tuple[tuple[str, Any], ...],
+    ram_bandwidth: Figure | None,
+    cpu_name: str | None,
     plot: str | None,
     as_json: bool,
 ) -> None:
@@ -136,7 +149,16 @@ def predict(
         **dict(placement),
     )
     plot_path = check_plot(plot)
-    result, target = predict_on(spec, inputs, choice, extensions(), rpc)
+    from ggprof.machine.device import Device
+
+    ram = None
+    if ram_bandwidth is not None:
+        ram = Device(id="ram", name="host RAM", backend="cpu", bandwidth=ram_bandwidth)
+    elif cpu_name is not None:
+        from ggprof.machine.platforms import platform_ram
+
+        ram = platform_ram(cpu_name)
+    result, target = predict_on(spec, inputs, choice, extensions(), rpc, ram=ram)
     for w in result.warnings:
         warn(w)
     show(as_json, predict_dict, predict_text, spec, result, target.description)

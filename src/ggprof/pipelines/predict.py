@@ -25,19 +25,30 @@ if TYPE_CHECKING:
 
 
 def predict_on(
-    spec: ModelSpec, inputs: PredictInputs, choice: DeviceChoice, ext: Extensions, rpc: RpcChoice | None = None
+    spec: ModelSpec,
+    inputs: PredictInputs,
+    choice: DeviceChoice,
+    ext: Extensions,
+    rpc: RpcChoice | None = None,
+    ram: Device | None = None,
 ) -> tuple[Prediction, Target]:
     """Resolve the device (this host's facts gathered once, only when needed) and predict; with
-    `rpc`, over the split: the chosen device is the main host's, the rest are remote."""
+    `rpc`, over the split: the chosen device is the main host's, the rest are remote. `ram`: the
+    RAM beside a GPU as the user gave it (--ram-bandwidth, or --cpu's platform), not this host's."""
     if rpc is not None and rpc.active:
         return _predict_split(spec, inputs, choice, ext, rpc)
     partial = splits_to_cpu(inputs, spec.n_layers)
-    host = describe_host(ext.backends.values(), ext.profiles, measure=False) if choice.needs_host or partial else None
+    needs_host = choice.needs_host or (partial and ram is None)
+    host = describe_host(ext.backends.values(), ext.profiles, measure=False) if needs_host else None
     target = resolve_target(choice, profiles=ext.profiles, host=host, devices=inputs.devices)
+    if ram is not None:
+        if not target.device.is_discrete_gpu:
+            raise BadInputError("--ram-bandwidth and --cpu name the RAM beside a GPU; a CPU alone is --bandwidth BW")
+        target = replace(target, cpu=ram)
     if partial and target.device.is_discrete_gpu and (target.cpu is None or target.cpu.bandwidth is None):
         raise NoBandwidthError(
             "the placement puts weights in the CPU's memory, but this host's CPU bandwidth is unknown: "
-            "run `ggprof host` first"
+            "give --ram-bandwidth BW or --cpu NAME, or run `ggprof host` first"
         )
     return with_host_roof(spec, predict_with(spec, target, inputs, ext), target, ext), target
 
