@@ -26,7 +26,6 @@ from ggprof.cli.options import (
     rpc_options,
 )
 from ggprof.llamacpp import CACHE_TYPE, N_PROMPT
-from ggprof.machine.device import Device
 from ggprof.pipelines.runs import check_model_context
 from ggprof.units import clean_name
 
@@ -192,8 +191,10 @@ def check(
                 n_ctx=(n_ctx or spec.context_length) if n_ctx is not None else None,
             )
         ]
-    ram = Device(id="ram", name="host RAM", backend="cpu", bandwidth=ram_bandwidth) if ram_bandwidth else None
-    checker = Checker(spec, choice, extensions(), cpu=ram, cpu_name=cpu_name)
+    from ggprof.machine.platforms import given_ram
+
+    # the bandwidth given is the RAM; a CPU named is kept apart (this host's, its measured RAM)
+    checker = Checker(spec, choice, extensions(), cpu=given_ram(ram_bandwidth), cpu_name=cpu_name)
     if rpc.active:  # RPC rows are judged against this split (this host, or --device, is the main host)
         from ggprof.pipelines.rpc import split_setup
 

@@ -149,15 +149,9 @@ def predict(
         **dict(placement),
     )
     plot_path = check_plot(plot)
-    from ggprof.machine.device import Device
+    from ggprof.machine.platforms import given_ram
 
-    ram = None
-    if ram_bandwidth is not None:
-        ram = Device(id="ram", name="host RAM", backend="cpu", bandwidth=ram_bandwidth)
-    elif cpu_name is not None:
-        from ggprof.machine.platforms import platform_ram
-
-        ram = platform_ram(cpu_name)
+    ram = given_ram(ram_bandwidth, cpu_name)
     result, target = predict_on(spec, inputs, choice, extensions(), rpc, ram=ram)
     for w in result.warnings:
         warn(w)

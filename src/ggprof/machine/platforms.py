@@ -81,6 +81,14 @@ def platform_ram(cpu: str) -> Device | None:
     )
 
 
+def given_ram(bandwidth: Figure | None, cpu: str | None = None) -> Device | None:
+    """The RAM beside a GPU as the user gave it: its bandwidth (--ram-bandwidth), else its CPU's
+    platform (--cpu); None: neither given."""
+    if bandwidth is not None:
+        return Device(id="ram", name="host RAM", backend="cpu", bandwidth=bandwidth)
+    return platform_ram(cpu) if cpu is not None else None
+
+
 def with_platform_ram(target: Target, cpu: str) -> Target:
     """The target whose GPU's host RAM is the named CPU's platform's (its size, where given, kept);
     a device that is not a discrete GPU, or a CPU the table does not know, is left as it is."""
