@@ -240,7 +240,16 @@ def check_args(row: dict[str, Any], model: Path, profiles: Any, slowed: float) -
     fa = re.search(r"(^|\s)(-fa|--flash-attn)(\s+(on|1|off|0)\b)?", row["flags"] or "")
     if fa:  # flash attention as the command line sets it (a bare -fa: on, as llama.cpp took it)
         args += ["-fa", "off" if fa.group(4) in ("off", "0") else "on"]
-    if row["ctx"]:  # the context the run allocated: its whole KV cache counts toward the GPU's memory
+    flags = (row["flags"] or "").split("llama-", 1)[-1]  # the program's own (not taskset's -c)
+    fit = {
+        flag: m.group(3)
+        for flag, long in (("-fit", "--fit"), ("-fitt", "--fit-target"), ("-fitc", "--fit-ctx"))
+        if (m := re.search(rf"(^|\s)({flag}|{long})\s+(\S+)", flags))
+    }
+    if not (ngl is not None or ncmoe or cmoe or ot):  # no placement given: --fit chose it, where the run says
+        args += [x for flag, value in fit.items() for x in (flag, value)]
+    said_ctx = re.search(r"(^|\s)(-c|--ctx-size)\s+\d", flags) is not None
+    if row["ctx"] and (said_ctx or "-fitc" not in fit):  # the context the run allocated (--fit-ctx: --fit's)
         args += ["-c", str(row["ctx"])]
     if re.search(r"(^|\s)(-nkvo|--no-kv-offload)\b", row["flags"] or ""):
         args += ["-nkvo", "1"]
@@ -274,7 +283,8 @@ def ggprof(args: list[str]) -> dict[str, Any] | None:
 
 def machine_of(row: dict[str, Any]) -> str:
     """The machine a row ran on: its GPUs and CPU (rows of one source that names no CPU, one machine)."""
-    return f"{'+'.join(row['gpus'] or ['?'])} / {row['cpu'] or row['source']}"
+    cpu = (row["cpu"] or "").split(" (")[0]  # its name, not the notes beside it
+    return f"{'+'.join(row['gpus'] or ['?'])} / {cpu or row['source']}"
 
 
 def answers(

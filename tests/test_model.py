@@ -137,12 +137,28 @@ def test_sliding_window_default_pattern_and_explicit_array(tmp_path: Path) -> No
 
 
 def test_mla_caches_latent(tmp_path: Path) -> None:
-    shape = Shape(
-        arch="deepseek2", extra={"deepseek2.attention.kv_lora_rank": 512, "deepseek2.rope.dimension_count": 64}
-    )
+    """A DeepSeek GGUF converted since llama.cpp PR #12801 states the heads' own widths
+    (key_length_mla): llama.cpp caches one latent of kv_lora_rank + the rope's width a layer."""
+    latent = {"deepseek2.attention.kv_lora_rank": 512, "deepseek2.rope.dimension_count": 64}
+    shape = Shape(arch="deepseek2", extra=latent | {"deepseek2.attention.key_length_mla": 192})
     spec = load(tmp_path, shape)
     assert spec.kv_layout == "mla"
     assert spec.kv_bytes_per_token() == 2 * (512 + 64) * 2  # per layer: one latent of 576 f16
+
+
+def test_an_older_deepseek_gguf_caches_every_head(tmp_path: Path) -> None:
+    """One converted before it (no key_length_mla) is not cached as a latent: every head's K (its
+    key_length, 192) and V (value_length, 128), as DeepSeek-R1's January 2025 GGUFs run."""
+    shape = Shape(
+        arch="deepseek2", n_heads=16, n_kv_heads=16, n_embd=256,
+        extra={
+            "deepseek2.attention.kv_lora_rank": 512, "deepseek2.rope.dimension_count": 64,
+            "deepseek2.attention.key_length": 192, "deepseek2.attention.value_length": 128,
+        },
+    )  # fmt: skip
+    spec = load(tmp_path, shape)
+    assert spec.kv_layout == "gqa"
+    assert spec.kv_bytes_per_token() == 2 * 16 * (192 + 128) * 2  # per layer: 16 heads' K and V in f16
 
 
 @pytest.mark.parametrize("bad", [0, 3])

@@ -15,7 +15,7 @@ from ggufs import GPT_OSS_120B, write_model
 from support import RunCli
 
 from ggprof.calibration import committed_placement_fits
-from ggprof.calibration.placements import ShareRow, fit_share, implied_ram_share
+from ggprof.calibration.placements import ShareRow, fit_share, implied_link_share, implied_ram_share
 from ggprof.machine.device import EfficiencyBand
 from ggprof.physics.placement import link_band_of
 from ggprof.physics.shares import TokenParts
@@ -58,6 +58,22 @@ def test_a_rows_ram_share_is_what_its_time_leaves_to_the_ram() -> None:
     gpu = 0.002 / math.sqrt(0.4)
     assert implied_ram_share(parts, 0.015) == pytest.approx(0.004 / (0.015 - gpu))
     assert implied_ram_share(parts, gpu) is None  # nothing left for the RAM: no share
+
+
+def test_a_part_too_small_to_tell_gives_no_share() -> None:
+    """A part that at full rate is under a quarter of the time predicted (the rest at its band's
+    midpoint) tells nothing of its share: the other part's band (+-25% here) moves the time left
+    over more than the part itself. GPU 2 ms at full rate is 3.16 ms at its midpoint: a RAM part of
+    1.1 ms (26%) gives a share, of 1 ms (24%) none, however slow the token; a prompt's copies the
+    same beside its compute."""
+    band = EfficiencyBand(low=0.5, high=0.8, source="")
+    assert implied_ram_share(TokenParts(gpu_s=0.002, ram_s=0.0011, gpu_band=band), 0.015) is not None
+    assert implied_ram_share(TokenParts(gpu_s=0.002, ram_s=0.0010, gpu_band=band), 0.015) is None
+    assert implied_ram_share(TokenParts(gpu_s=0.002, ram_s=0.0010, gpu_band=band), 0.150) is None
+    prompt = TokenParts(gpu_s=0.0, prompt_compute_s=0.002, prompt_link_s=0.0011, prompt_band=band)
+    assert implied_link_share(prompt, 0.015, prompt=True) is not None
+    small = TokenParts(gpu_s=0.0, prompt_compute_s=0.002, prompt_link_s=0.0010, prompt_band=band)
+    assert implied_link_share(small, 0.015, prompt=True) is None
 
 
 def test_the_committed_shares_are_a_refit_of_the_rows(tmp_path: Path) -> None:

@@ -19,6 +19,10 @@ GGML_MAX_N_THREADS = 512
 N_CTX = 4096  # the context llama-server and llama-cli give a model by default (common/common.h n_ctx)
 CACHE_TYPE = "f16"  # -ctk / -ctv: the KV cache's type by default
 ALL_LAYERS = -1  # -ngl -1: every layer offloaded (llama-bench's 999, llama-cpp-python's -1)
+# --fit (common/common.h; on by default in llama-server and llama-cli): the MiB it leaves free on
+# each device (--fit-target) and the least context it may cut an unset -c to (--fit-ctx)
+FIT_TARGET_MIB = 1024
+FIT_MIN_CTX = 4096
 
 
 def physical_batch(n_ubatch: object, n_batch: object) -> int | None:

@@ -203,6 +203,9 @@ class LlamaBenchRow:
     n_ubatch: int | None = None  # its -ub
     placement: tuple[tuple[str, Any], ...] = ()  # where the rest of its weights lived (ggprof.runfacts.PLACEMENT)
     cache_types: tuple[str, str] = (CACHE_TYPE, CACHE_TYPE)  # its -ctk and -ctv (a type not llama.cpp's: f16)
+    # its -fitt and -fitc (MiB left free, least context): llama-bench fits the placement when either
+    # is not 0, whatever -ngl says (its JSON keeps the -ngl given); (0, 0): not fitted
+    fit: tuple[int, int] = (0, 0)
 
     @property
     def physical_batch(self) -> int | None:
@@ -284,6 +287,7 @@ def _row(where: str, index: int, r: object) -> LlamaBenchRow:
     for field in ("model_filename", "backends"):
         if not isinstance(r.get(field, ""), str):
             raise bad(field, "a string")
+    facts = from_json(r)
     return LlamaBenchRow(
         index=index,
         model_filename=str(r.get("model_filename", "")),
@@ -305,8 +309,9 @@ def _row(where: str, index: int, r: object) -> LlamaBenchRow:
         flash_attn=_switch(r.get("flash_attn")),
         n_batch=_whole(r.get("n_batch"), MAX_TOKENS),
         n_ubatch=_whole(r.get("n_ubatch"), MAX_TOKENS),
-        placement=placement_of(from_json(r)),
+        placement=placement_of(facts),
         cache_types=(_kv_type(r.get("type_k")), _kv_type(r.get("type_v"))),
+        fit=(facts.get("fit_target") or 0, facts.get("fit_min_ctx") or 0),
     )
 
 

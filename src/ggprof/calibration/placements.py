@@ -19,6 +19,11 @@ from ggprof.physics.expected import OUTLIER_FACTOR
 from ggprof.physics.shares import ShareFit, TokenParts
 
 MIN_MACHINES = 2  # one machine's share describes that machine; a fit needs another to judge it by
+# A row tells a part's share only where that part, at full rate, is at least this much of the time
+# predicted (the others at their bands' midpoints): below it the other parts' bands (+-25% and
+# more) swamp it, and a prompt's few copies beside its compute would imply any share at all
+# (docs/calibration.md)
+MIN_PART = 0.25
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,28 +39,39 @@ def midpoint(low: float, high: float) -> float:
     return math.sqrt(low * high)
 
 
+def told(part_s: float, other_s: float) -> bool:
+    """Whether a part of `part_s` at full rate, beside the others' `other_s` at their bands'
+    midpoints, is large enough for a row's time to tell its share (MIN_PART of the time predicted)."""
+    return part_s > 0 and part_s >= MIN_PART * (part_s + other_s)
+
+
 def implied_ram_share(parts: TokenParts, measured_s: float) -> float | None:
     """The RAM's share a decode's time implies: the RAM part over what is left of the time once
-    the GPU's part is taken at its band's midpoint (None: no RAM part, or nothing left)."""
-    if parts.ram_s <= 0 or parts.link_s > 0 or parts.gpu_band is None:
+    the GPU's part is taken at its band's midpoint (None: no RAM part, one too small beside the
+    GPU's to tell (MIN_PART), or nothing left)."""
+    if parts.link_s > 0 or parts.gpu_band is None:
         return None
-    rest = measured_s - parts.gpu_s / midpoint(parts.gpu_band.low, parts.gpu_band.high)
-    return parts.ram_s / rest if rest > 0 else None
+    gpu = parts.gpu_s / midpoint(parts.gpu_band.low, parts.gpu_band.high)
+    rest = measured_s - gpu
+    return parts.ram_s / rest if told(parts.ram_s, gpu) and rest > 0 else None
 
 
 def implied_link_share(parts: TokenParts, measured_s: float, prompt: bool = False) -> float | None:
     """The link's share a spilled decode's time, or a prompt's reads over it, implies (None: no
-    link part); a spilled prompt's is the spill's share, another's the copies' (`parts.link_s`)."""
+    link part, or one too small beside the rest to tell); a spilled prompt's is the spill's share,
+    another's the copies' (`parts.link_s`)."""
     if prompt:
         band = parts.prompt_band
-        if parts.prompt_link_s <= 0 or band is None:
+        if band is None:
             return None
-        rest = measured_s - parts.prompt_compute_s / midpoint(band.low, band.high)
-        return parts.prompt_link_s / rest if rest > 0 else None
-    if parts.link_s <= 0 or parts.gpu_band is None:
+        compute = parts.prompt_compute_s / midpoint(band.low, band.high)
+        rest = measured_s - compute
+        return parts.prompt_link_s / rest if told(parts.prompt_link_s, compute) and rest > 0 else None
+    if parts.gpu_band is None:
         return None
-    rest = measured_s - parts.gpu_s / midpoint(parts.gpu_band.low, parts.gpu_band.high)
-    return parts.link_s / rest if rest > 0 else None
+    gpu = parts.gpu_s / midpoint(parts.gpu_band.low, parts.gpu_band.high)
+    rest = measured_s - gpu
+    return parts.link_s / rest if told(parts.link_s, gpu) and rest > 0 else None
 
 
 def _centre(rows: list[ShareRow]) -> float:

@@ -69,6 +69,19 @@ if TYPE_CHECKING:
     help="The context the run allocated (llama-server's -c; 0: the model's): its whole KV cache counts "
     "toward the GPU's memory.",
 )
+@fact_option(
+    "fit",
+    default=None,
+    help="on: the run gave no -ngl, -ncmoe or -ot and llama.cpp's --fit chose them (llama-server's default): "
+    "judged on the placement --fit would choose, named as derived. Without it such a report is judged on "
+    "the placement that explains it.",
+)
+@fact_option("fit_target", default=None, help="The MiB --fit left free on the GPU [default: 1024]; implies --fit on.")
+@fact_option(
+    "fit_min_ctx",
+    default=None,
+    help="The least context --fit may cut a -c not given to [default: 4096]; implies --fit on.",
+)
 @placement_options
 @drafting_options
 @build_options
@@ -110,6 +123,9 @@ def check(
     cache_type_k: str | None,
     cache_type_v: str | None,
     n_ctx: int | None,
+    fit: str | None,
+    fit_target: int | None,
+    fit_min_ctx: int | None,
     placement: tuple[tuple[str, Any], ...],
     drafting: dict[str, Any],
     reported_build: BuildChoice,
@@ -126,7 +142,8 @@ def check(
             "--spec-type, --spec-draft-n-max, -md and --draft-acceptance describe a reported speed (--tg): "
             "llama-bench does not draft, and a log says how it drafted"
         )
-    run_facts = {"-c": n_ctx, "-ctk": cache_type_k, "-ctv": cache_type_v}
+    run_facts = {"-c": n_ctx, "-ctk": cache_type_k, "-ctv": cache_type_v, "--fit": fit}
+    run_facts |= {"--fit-target": fit_target, "--fit-ctx": fit_min_ctx}
     given = [flag for flag, v in run_facts.items() if v is not None]
     if given and (log_path is not None or llama_bench is not None):
         raise click.UsageError(
@@ -189,6 +206,7 @@ def check(
                 build=build if build else None,
                 cache_types=((cache_type_k or CACHE_TYPE).lower(), (cache_type_v or CACHE_TYPE).lower()),
                 n_ctx=(n_ctx or spec.context_length) if n_ctx is not None else None,
+                fit=_fit_asked(fit, fit_target, fit_min_ctx, n_ctx is not None),
             )
         ]
     from ggprof.machine.platforms import given_ram
@@ -221,6 +239,25 @@ def check(
         out.write("\n".join(lines) + "\n")  # buffered: one flush at the end, not one per row
     out.flush()
     return int(EXIT[max(severities, key=lambda s: RANK[s]) if severities else "unknown"])
+
+
+def _fit_asked(fit: str | None, target: int | None, min_ctx: int | None, ctx_given: bool) -> Any:
+    """llama.cpp's --fit as the report states it: on where said, or where its target or least
+    context is given (None: not said, or off)."""
+    from ggprof.llamacpp import FIT_MIN_CTX, FIT_TARGET_MIB
+    from ggprof.pipelines.check import FitAsked
+
+    if fit == "off":
+        if target is not None or min_ctx is not None:
+            raise click.UsageError("--fit off: no --fit-target or --fit-ctx beside it")
+        return None
+    if fit is None and target is None and min_ctx is None:
+        return None
+    return FitAsked(
+        margin_mib=FIT_TARGET_MIB if target is None else target,
+        min_ctx=FIT_MIN_CTX if min_ctx is None else min_ctx,
+        ctx_given=ctx_given,
+    )
 
 
 def _drafting(spec: Any, given: dict[str, Any]) -> Any:

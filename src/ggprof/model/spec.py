@@ -317,8 +317,11 @@ def model_from_headers(headers: list[GGUFHeader], swa_default: SwaDefault | None
     head_dim_k = meta.uint(f"{arch}.attention.key_length") or (n_embd // head_max if head_max else 0)
     head_dim_v = meta.uint(f"{arch}.attention.value_length") or (n_embd // head_max if head_max else 0)
     kv_layout = "gqa"
+    # llama.cpp caches the compressed latent (MLA) only for a file that states the heads' own widths
+    # (key_length_mla: converted since llama.cpp PR #12801, April 2025): an older DeepSeek GGUF, or
+    # MiniCPM3's, caches every head's K and V at key_length and value_length (llama-hparams.cpp is_mla)
     kv_lora = meta.uint(f"{arch}.attention.kv_lora_rank")
-    if kv_lora:
+    if kv_lora and meta.uint(f"{arch}.attention.key_length_mla"):
         kv_layout = "mla"
         head_dim_k = kv_lora + (meta.uint(f"{arch}.rope.dimension_count") or 0)
         head_dim_v = 0

@@ -16,7 +16,7 @@ from ggprof.bench.llamabench import LlamaBenchRow, backend_of_row
 from ggprof.bench.roofs import StoredRoof
 from ggprof.calibration import reach_band
 from ggprof.errors import NoBandwidthError
-from ggprof.llamacpp import CACHE_TYPE, N_PROMPT
+from ggprof.llamacpp import CACHE_TYPE, FIT_MIN_CTX, FIT_TARGET_MIB, N_PROMPT
 from ggprof.machine.device import BuildFacts, Device, with_build
 from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.platforms import platform_ram
@@ -27,6 +27,7 @@ from ggprof.physics.roofline import PredictInputs, Prediction, drafted, splits_t
 from ggprof.physics.speculative import Drafting
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
+from ggprof.pipelines.placements import llama_fit
 from ggprof.pipelines.predict import kept_roof, roof_note
 from ggprof.pipelines.profile import prediction_for
 from ggprof.pipelines.rpc import SplitSetup, predict_split
@@ -56,6 +57,18 @@ class Reported:
     build: BuildFacts | None = None  # the llama.cpp build it ran on, where the report says (its era moves the band)
     cache_types: tuple[str, str] = (CACHE_TYPE, CACHE_TYPE)  # its KV cache's K and V types (-ctk, -ctv)
     n_ctx: int | None = None  # the context it allocated (-c; None: what its depth and prompt need)
+    fit: FitAsked | None = None  # llama.cpp's --fit placed it (where no -ngl, -ncmoe or -ot is given)
+    placement_note: str | None = None  # how the placement judged was known, where not given
+
+
+@dataclass(frozen=True)
+class FitAsked:
+    """A run whose placement llama.cpp's --fit chose: its --fit-target, its --fit-ctx, and whether
+    the context was set (-c, or llama-bench's tests) or left to --fit to cut."""
+
+    margin_mib: int = FIT_TARGET_MIB
+    min_ctx: int = FIT_MIN_CTX
+    ctx_given: bool = True
 
 
 def flash_attn_of(build: BuildFacts | None) -> str:
@@ -74,6 +87,8 @@ PredictionKey = tuple[
     "BuildFacts | None",
     tuple[str, str],
     int | None,
+    "FitAsked | None",
+    str | None,
 ]
 
 
@@ -105,6 +120,7 @@ class Checker:
         ] = {}
         self._index: dict[int, int] = {}  # id of each prediction made -> its place in predictions()
         self._roofs: dict[int, StoredRoof | None] = {}  # depth -> the compute roof kept for it here
+        self._fitted: dict[PredictionKey, Reported] = {}  # a report --fit placed -> with its placement
 
     def host(self) -> HostReport:
         if self._host is None:
@@ -141,22 +157,62 @@ class Checker:
     def key(r: Reported) -> PredictionKey:
         """What a prediction depends on: rows with the same key share one."""
         key = (r.backend, r.depth, r.n_prompt, r.n_gpu_layers, r.placement, r.drafting, r.build or None)
-        return (*key, r.cache_types, r.n_ctx)
+        return (*key, r.cache_types, r.n_ctx, r.fit, r.placement_note)
+
+    @staticmethod
+    def inputs_of(r: Reported) -> PredictInputs:
+        return PredictInputs(
+            depth=r.depth,
+            prompt=r.n_prompt,
+            gen=1,
+            ctx=max(r.depth + r.n_prompt + 1, r.n_ctx or 0, 1),  # -c allocates its whole KV cache
+            n_gpu_layers=r.n_gpu_layers,
+            cache_type_k=r.cache_types[0],
+            cache_type_v=r.cache_types[1],
+            flash_attn=flash_attn_of(r.build),  # the compute buffer's attention scores
+            **dict(r.placement),
+        )
+
+    def fitted(self, r: Reported) -> Reported:
+        """A report whose placement llama.cpp's --fit chose (it gave no -ngl, -ncmoe or -ot): the
+        placement --fit would choose on the GPU's memory, judged as if given and named as derived."""
+        if r.fit is None or r.n_gpu_layers is not None or r.placement or r.backend in ("rpc", "cpu"):
+            return r
+        key = self.key(r)
+        if key not in self._fitted:
+            inputs = self.inputs_of(r)
+            target = self.target(r.backend, False, inputs.devices)
+            got = (
+                llama_fit(
+                    self.spec,
+                    target,
+                    inputs,
+                    margin_mib=r.fit.margin_mib,
+                    min_ctx=r.fit.min_ctx,
+                    ctx_given=r.fit.ctx_given,
+                )
+                if target is not None
+                else None
+            )
+            self._fitted[key] = (
+                r
+                if got is None
+                else replace(
+                    r,
+                    n_gpu_layers=got.n_gpu_layers,
+                    placement=(("n_cpu_moe", got.n_cpu_moe),) if got.n_cpu_moe else (),
+                    n_ctx=got.ctx,
+                    placement_note=f"placement: {got.flags}, derived as llama.cpp's --fit would choose it on "
+                    f"{target.device.id if target else '?'}'s memory, keeping {r.fit.margin_mib:,} MiB free "
+                    "(no -ngl, -ncmoe or -ot given; its load log prints what it chose)",
+                )
+            )
+        return self._fitted[key]
 
     def predicted(self, r: Reported) -> tuple[Target | None, Prediction | None]:
         key = self.key(r)
         if key not in self._predictions:
-            inputs = PredictInputs(
-                depth=r.depth,
-                prompt=r.n_prompt,
-                gen=1,
-                ctx=max(r.depth + r.n_prompt + 1, r.n_ctx or 0, 1),  # -c allocates its whole KV cache
-                n_gpu_layers=r.n_gpu_layers,
-                cache_type_k=r.cache_types[0],
-                cache_type_v=r.cache_types[1],
-                flash_attn=flash_attn_of(r.build),  # the compute buffer's attention scores
-                **dict(r.placement),
-            )
+            inputs = self.inputs_of(r)
             # the CPU's RAM read too: layers not offloaded, or a draft model's weights kept there
             draft_in_ram = r.drafting is not None and r.drafting.draft_bytes_in_ram > 0
             partial = splits_to_cpu(inputs, self.spec.n_layers) or draft_in_ram
@@ -183,6 +239,8 @@ class Checker:
                 made = prediction_for(self.spec, target, inputs, self.ext)
                 if made is not None and r.drafting is not None:
                     made = drafted(made, r.drafting, reach_band())
+                if made is not None and r.placement_note:
+                    made = replace(made, rules=(r.placement_note, *made.rules))
                 self._predictions[key] = target, made
             made = self._predictions[key][1]
             if made is not None and id(made) not in self._index:
@@ -226,6 +284,7 @@ class Checker:
         return p, None
 
     def check(self, r: Reported) -> Judged:
+        r = self.fitted(r)
         target, prediction = self.predicted(r)
         prediction, named = self.explaining(r, prediction)
         used = r.backend or (target.device.backend if target else "cpu")
@@ -282,18 +341,21 @@ def explained_by(p: Prediction, n: int, tg: float) -> Finding:
 def reported_from_row(row: LlamaBenchRow, backend: str | None) -> Reported:
     """One row of `llama-bench -o json`: pp rows report prefill, tg rows decode."""
     used = backend or backend_of_row(row.backends)
+    # -fitt or -fitc: llama-bench fitted the placement to each test's context, whatever its -ngl
+    fit = FitAsked(margin_mib=row.fit[0], min_ctx=row.fit[1]) if any(row.fit) and used != "cpu" else None
     return Reported(
         tg_tok_s=row.avg_ts if row.n_gen and not row.n_prompt else None,  # a pp+tg test is neither
         pp_tok_s=row.avg_ts if row.n_prompt and not row.n_gen else None,
         depth=row.n_depth,
         n_prompt=row.n_prompt or N_PROMPT,
         backend=used,
-        n_gpu_layers=None if used == "cpu" else row.n_gpu_layers,
-        placement=() if used == "cpu" else row.placement,
+        n_gpu_layers=None if used == "cpu" or fit else row.n_gpu_layers,
+        placement=() if used == "cpu" or fit else row.placement,
         cv=row.stddev_ts / row.avg_ts,
         label=row.test,
         build=BuildFacts(number=row.build_number, flash_attn=row.flash_attn, n_ubatch=row.physical_batch) or None,
         cache_types=row.cache_types,
+        fit=fit,
     )
 
 
@@ -332,7 +394,7 @@ def judge_chunks(
         yield from (on_chunk(i, (checker.check(r) for r in chunk)) for i, chunk in jobs)
         return
     for r in {checker.key(r): r for r in reports}.values():
-        checker.predicted(r)
+        checker.predicted(checker.fitted(r))
     _work = (checker, on_chunk)
     pool = multiprocessing.get_context("fork").Pool(processes, initializer=_quiet_worker)
     try:

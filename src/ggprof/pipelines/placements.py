@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from ggprof.errors import NoBandwidthError
-from ggprof.llamacpp import CACHE_TYPE
+from ggprof.llamacpp import CACHE_TYPE, FIT_MIN_CTX, FIT_TARGET_MIB
 from ggprof.machine.target import Target
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.memory import MemoryFit, memory_at
@@ -24,7 +24,7 @@ from ggprof.pipelines.predict import predict_with
 
 RankBy = Literal["tg", "pp"]
 MIB = 1 << 20
-FIT_TARGET_BYTES = 1024 * MIB  # llama.cpp's --fit-target: MiB its --fit leaves free on each device (common.h)
+FIT_TARGET_BYTES = FIT_TARGET_MIB * MIB  # what llama.cpp's --fit leaves free on each device by default
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,22 +155,26 @@ def rank(placed: list[Placed], rank_by: RankBy) -> tuple[Placed, ...]:
 
 
 def llama_fit_choice(
-    spec: ModelSpec, target: Target, inputs: PredictInputs, memory: Callable[[int, int], tuple[MemoryFit, ...]]
+    spec: ModelSpec,
+    target: Target,
+    inputs: PredictInputs,
+    memory: Callable[[int, int], tuple[MemoryFit, ...]],
+    margin_bytes: int = FIT_TARGET_BYTES,
 ) -> tuple[int, int] | None:
     """What llama.cpp's --fit (on by default) chooses for a command line with `-c CTX` and no
     -ngl, on ggprof's memory estimate (common/fit.cpp, one GPU): nothing changes when every layer
-    leaves --fit-target (1,024 MiB) of the GPU's free memory; a given context is never cut; a
-    mixture of experts whose layers fit without their experts gets as many whole layers with
-    their experts as fit (the rest's experts in RAM; llama.cpp takes the last layers' where
-    -ncmoe takes the first, the same bytes, and may move part of one more layer); otherwise the
-    most layers that fit, experts in RAM. None: the GPU's memory is unknown."""
+    leaves --fit-target (`margin_bytes`, 1,024 MiB by default) of the GPU's free memory; a given
+    context is never cut; a mixture of experts whose layers fit without their experts gets as many
+    whole layers with their experts as fit (the rest's experts in RAM; llama.cpp takes the last
+    layers' where -ncmoe takes the first, the same bytes, and may move part of one more layer);
+    otherwise the most layers that fit, experts in RAM. None: the GPU's memory is unknown."""
     free = target.device.memory_available_bytes or target.device.memory_bytes
     if not target.device.is_discrete_gpu or free is None:
         return None
     n, every = spec.n_layers, spec.n_layers + 1
 
     def within(ngl: int, ncmoe: int) -> bool:
-        return memory(ngl, ncmoe)[0].required_bytes <= free - FIT_TARGET_BYTES
+        return memory(ngl, ncmoe)[0].required_bytes <= free - margin_bytes
 
     if within(every, 0):
         return every, 0
@@ -179,6 +183,59 @@ def llama_fit_choice(
         return every, smallest(lambda k: within(every, k), 1, n)
     ngl = largest(lambda k: within(k, n if moe else 0), 0, n)
     return ngl, (n if moe and ngl else 0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fitted:
+    """What llama.cpp's --fit set where a run gave no placement: -ngl, -ncmoe, and the context."""
+
+    n_gpu_layers: int
+    n_cpu_moe: int
+    ctx: int
+    flags: str  # as llama.cpp would take them: -ngl 99 -ncmoe 31 -c 32768
+
+
+def llama_fit(
+    spec: ModelSpec,
+    target: Target,
+    inputs: PredictInputs,
+    *,
+    margin_mib: int = FIT_TARGET_MIB,
+    min_ctx: int = FIT_MIN_CTX,
+    ctx_given: bool = True,
+) -> Fitted | None:
+    """llama.cpp's --fit for a run that gave no -ngl, -ncmoe or -ot (common/fit.cpp): a context
+    not given (`ctx_given` False: the model's own) is cut first, no lower than --fit-ctx
+    (`min_ctx`), to the largest whose full offload leaves the margin free; then the layers, as
+    llama_fit_choice. None: the GPU's memory is unknown."""
+    margin = margin_mib * MIB
+
+    def memory_at_ctx(ctx: int) -> Callable[[int, int], tuple[MemoryFit, ...]]:
+        at = replace(inputs, ctx=ctx)
+        return lambda ngl, ncmoe: memory_at(
+            spec, target.device, target.cpu, replace(at, n_gpu_layers=ngl, n_cpu_moe=ncmoe)
+        )
+
+    ctx = inputs.ctx
+    free = target.device.memory_available_bytes or target.device.memory_bytes
+    if not ctx_given and free is not None:
+        ctx = max(spec.context_length, inputs.ctx)
+        every = spec.n_layers + 1
+
+        def ok(c: int) -> bool:
+            return memory_at_ctx(c)(every, 0)[0].required_bytes <= free - margin
+
+        if not ok(ctx):
+            low = min(max(min_ctx, inputs.ctx), ctx)
+            # llama.cpp cuts in steps of 256 tokens; none fitting: --fit-ctx, then the layers
+            ctx = max(largest(lambda c: ok(c * 256), -(-low // 256), ctx // 256) * 256, low)
+    chosen = llama_fit_choice(spec, target, replace(inputs, ctx=ctx), memory_at_ctx(ctx), margin)
+    if chosen is None:
+        return None
+    ngl, ncmoe = chosen
+    return Fitted(
+        n_gpu_layers=ngl, n_cpu_moe=ncmoe, ctx=ctx, flags=flags_of(ngl, ncmoe, spec.n_layers, replace(inputs, ctx=ctx))
+    )
 
 
 def smallest(ok: Callable[[int], bool], lo: int, hi: int) -> int:

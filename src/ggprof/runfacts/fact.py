@@ -105,7 +105,8 @@ class RunFact:
             value = _whole(raw)
             return value if value is not None and self.low <= value <= self.high else None
         if self.kind == "switch":
-            return _switch(raw)
+            word = _switch(raw)
+            return word if not self.values or word in self.values else None
         if self.kind == "bool":
             flag = _switch(raw)
             return None if flag in (None, "auto") else flag == "on"

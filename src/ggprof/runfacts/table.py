@@ -255,6 +255,37 @@ FACTS: tuple[RunFact, ...] = (
         placement=True,
         multi_device=True,
     ),
+    # llama.cpp's --fit (common/fit.cpp): where no -ngl, -ts or -ot is given it chooses them itself,
+    # leaving --fit-target MiB free on each device; llama-bench fits only when -fitt or -fitc is
+    # given (its JSON's fit_target 0: not fitted)
+    RunFact(
+        name="fit",
+        what="placement fitted to the devices' free memory (llama.cpp's --fit)",
+        unit="",
+        kind="switch",
+        default="on",  # llama-server and llama-cli; llama-bench: off unless -fitt or -fitc
+        flags=("-fit", "--fit"),
+        values=("on", "off"),
+        bench=False,
+    ),
+    RunFact(
+        name="fit_target",
+        what="MiB --fit leaves free on each device",
+        unit="MiB",
+        kind="count",
+        default=0,  # llama-bench's: not fitted (llama-server's --fit: FIT_TARGET_MIB)
+        flags=("-fitt", "--fit-target"),
+        column="fitt",
+    ),
+    RunFact(
+        name="fit_min_ctx",
+        what="least context --fit may cut an unset -c to",
+        unit="tokens",
+        kind="count",
+        default=0,  # llama-bench's: not fitted (llama-server's --fit: FIT_MIN_CTX)
+        flags=("-fitc", "--fit-ctx"),
+        column="fitc",
+    ),
 )
 
 # A server's own settings: llama-server's (common/arg.cpp, tools/server), none of them llama-bench's

@@ -20,8 +20,19 @@ def devices_evidence(p: Prediction) -> tuple[str, ...]:
 
 
 def placement_evidence(p: Prediction) -> tuple[str, ...]:
-    """One GPU with part of the model in RAM (-ngl, -ncmoe, -cmoe, -ot ...=CPU, -nkvo): each memory's
-    part of a token, its bandwidth and source, and their sum, the time a token takes at least."""
+    """How the placement was known where the run did not give it (derived as llama.cpp's --fit
+    would choose it); then, one GPU with part of the model in RAM (-ngl, -ncmoe, -cmoe, -ot
+    ...=CPU, -nkvo): each memory's part of a token, its bandwidth and source, and their sum, the
+    time a token takes at least."""
+    return (*derived_placement(p), *_parts_evidence(p))
+
+
+def derived_placement(p: Prediction) -> tuple[str, ...]:
+    """The placement judged, where the run did not give it and ggprof derived it (--fit's)."""
+    return tuple(r for r in p.rules if r.startswith("placement: ") and "derived" in r)
+
+
+def _parts_evidence(p: Prediction) -> tuple[str, ...]:
     place, cpu = p.placement, p.cpu
     if p.devices is not None or p.split is not None or not p.device.is_discrete_gpu or cpu is None:
         return ()

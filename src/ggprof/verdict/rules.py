@@ -11,7 +11,7 @@ from ggprof.physics.speculative import expected_speculative
 from ggprof.units import fmt_bytes, fmt_rate, pct, sig3, tps
 from ggprof.verdict.backend import NOT_ONE_STREAM_CAUSES, PREFILL_TOO_FAST_CAUSES, TOO_FAST_CAUSES, Backend
 from ggprof.verdict.busy import busy_next_step, contention_of, first_causes
-from ggprof.verdict.devices import devices_causes, devices_evidence, placement_evidence
+from ggprof.verdict.devices import derived_placement, devices_causes, devices_evidence, placement_evidence
 from ggprof.verdict.drafting import above_drafting, drafting_causes, drafting_evidence
 from ggprof.verdict.finding import BASE_TOLERANCE, MAX_TOLERANCE, NOISY_CV, Finding, JudgeCase
 from ggprof.verdict.fit import fit_findings
@@ -361,6 +361,7 @@ def prefill_findings(b: Backend, case: JudgeCase) -> list[Finding]:
         f"{sig3(flops_token / 1e9)} GFLOP per prompt token (2 x {sig3(p.active_params / 1e6)}M active "
         "params + attention; LM head once per batch, as llama.cpp does)",
         f"peak {peak_tflops} TFLOP/s [{p.device.peak_flops.describe() if p.device.peak_flops else ''}]",
+        *derived_placement(p),
     )
     if pp > ceiling * (1 + case.tolerance):
         return [

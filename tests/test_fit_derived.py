@@ -1,0 +1,127 @@
+"""A run whose placement llama.cpp's --fit chose, without printing it: `check --fit on` (and
+--fit-target, --fit-ctx; a llama-bench row's fit_target) judges the number on the placement --fit
+would choose, and names it as derived. The rule is held to a real --fit run recorded on an H200."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from ggufs import GPT_OSS_120B, Shape, write_model
+from support import in_process
+
+from ggprof.machine.profiles import ProfileDB
+
+H200_LOG = Path(__file__).parent / "data" / "cuda-h200" / "run1-2-completion-moe-fit-target-lv4.txt"
+H200_ROWS = Path(__file__).parent / "data" / "cuda-h200" / "bench-run1.jsonl"
+# tests/data/cuda-h200/record.sh's MoE, whose header is all check reads
+RECORDED_MOE = Shape(
+    n_layers=16, n_embd=2048, n_heads=16, n_kv_heads=4, n_ff=768, vocab=32000, context=32768,
+    n_experts=32, n_experts_used=4, name="synthetic MoE 16x(32 experts of 768, top 4) Q8_0", tokens=False,
+)  # fmt: skip
+MIB = 1 << 20
+
+
+def _derived(answer: dict[str, object]) -> list[str]:
+    """The derived placement's lines in a check --json answer's findings."""
+    found = {
+        e
+        for row in answer["rows"]  # type: ignore[attr-defined]
+        for f in row["findings"]
+        for e in f["evidence"]
+        if e.startswith("placement: ") and "derived" in e
+    }
+    return sorted(found)
+
+
+def _h200_margin_mib() -> tuple[int, int, int]:
+    """From the recorded --fit run: the MiB it left usable (free less --fit-target), the context it
+    cut -c to, and the layers whose experts overflowed to RAM; as --fit-target on the h200 profile."""
+    text = H200_LOG.read_text()
+    target = int(re.search(r"--fit-target (\d+)", text).group(1))  # type: ignore[union-attr]
+    free = int(re.search(r"vs\. (\d+) MiB of free device memory", text).group(1))  # type: ignore[union-attr]
+    ctx = int(re.search(r"context size reduced from \d+ to (\d+)", text).group(1))  # type: ignore[union-attr]
+    overflow = int(re.findall(r"CUDA0 \(NVIDIA H200\): +\d+ layers \((\d+) overflowing\)", text)[-1])
+    profile, _ = ProfileDB.default().match("h200")
+    assert profile is not None and profile.memory_gb is not None
+    total_mib = int(profile.memory_gb * 2**30) // MIB  # the profile's memory, as ggprof's device holds it
+    return total_mib - (free - target), ctx, overflow
+
+
+def test_fit_is_derived_as_the_real_cuda_fit_chose(tmp_path: Path) -> None:
+    """The recorded run: `--fit on --fit-target 141349` left 1,280 MiB of the H200 usable; --fit cut
+    the model's 32,768 context to its --fit-ctx 4,096 and kept every layer with the experts of 12 in
+    RAM (its last `17 layers (12 overflowing)` line). check, told the same margin on the h200
+    profile and no -c, derives the same placement and judges the run's 200 tok/s on it."""
+    model = write_model(tmp_path / "moe.gguf", RECORDED_MOE)[0]
+    margin, ctx, overflow = _h200_margin_mib()
+    args = ["check", str(model), "--device", "h200", "--backend", "cuda", "--tg", "200.02", "--fit", "on"]
+    r = in_process(*args, "--fit-target", str(margin), "--ram-bandwidth", "100", "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    (line,) = _derived(json.loads(r.stdout))
+    assert line.startswith(f"placement: -ngl 99 -ncmoe {overflow} -c {ctx}, derived as llama.cpp's --fit")
+    assert f"keeping {margin:,} MiB free" in line
+
+
+def test_a_slowed_number_is_caught_on_the_placement_fit_chose(tmp_path: Path) -> None:
+    """gpt-oss-120b on a 12 GB RTX 4070 under `--fit on --fit-target 512`, its RAM at 94 GB/s:
+    given no placement, a slow decode is explained by spilling over the link; told --fit placed
+    it, the decode is judged on --fit's experts in RAM, and a third of a typical speed is slow."""
+    model = write_model(tmp_path / "gpt-oss-120b.gguf", GPT_OSS_120B)[0]
+    base = ["check", str(model), "--device", "rtx-4070", "--backend", "cuda", "-c", "32768", "-fa", "on"]
+    base += ["--ram-bandwidth", "94", "--tg", "9", "--json"]
+    plain = in_process(*base)
+    assert plain.exit_code == 0, plain.stdout + plain.stderr
+    assert not _derived(json.loads(plain.stdout))
+    fitted = in_process(*base, "--fit", "on", "--fit-target", "512")
+    assert fitted.exit_code == 3, fitted.stdout + fitted.stderr
+    (line,) = _derived(json.loads(fitted.stdout))
+    assert re.match(r"placement: -ngl 99 -ncmoe \d+ -c 32768, derived", line), line
+    # --fit off says the placement was given some other way: no derivation
+    off = in_process(*base, "--fit", "off")
+    assert off.exit_code == 0 and not _derived(json.loads(off.stdout))
+
+
+def test_a_llama_bench_row_that_fitted_is_judged_on_fits_placement(tmp_path: Path) -> None:
+    """llama-bench fits only with -fitt or -fitc, and then keeps the -ngl it was given in its JSON:
+    a recorded H200 row with its fit_target set as `-fitt` writes it is judged on the placement
+    --fit chose, not on the 99 layers its n_gpu_layers says."""
+    model = write_model(tmp_path / "moe.gguf", RECORDED_MOE)[0]
+    margin, _, overflow = _h200_margin_mib()
+    row = json.loads(H200_ROWS.read_text().splitlines()[1])  # tg64, n_cpu_moe 0
+    assert (row["n_gen"], row["n_cpu_moe"], row["fit_target"]) == (64, 0, 0)
+    (tmp_path / "rows.json").write_text(json.dumps([row | {"fit_target": margin}]))
+    r = in_process("check", str(model), "--llama-bench", str(tmp_path / "rows.json"), "--device", "h200", "--json")
+    answer = json.loads(r.stdout)
+    (line,) = _derived(answer)
+    # llama-bench's context is its test's, never --fit-ctx's 4,096: more of the GPU left for experts
+    got = re.match(r"placement: -ngl 99 -ncmoe (\d+) -c (\d+), derived", line)
+    assert got is not None and int(got.group(2)) < 4096 and int(got.group(1)) <= overflow, line
+    # judged against that placement's ceiling, the experts in RAM: far below every weight on the GPU's
+    (tmp_path / "plain.json").write_text(json.dumps([row]))
+    plain = in_process("check", str(model), "--llama-bench", str(tmp_path / "plain.json"), "--device", "h200", "--json")
+    assert answer["rows"][0]["decode_ceiling_tok_s"] < json.loads(plain.stdout)["rows"][0]["decode_ceiling_tok_s"] / 2
+    assert r.exit_code == 0 and answer["verdict"] == "plausible"  # 1,022 tok/s: under the RAM class's top
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--fit", "off", "--fit-target", "512"], "--fit off: no --fit-target or --fit-ctx"),
+        (["--fit", "maybe"], "'maybe' is not one of on, off"),
+        (["--fit-target", "-3"], "is not a whole number from 0"),
+    ],
+)
+def test_fit_options_refuse_what_llama_cpp_would(tmp_path: Path, args: list[str], said: str) -> None:
+    model = write_model(tmp_path / "moe.gguf", RECORDED_MOE)[0]
+    r = in_process("check", str(model), "--device", "h200", "--tg", "100", *args)
+    assert r.exit_code == 2 and said in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_fit_beside_a_llama_bench_file_is_refused(tmp_path: Path) -> None:
+    model = write_model(tmp_path / "moe.gguf", RECORDED_MOE)[0]
+    r = in_process("check", str(model), "--llama-bench", str(H200_ROWS), "--device", "h200", "--fit", "on")
+    assert r.exit_code == 2 and "--fit" in r.stderr and "a llama-bench row states its own" in r.stderr, r.stderr
