@@ -84,6 +84,23 @@ def test_a_slowed_number_is_caught_on_the_placement_fit_chose(tmp_path: Path) ->
     assert off.exit_code == 0 and not _derived(json.loads(off.stdout))
 
 
+def test_a_build_that_fits_unasked_is_judged_on_fits_placement(tmp_path: Path) -> None:
+    """llama-server fits by itself since December 2025 (b7474 ran --fit unasked, llama.cpp issue
+    #18181): a report of such a build that gives no placement is judged on --fit's, the model's own
+    context cut to --fit-ctx's 4,096 first; an earlier build is not known to, and is not."""
+    model = write_model(tmp_path / "gpt-oss-120b.gguf", GPT_OSS_120B)[0]
+    base = ["check", str(model), "--device", "rtx-4070", "--backend", "cuda", "--ram-bandwidth", "94"]
+    r = in_process(*base, "--tg", "9", "--build", "7474", "--json")
+    assert r.exit_code == 3, r.stdout + r.stderr
+    (line,) = _derived(json.loads(r.stdout))
+    assert re.match(r"placement: -ngl 99 -ncmoe \d+ -c 4096, derived", line), line
+    assert "keeping 1,024 MiB free" in line
+    r = in_process(*base, "--tg", "9", "--build", "7473", "--json")
+    assert not _derived(json.loads(r.stdout))
+    r = in_process(*base, "--tg", "9", "--build", "7474", "--fit", "off", "--json")
+    assert not _derived(json.loads(r.stdout))
+
+
 def test_a_llama_bench_row_that_fitted_is_judged_on_fits_placement(tmp_path: Path) -> None:
     """llama-bench fits only with -fitt or -fitc, and then keeps the -ngl it was given in its JSON:
     a recorded H200 row with its fit_target set as `-fitt` writes it is judged on the placement

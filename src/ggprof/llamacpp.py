@@ -23,6 +23,10 @@ ALL_LAYERS = -1  # -ngl -1: every layer offloaded (llama-bench's 999, llama-cpp-
 # each device (--fit-target) and the least context it may cut an unset -c to (--fit-ctx)
 FIT_TARGET_MIB = 1024
 FIT_MIN_CTX = 4096
+# llama-server and llama-cli fit by themselves (PR #16653, December 2025): b7474 ran --fit unasked
+# (llama.cpp issue #18181, 2025-12-18; #18175 calls fit=on "the default option"). An earlier build
+# is not known either way; llama-bench never fits unasked.
+FIT_ON_BY_DEFAULT_BUILD = 7474
 
 
 def physical_batch(n_ubatch: object, n_batch: object) -> int | None:

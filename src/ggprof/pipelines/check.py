@@ -191,7 +191,7 @@ class Checker:
                     min_ctx=r.fit.min_ctx,
                     ctx_given=r.fit.ctx_given,
                 )
-                if target is not None
+                if target is not None and len(target.gpus) < 2  # one GPU: --fit's rule as ggprof has it
                 else None
             )
             self._fitted[key] = (
