@@ -142,3 +142,18 @@ def test_fit_beside_a_llama_bench_file_is_refused(tmp_path: Path) -> None:
     model = write_model(tmp_path / "moe.gguf", RECORDED_MOE)[0]
     r = in_process("check", str(model), "--llama-bench", str(H200_ROWS), "--device", "h200", "--fit", "on")
     assert r.exit_code == 2 and "--fit" in r.stderr and "a llama-bench row states its own" in r.stderr, r.stderr
+
+
+def test_predict_takes_fit_as_llama_cpp_spells_it(tmp_path: Path) -> None:
+    """`predict --fit on`: the placement --fit would choose, predicted and named as derived, the same
+    check derives for the recorded H200 run; beside a placement given it is a usage error."""
+    model = write_model(tmp_path / "moe.gguf", RECORDED_MOE)[0]
+    margin, ctx, overflow = _h200_margin_mib()
+    base = ["predict", str(model), "--device", "h200", "--ram-bandwidth", "100"]
+    r = in_process(*base, "--fit", "on", "--fit-target", str(margin), "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    p = json.loads(r.stdout)
+    assert p["rules"][0].startswith(f"placement: -ngl 99 -ncmoe {overflow} -c {ctx}, derived")
+    assert p["decode_ceiling_tok_s"] < 1000  # 12 layers' experts at 100 GB/s, not every weight on the H200
+    r = in_process(*base, "--fit", "on", "-ngl", "99", "-ncmoe", "2")
+    assert r.exit_code == 2 and "--fit derives a placement none was given for" in r.stderr, r.stderr

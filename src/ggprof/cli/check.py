@@ -13,6 +13,7 @@ from ggprof.cli.base import (
 )
 from ggprof.cli.build_options import BuildChoice, build_options
 from ggprof.cli.cpu_option import cpu_option
+from ggprof.cli.fit_option import fit_asked, fit_options
 from ggprof.cli.options import (
     POSITIVE_TOKENS,
     TOK_S,
@@ -69,19 +70,7 @@ if TYPE_CHECKING:
     help="The context the run allocated (llama-server's -c; 0: the model's): its whole KV cache counts "
     "toward the GPU's memory.",
 )
-@fact_option(
-    "fit",
-    default=None,
-    help="on: the run gave no -ngl, -ncmoe or -ot and llama.cpp's --fit chose them (llama-server's default): "
-    "judged on the placement --fit would choose, named as derived; on by default with --build 7474 or later. "
-    "Without it such a report is judged on the placement that explains it.",
-)
-@fact_option("fit_target", default=None, help="The MiB --fit left free on the GPU [default: 1024]; implies --fit on.")
-@fact_option(
-    "fit_min_ctx",
-    default=None,
-    help="The least context --fit may cut a -c not given to [default: 4096]; implies --fit on.",
-)
+@fit_options
 @placement_options
 @drafting_options
 @build_options
@@ -206,7 +195,7 @@ def check(
                 build=build if build else None,
                 cache_types=((cache_type_k or CACHE_TYPE).lower(), (cache_type_v or CACHE_TYPE).lower()),
                 n_ctx=(n_ctx or spec.context_length) if n_ctx is not None else None,
-                fit=_fit_asked(fit, fit_target, fit_min_ctx, n_ctx is not None, build.number if build else None),
+                fit=fit_asked(fit, fit_target, fit_min_ctx, n_ctx is not None, build.number if build else None),
             )
         ]
     from ggprof.machine.platforms import given_ram
@@ -239,27 +228,6 @@ def check(
         out.write("\n".join(lines) + "\n")  # buffered: one flush at the end, not one per row
     out.flush()
     return int(EXIT[max(severities, key=lambda s: RANK[s]) if severities else "unknown"])
-
-
-def _fit_asked(fit: str | None, target: int | None, min_ctx: int | None, ctx_given: bool, build: int | None) -> Any:
-    """llama.cpp's --fit as the report states it: on where said, where its target or least context
-    is given, or where the build fits unasked (llama-server's and llama-cli's since December 2025);
-    None: off, or not known to be on."""
-    from ggprof.llamacpp import FIT_MIN_CTX, FIT_ON_BY_DEFAULT_BUILD, FIT_TARGET_MIB
-    from ggprof.pipelines.check import FitAsked
-
-    if fit == "off":
-        if target is not None or min_ctx is not None:
-            raise click.UsageError("--fit off: no --fit-target or --fit-ctx beside it")
-        return None
-    by_default = build is not None and build >= FIT_ON_BY_DEFAULT_BUILD
-    if fit is None and target is None and min_ctx is None and not by_default:
-        return None
-    return FitAsked(
-        margin_mib=FIT_TARGET_MIB if target is None else target,
-        min_ctx=FIT_MIN_CTX if min_ctx is None else min_ctx,
-        ctx_given=ctx_given,
-    )
 
 
 def _drafting(spec: Any, given: dict[str, Any]) -> Any:

@@ -17,6 +17,7 @@ from ggprof.cli.base import (
     show,
 )
 from ggprof.cli.cpu_option import cpu_option
+from ggprof.cli.fit_option import fit_asked, fit_options
 from ggprof.cli.options import (
     GB,
     POSITIVE_TOKENS,
@@ -98,6 +99,7 @@ def plugins(as_json: bool) -> None:
 @fact_option("type_v", param="cache_type_v")
 @fact_option("n_gpu_layers", default=None, help="Layers offloaded (-1 or more than the model has: all).")
 @placement_options
+@fit_options
 @click.option(
     "--ram-bandwidth",
     metavar="BW",
@@ -125,6 +127,9 @@ def predict(
     cache_type_v: str,
     n_gpu_layers: int | None,
     placement: tuple[tuple[str, Any], ...],
+    fit: str | None,
+    fit_target: int | None,
+    fit_min_ctx: int | None,
     ram_bandwidth: Figure | None,
     cpu_name: str | None,
     plot: str | None,
@@ -152,7 +157,10 @@ def predict(
     from ggprof.machine.platforms import given_ram
 
     ram = given_ram(ram_bandwidth, cpu_name)
-    result, target = predict_on(spec, inputs, choice, extensions(), rpc, ram=ram)
+    asked = fit_asked(fit, fit_target, fit_min_ctx, ctx is not None)
+    if asked is not None and (n_gpu_layers is not None or placement or rpc.active):
+        raise click.UsageError("--fit derives a placement none was given for: not beside -ngl, -ncmoe, -ot or RPC")
+    result, target = predict_on(spec, inputs, choice, extensions(), rpc, ram=ram, fit=asked)
     for w in result.warnings:
         warn(w)
     show(as_json, predict_dict, predict_text, spec, result, target.description)

@@ -16,7 +16,7 @@ from ggprof.bench.llamabench import LlamaBenchRow, backend_of_row
 from ggprof.bench.roofs import StoredRoof
 from ggprof.calibration import reach_band
 from ggprof.errors import NoBandwidthError
-from ggprof.llamacpp import CACHE_TYPE, FIT_MIN_CTX, FIT_TARGET_MIB, N_PROMPT
+from ggprof.llamacpp import CACHE_TYPE, N_PROMPT
 from ggprof.machine.device import BuildFacts, Device, with_build
 from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.platforms import platform_ram
@@ -27,7 +27,7 @@ from ggprof.physics.roofline import PredictInputs, Prediction, drafted, splits_t
 from ggprof.physics.speculative import Drafting
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
-from ggprof.pipelines.placements import llama_fit
+from ggprof.pipelines.placements import FitAsked, llama_fit
 from ggprof.pipelines.predict import kept_roof, roof_note
 from ggprof.pipelines.profile import prediction_for
 from ggprof.pipelines.rpc import SplitSetup, predict_split
@@ -59,16 +59,6 @@ class Reported:
     n_ctx: int | None = None  # the context it allocated (-c; None: what its depth and prompt need)
     fit: FitAsked | None = None  # llama.cpp's --fit placed it (where no -ngl, -ncmoe or -ot is given)
     placement_note: str | None = None  # how the placement judged was known, where not given
-
-
-@dataclass(frozen=True)
-class FitAsked:
-    """A run whose placement llama.cpp's --fit chose: its --fit-target, its --fit-ctx, and whether
-    the context was set (-c, or llama-bench's tests) or left to --fit to cut."""
-
-    margin_mib: int = FIT_TARGET_MIB
-    min_ctx: int = FIT_MIN_CTX
-    ctx_given: bool = True
 
 
 def flash_attn_of(build: BuildFacts | None) -> str:
@@ -182,18 +172,7 @@ class Checker:
         if key not in self._fitted:
             inputs = self.inputs_of(r)
             target = self.target(r.backend, False, inputs.devices)
-            got = (
-                llama_fit(
-                    self.spec,
-                    target,
-                    inputs,
-                    margin_mib=r.fit.margin_mib,
-                    min_ctx=r.fit.min_ctx,
-                    ctx_given=r.fit.ctx_given,
-                )
-                if target is not None and len(target.gpus) < 2  # one GPU: --fit's rule as ggprof has it
-                else None
-            )
+            got = llama_fit(self.spec, target, inputs, r.fit) if target is not None else None
             self._fitted[key] = (
                 r
                 if got is None
@@ -202,9 +181,7 @@ class Checker:
                     n_gpu_layers=got.n_gpu_layers,
                     placement=(("n_cpu_moe", got.n_cpu_moe),) if got.n_cpu_moe else (),
                     n_ctx=got.ctx,
-                    placement_note=f"placement: {got.flags}, derived as llama.cpp's --fit would choose it on "
-                    f"{target.device.id if target else '?'}'s memory, keeping {r.fit.margin_mib:,} MiB free "
-                    "(no -ngl, -ncmoe or -ot given; its load log prints what it chose)",
+                    placement_note=got.note,
                 )
             )
         return self._fitted[key]

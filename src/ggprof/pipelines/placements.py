@@ -185,6 +185,16 @@ def llama_fit_choice(
     return ngl, (n if moe and ngl else 0)
 
 
+@dataclass(frozen=True)
+class FitAsked:
+    """A run whose placement llama.cpp's --fit chose: its --fit-target, its --fit-ctx, and whether
+    the context was set (-c, or llama-bench's tests) or left to --fit to cut."""
+
+    margin_mib: int = FIT_TARGET_MIB
+    min_ctx: int = FIT_MIN_CTX
+    ctx_given: bool = True
+
+
 @dataclass(frozen=True, kw_only=True)
 class Fitted:
     """What llama.cpp's --fit set where a run gave no placement: -ngl, -ncmoe, and the context."""
@@ -193,21 +203,26 @@ class Fitted:
     n_cpu_moe: int
     ctx: int
     flags: str  # as llama.cpp would take them: -ngl 99 -ncmoe 31 -c 32768
+    margin_mib: int  # what it left free on the GPU
+    device: str  # the GPU it fitted on
+
+    @property
+    def note(self) -> str:
+        """The placement as a prediction's rule names it: derived, not given."""
+        return (
+            f"placement: {self.flags}, derived as llama.cpp's --fit would choose it on {self.device}'s memory, "
+            f"keeping {self.margin_mib:,} MiB free (no -ngl, -ncmoe or -ot given; its load log prints what it chose)"
+        )
 
 
-def llama_fit(
-    spec: ModelSpec,
-    target: Target,
-    inputs: PredictInputs,
-    *,
-    margin_mib: int = FIT_TARGET_MIB,
-    min_ctx: int = FIT_MIN_CTX,
-    ctx_given: bool = True,
-) -> Fitted | None:
-    """llama.cpp's --fit for a run that gave no -ngl, -ncmoe or -ot (common/fit.cpp): a context
-    not given (`ctx_given` False: the model's own) is cut first, no lower than --fit-ctx
-    (`min_ctx`), to the largest whose full offload leaves the margin free; then the layers, as
-    llama_fit_choice. None: the GPU's memory is unknown."""
+def llama_fit(spec: ModelSpec, target: Target, inputs: PredictInputs, asked: FitAsked) -> Fitted | None:
+    """llama.cpp's --fit for a run that gave no -ngl, -ncmoe or -ot (common/fit.cpp), on one GPU:
+    a context not given (`asked.ctx_given` False: the model's own) is cut first, no lower than
+    --fit-ctx, to the largest whose full offload leaves the margin free; then the layers, as
+    llama_fit_choice. None: the GPU's memory is unknown, or several GPUs share the model."""
+    if len(target.gpus) > 1:
+        return None
+    margin_mib, min_ctx, ctx_given = asked.margin_mib, asked.min_ctx, asked.ctx_given
     margin = margin_mib * MIB
 
     def memory_at_ctx(ctx: int) -> Callable[[int, int], tuple[MemoryFit, ...]]:
@@ -234,7 +249,12 @@ def llama_fit(
         return None
     ngl, ncmoe = chosen
     return Fitted(
-        n_gpu_layers=ngl, n_cpu_moe=ncmoe, ctx=ctx, flags=flags_of(ngl, ncmoe, spec.n_layers, replace(inputs, ctx=ctx))
+        n_gpu_layers=ngl,
+        n_cpu_moe=ncmoe,
+        ctx=ctx,
+        flags=flags_of(ngl, ncmoe, spec.n_layers, replace(inputs, ctx=ctx)),
+        margin_mib=margin_mib,
+        device=target.device.id,
     )
 
 

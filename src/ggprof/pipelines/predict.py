@@ -21,6 +21,7 @@ from ggprof.verdict.backend import Backend
 from ggprof.verdict.finding import JudgeCase
 
 if TYPE_CHECKING:
+    from ggprof.pipelines.placements import FitAsked
     from ggprof.pipelines.rpc import RpcChoice
 
 
@@ -31,13 +32,15 @@ def predict_on(
     ext: Extensions,
     rpc: RpcChoice | None = None,
     ram: Device | None = None,
+    fit: FitAsked | None = None,
 ) -> tuple[Prediction, Target]:
     """Resolve the device (this host's facts gathered once, only when needed) and predict; with
     `rpc`, over the split: the chosen device is the main host's, the rest are remote. `ram`: the
-    RAM beside a GPU as the user gave it (--ram-bandwidth, or --cpu's platform), not this host's."""
+    RAM beside a GPU as the user gave it (--ram-bandwidth, or --cpu's platform), not this host's;
+    `fit`: no placement was given and llama.cpp's --fit chose it (derived, and named so)."""
     if rpc is not None and rpc.active:
         return _predict_split(spec, inputs, choice, ext, rpc)
-    partial = splits_to_cpu(inputs, spec.n_layers)
+    partial = splits_to_cpu(inputs, spec.n_layers) or fit is not None  # --fit may keep weights in RAM
     needs_host = choice.needs_host or (partial and ram is None)
     host = describe_host(ext.backends.values(), ext.profiles, measure=False) if needs_host else None
     target = resolve_target(choice, profiles=ext.profiles, host=host, devices=inputs.devices)
@@ -45,12 +48,21 @@ def predict_on(
         if not target.device.is_discrete_gpu:
             raise BadInputError("--ram-bandwidth and --cpu name the RAM beside a GPU; a CPU alone is --bandwidth BW")
         target = replace(target, cpu=ram)
+    from ggprof.pipelines.placements import llama_fit  # it predicts with this module's predict_with
+
+    fitted = llama_fit(spec, target, inputs, fit) if fit is not None and target.device.is_discrete_gpu else None
+    if fitted is not None:
+        inputs = replace(inputs, n_gpu_layers=fitted.n_gpu_layers, n_cpu_moe=fitted.n_cpu_moe, ctx=fitted.ctx)
+    partial = splits_to_cpu(inputs, spec.n_layers)
     if partial and target.device.is_discrete_gpu and (target.cpu is None or target.cpu.bandwidth is None):
         raise NoBandwidthError(
             "the placement puts weights in the CPU's memory, but this host's CPU bandwidth is unknown: "
             "give --ram-bandwidth BW or --cpu NAME, or run `ggprof host` first"
         )
-    return with_host_roof(spec, predict_with(spec, target, inputs, ext), target, ext), target
+    made = predict_with(spec, target, inputs, ext)
+    if fitted is not None:
+        made = replace(made, rules=(fitted.note, *made.rules))
+    return with_host_roof(spec, made, target, ext), target
 
 
 NO_ROOF = (

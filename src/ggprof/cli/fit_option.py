@@ -1,0 +1,53 @@
+"""llama.cpp's --fit as a report states it (`check`, `predict`): -fit on|off, -fitt MiB, -fitc N,
+each llama.cpp's option; and whether --fit placed the run (pipelines.placements.FitAsked)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from ggprof.cli.options import fact_option
+
+
+def fit_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--fit, --fit-target and --fit-ctx, passed as `fit`, `fit_target` and `fit_min_ctx`."""
+    f = fact_option(
+        "fit_min_ctx",
+        default=None,
+        help="The least context --fit may cut a -c not given to [default: 4096]; implies --fit on.",
+    )(f)
+    f = fact_option(
+        "fit_target", default=None, help="The MiB --fit leaves free on the GPU [default: 1024]; implies --fit on."
+    )(f)
+    out: Callable[..., Any] = fact_option(
+        "fit",
+        default=None,
+        help="on: no -ngl, -ncmoe or -ot was given and llama.cpp's --fit chose them (llama-server's default): "
+        "the placement --fit would choose, named as derived (check: on by default with --build 7474 or later).",
+    )(f)
+    return out
+
+
+def fit_asked(
+    fit: str | None, target: int | None, min_ctx: int | None, ctx_given: bool, build: int | None = None
+) -> Any:
+    """llama.cpp's --fit as the report states it: on where said, where its target or least context
+    is given, or where the build fits unasked (llama-server's and llama-cli's since December 2025);
+    None: off, or not known to be on."""
+    from ggprof.llamacpp import FIT_MIN_CTX, FIT_ON_BY_DEFAULT_BUILD, FIT_TARGET_MIB
+    from ggprof.pipelines.placements import FitAsked
+
+    if fit == "off":
+        if target is not None or min_ctx is not None:
+            raise click.UsageError("--fit off: no --fit-target or --fit-ctx beside it")
+        return None
+    by_default = build is not None and build >= FIT_ON_BY_DEFAULT_BUILD
+    if fit is None and target is None and min_ctx is None and not by_default:
+        return None
+    return FitAsked(
+        margin_mib=FIT_TARGET_MIB if target is None else target,
+        min_ctx=FIT_MIN_CTX if min_ctx is None else min_ctx,
+        ctx_given=ctx_given,
+    )
