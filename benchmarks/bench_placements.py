@@ -89,6 +89,7 @@ SHAPES: dict[str, tuple[int, int, int, int, int, int, int]] = {
     "gemma-3-12b": (48, 3840, 16, 8, 256, 262144, 0),
     "phi-4": (40, 5120, 40, 10, 128, 100352, 0),
     "llama-2-70b": (80, 8192, 64, 8, 128, 32000, 0),
+    "mistral-small-24b": (40, 5120, 32, 8, 128, 131072, 0),
 }
 QTYPES = ("IQ1_S", "IQ2_XXS", "IQ2_S", "Q2_K", "Q3_K", "IQ4_XS", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16")
 

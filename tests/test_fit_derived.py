@@ -82,6 +82,23 @@ def test_a_slowed_number_is_caught_on_the_placement_fit_chose(tmp_path: Path) ->
     # --fit off says the placement was given some other way: no derivation
     off = in_process(*base, "--fit", "off")
     assert off.exit_code == 0 and not _derived(json.loads(off.stdout))
+    # a margin larger than the GPU: nothing leaves it, llama.cpp's --fit gives up and keeps the command line's
+    over = in_process(*base, "--fit-target", str(12 * 1024 + 1))
+    assert over.exit_code == 0 and not _derived(json.loads(over.stdout))
+
+
+def test_fit_is_derived_as_a_public_rtx_4070_fit_chose(tmp_path: Path) -> None:
+    """carteakey.dev's RTX 4070 (12 GB; benchmarks/data/placement-results.jsonl rows 70 and 78):
+    `--fit on --fit-ctx 32768 --fit-target 512 --flash-attn on` on gpt-oss-120b, whose fitted
+    placement the author then wrote out as `-ngl 37 -ot blk.(5..35).ffn_(up|down|gate)_exps=CPU`:
+    the experts of 31 of its 36 layers in RAM. ggprof derives 31 too, at --fit-ctx's context."""
+    model = write_model(tmp_path / "gpt-oss-120b.gguf", GPT_OSS_120B)[0]
+    args = ["check", str(model), "--device", "rtx-4070", "--backend", "cuda", "-fa", "on", "--tg", "28"]
+    args += ["--fit", "on", "--fit-ctx", "32768", "--fit-target", "512", "--ram-bandwidth", "94", "--json"]
+    r = in_process(*args)
+    assert r.exit_code == 0, r.stdout + r.stderr
+    (line,) = _derived(json.loads(r.stdout))
+    assert line.startswith("placement: -ngl 99 -ncmoe 31 -c 32768, derived"), line
 
 
 def test_a_build_that_fits_unasked_is_judged_on_fits_placement(tmp_path: Path) -> None:

@@ -219,7 +219,8 @@ def llama_fit(spec: ModelSpec, target: Target, inputs: PredictInputs, asked: Fit
     """llama.cpp's --fit for a run that gave no -ngl, -ncmoe or -ot (common/fit.cpp), on one GPU:
     a context not given (`asked.ctx_given` False: the model's own) is cut first, no lower than
     --fit-ctx, to the largest whose full offload leaves the margin free; then the layers, as
-    llama_fit_choice. None: the GPU's memory is unknown, or several GPUs share the model."""
+    llama_fit_choice. None: the GPU's memory is unknown, several GPUs share the model, or nothing
+    leaves the margin (llama.cpp then says it failed to fit and keeps the command line's)."""
     if len(target.gpus) > 1:
         return None
     margin_mib, min_ctx, ctx_given = asked.margin_mib, asked.min_ctx, asked.ctx_given
@@ -245,8 +246,8 @@ def llama_fit(spec: ModelSpec, target: Target, inputs: PredictInputs, asked: Fit
             # llama.cpp cuts in steps of 256 tokens; none fitting: --fit-ctx, then the layers
             ctx = max(largest(lambda c: ok(c * 256), -(-low // 256), ctx // 256) * 256, low)
     chosen = llama_fit_choice(spec, target, replace(inputs, ctx=ctx), memory_at_ctx(ctx), margin)
-    if chosen is None:
-        return None
+    if chosen is None or (free is not None and memory_at_ctx(ctx)(*chosen)[0].required_bytes > free - margin):
+        return None  # not even the CPU alone leaves the margin: --fit gives up, the command line stands
     ngl, ncmoe = chosen
     return Fitted(
         n_gpu_layers=ngl,
