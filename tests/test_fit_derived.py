@@ -112,6 +112,9 @@ def test_a_build_that_fits_unasked_is_judged_on_fits_placement(tmp_path: Path) -
     (line,) = _derived(json.loads(r.stdout))
     assert re.match(r"placement: -ngl 99 -ncmoe \d+ -c 4096, derived", line), line
     assert "keeping 1,024 MiB free" in line
+    # -c 0 is llama.cpp's "the model's context", which --fit may cut as well
+    r = in_process(*base, "--tg", "9", "--build", "7474", "-c", "0", "--json")
+    assert _derived(json.loads(r.stdout)) == [line]
     r = in_process(*base, "--tg", "9", "--build", "7473", "--json")
     assert not _derived(json.loads(r.stdout))
     r = in_process(*base, "--tg", "9", "--build", "7474", "--fit", "off", "--json")

@@ -182,6 +182,9 @@ def check(
         # what bench would refuse to run is refused as a claim too: a depth past the model's context
         check_model_context(spec, depth + (n_prompt if pp is not None else 0) + 1, "--depth + prompt + 1")
         build = reported_build.facts(backend)
+        # -c 0 (the model's) or none: where --fit placed the run it may cut the context, and sets it
+        asked = fit_asked(fit, fit_target, fit_min_ctx, bool(n_ctx), build.number if build else None)
+        ctx_said = (n_ctx or spec.context_length) if n_ctx is not None and (n_ctx or asked is None) else None
         reports = [
             Reported(
                 tg_tok_s=tg,
@@ -194,8 +197,8 @@ def check(
                 drafting=_drafting(spec, drafting),
                 build=build if build else None,
                 cache_types=((cache_type_k or CACHE_TYPE).lower(), (cache_type_v or CACHE_TYPE).lower()),
-                n_ctx=(n_ctx or spec.context_length) if n_ctx is not None else None,
-                fit=fit_asked(fit, fit_target, fit_min_ctx, n_ctx is not None, build.number if build else None),
+                n_ctx=ctx_said,
+                fit=asked,
             )
         ]
     from ggprof.machine.platforms import given_ram
