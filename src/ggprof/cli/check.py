@@ -13,7 +13,7 @@ from ggprof.cli.base import (
 )
 from ggprof.cli.build_options import BuildChoice, build_options
 from ggprof.cli.cpu_option import cpu_option
-from ggprof.cli.fit_option import fit_asked, fit_options
+from ggprof.cli.fit_option import fit_asked, fit_options, refuse_fit_beside_placement
 from ggprof.cli.options import (
     POSITIVE_TOKENS,
     TOK_S,
@@ -183,8 +183,10 @@ def check(
         check_model_context(spec, depth + (n_prompt if pp is not None else 0) + 1, "--depth + prompt + 1")
         build = reported_build.facts(backend)
         # -c 0 (the model's) or none: where --fit placed the run it may cut the context, and sets it
-        asked = fit_asked(fit, fit_target, fit_min_ctx, bool(n_ctx), build.number if build else None)
-        ctx_said = (n_ctx or spec.context_length) if n_ctx is not None and (n_ctx or asked is None) else None
+        # -c 0 is the model's whole context, which --fit leaves (llama.cpp PR #19070: fit_params_min_ctx)
+        explicit = fit_asked(fit, fit_target, fit_min_ctx, n_ctx is not None)
+        refuse_fit_beside_placement(explicit, n_gpu_layers, placement, rpc.active)
+        asked = explicit or fit_asked(fit, None, None, n_ctx is not None, build.number if build else None)
         reports = [
             Reported(
                 tg_tok_s=tg,
@@ -197,7 +199,7 @@ def check(
                 drafting=_drafting(spec, drafting),
                 build=build if build else None,
                 cache_types=((cache_type_k or CACHE_TYPE).lower(), (cache_type_v or CACHE_TYPE).lower()),
-                n_ctx=ctx_said,
+                n_ctx=(n_ctx or spec.context_length) if n_ctx is not None else None,
                 fit=asked,
             )
         ]

@@ -51,3 +51,18 @@ def fit_asked(
         min_ctx=FIT_MIN_CTX if min_ctx is None else min_ctx,
         ctx_given=ctx_given,
     )
+
+
+def refuse_fit_beside_placement(
+    asked: Any, n_gpu_layers: int | None, placement: tuple[tuple[str, Any], ...], rpc: bool
+) -> None:
+    """--fit derives what a command line left unset: given beside -ngl, -ncmoe, -ot or -ts (which
+    llama.cpp's --fit leaves as given) or an RPC split, it is a usage error."""
+    from ggprof.pipelines.placements import FIT_LEAVES
+
+    given = n_gpu_layers is not None or any(n in FIT_LEAVES for n, _ in placement)
+    if asked is not None and (given or rpc):
+        raise click.UsageError(
+            "--fit derives a placement none was given for: not beside -ngl, -ncmoe, -ot, -ts or RPC "
+            "(llama.cpp's --fit leaves those as given)"
+        )

@@ -17,7 +17,7 @@ from ggprof.cli.base import (
     show,
 )
 from ggprof.cli.cpu_option import cpu_option
-from ggprof.cli.fit_option import fit_asked, fit_options
+from ggprof.cli.fit_option import fit_asked, fit_options, refuse_fit_beside_placement
 from ggprof.cli.options import (
     GB,
     POSITIVE_TOKENS,
@@ -158,8 +158,7 @@ def predict(
 
     ram = given_ram(ram_bandwidth, cpu_name)
     asked = fit_asked(fit, fit_target, fit_min_ctx, ctx is not None)
-    if asked is not None and (n_gpu_layers is not None or placement or rpc.active):
-        raise click.UsageError("--fit derives a placement none was given for: not beside -ngl, -ncmoe, -ot or RPC")
+    refuse_fit_beside_placement(asked, n_gpu_layers, placement, rpc.active)
     result, target = predict_on(spec, inputs, choice, extensions(), rpc, ram=ram, fit=asked)
     for w in result.warnings:
         warn(w)

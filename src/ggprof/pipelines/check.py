@@ -27,7 +27,7 @@ from ggprof.physics.roofline import PredictInputs, Prediction, drafted, splits_t
 from ggprof.physics.speculative import Drafting
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
-from ggprof.pipelines.placements import FitAsked, llama_fit
+from ggprof.pipelines.placements import FIT_LEAVES, NOT_DERIVED, FitAsked, Fitted, llama_fit
 from ggprof.pipelines.predict import kept_roof, roof_note
 from ggprof.pipelines.profile import prediction_for
 from ggprof.pipelines.rpc import SplitSetup, predict_split
@@ -110,7 +110,8 @@ class Checker:
         ] = {}
         self._index: dict[int, int] = {}  # id of each prediction made -> its place in predictions()
         self._roofs: dict[int, StoredRoof | None] = {}  # depth -> the compute roof kept for it here
-        self._fitted: dict[PredictionKey, Reported] = {}  # a report --fit placed -> with its placement
+        # a report's facts -> whether a GPU is there for --fit to place weights on, and what it chose
+        self._fitted: dict[PredictionKey, tuple[bool, Fitted | None]] = {}
 
     def host(self) -> HostReport:
         if self._host is None:
@@ -151,11 +152,14 @@ class Checker:
 
     @staticmethod
     def inputs_of(r: Reported) -> PredictInputs:
+        # the context: what -c allocated (its whole KV cache), else what the report needs; one --fit
+        # set is that exactly (llama-bench fits each test's own)
+        ctx = r.n_ctx if r.fit is not None and r.n_ctx else max(r.depth + r.n_prompt + 1, r.n_ctx or 0, 1)
         return PredictInputs(
             depth=r.depth,
             prompt=r.n_prompt,
             gen=1,
-            ctx=max(r.depth + r.n_prompt + 1, r.n_ctx or 0, 1),  # -c allocates its whole KV cache
+            ctx=ctx,
             n_gpu_layers=r.n_gpu_layers,
             cache_type_k=r.cache_types[0],
             cache_type_v=r.cache_types[1],
@@ -164,27 +168,29 @@ class Checker:
         )
 
     def fitted(self, r: Reported) -> Reported:
-        """A report whose placement llama.cpp's --fit chose (it gave no -ngl, -ncmoe or -ot): the
-        placement --fit would choose on the GPU's memory, judged as if given and named as derived."""
-        if r.fit is None or r.n_gpu_layers is not None or r.placement or r.backend in ("rpc", "cpu"):
+        """A report whose placement llama.cpp's --fit chose (it gave no -ngl, -ncmoe, -ot or -ts,
+        which --fit leaves as given): the placement --fit would choose on the GPU's memory, judged
+        as if given and named as derived; its other facts (-nkvo, -dev) kept. Where ggprof cannot
+        derive it (several GPUs, a GPU of unknown memory), the report says so."""
+        placed = {n for n, _ in r.placement} & set(FIT_LEAVES)
+        if r.fit is None or r.n_gpu_layers is not None or placed or r.backend in ("rpc", "cpu"):
             return r
         key = self.key(r)
-        if key not in self._fitted:
+        if key not in self._fitted:  # what --fit chose, once for each report of the same facts
             inputs = self.inputs_of(r)
             target = self.target(r.backend, False, inputs.devices)
-            got = llama_fit(self.spec, target, inputs, r.fit) if target is not None else None
-            self._fitted[key] = (
-                r
-                if got is None
-                else replace(
-                    r,
-                    n_gpu_layers=got.n_gpu_layers,
-                    placement=(("n_cpu_moe", got.n_cpu_moe),) if got.n_cpu_moe else (),
-                    n_ctx=got.ctx,
-                    placement_note=got.note,
-                )
-            )
-        return self._fitted[key]
+            gpu = target is not None and target.device.is_discrete_gpu  # no GPU: nothing for --fit to place
+            self._fitted[key] = (gpu, llama_fit(self.spec, target, inputs, r.fit) if target and gpu else None)
+        gpu, got = self._fitted[key]
+        if got is None:
+            return replace(r, placement_note=NOT_DERIVED) if gpu else r
+        return replace(
+            r,
+            n_gpu_layers=got.n_gpu_layers,
+            placement=(*r.placement, *((("n_cpu_moe", got.n_cpu_moe),) if got.n_cpu_moe else ())),
+            n_ctx=got.ctx,
+            placement_note=got.note,
+        )
 
     def predicted(self, r: Reported) -> tuple[Target | None, Prediction | None]:
         key = self.key(r)
@@ -320,6 +326,8 @@ def reported_from_row(row: LlamaBenchRow, backend: str | None) -> Reported:
     used = backend or backend_of_row(row.backends)
     # -fitt or -fitc: llama-bench fitted the placement to each test's context, whatever its -ngl
     fit = FitAsked(margin_mib=row.fit[0], min_ctx=row.fit[1]) if any(row.fit) and used != "cpu" else None
+    # llama-bench's fit sets -ngl, -ts and the overrides (-ncmoe is one) and the test's own context
+    kept = tuple((n, v) for n, v in row.placement if n not in FIT_LEAVES) if fit else row.placement
     return Reported(
         tg_tok_s=row.avg_ts if row.n_gen and not row.n_prompt else None,  # a pp+tg test is neither
         pp_tok_s=row.avg_ts if row.n_prompt and not row.n_gen else None,
@@ -327,7 +335,8 @@ def reported_from_row(row: LlamaBenchRow, backend: str | None) -> Reported:
         n_prompt=row.n_prompt or N_PROMPT,
         backend=used,
         n_gpu_layers=None if used == "cpu" or fit else row.n_gpu_layers,
-        placement=() if used == "cpu" or fit else row.placement,
+        placement=() if used == "cpu" else kept,
+        n_ctx=max(row.n_prompt + row.n_gen + row.n_depth, 1) if fit else None,
         cv=row.stddev_ts / row.avg_ts,
         label=row.test,
         build=BuildFacts(number=row.build_number, flash_attn=row.flash_attn, n_ubatch=row.physical_batch) or None,

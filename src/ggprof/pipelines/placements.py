@@ -185,6 +185,15 @@ def llama_fit_choice(
     return ngl, (n if moe and ngl else 0)
 
 
+# What a command line sets that llama.cpp's --fit then leaves as given (common/fit.cpp refuses to
+# fit a placement the user set: -ngl, -ts and the tensor overrides, which -ncmoe and -cmoe are)
+FIT_LEAVES = ("n_gpu_layers", "n_cpu_moe", "tensor_buft_overrides", "tensor_split")
+NOT_DERIVED = (
+    "placement: as given, not derived: ggprof derives llama.cpp's --fit on one GPU whose memory it knows "
+    "(several GPUs, or a GPU of unknown memory, are judged on the placement given)"
+)
+
+
 @dataclass(frozen=True)
 class FitAsked:
     """A run whose placement llama.cpp's --fit chose: its --fit-target, its --fit-ctx, and whether
@@ -216,15 +225,18 @@ class Fitted:
 
 
 def llama_fit(spec: ModelSpec, target: Target, inputs: PredictInputs, asked: FitAsked) -> Fitted | None:
-    """llama.cpp's --fit for a run that gave no -ngl, -ncmoe or -ot (common/fit.cpp), on one GPU:
-    a context not given (`asked.ctx_given` False: the model's own) is cut first, no lower than
-    --fit-ctx, to the largest whose full offload leaves the margin free; then the layers, as
-    llama_fit_choice. None: the GPU's memory is unknown, several GPUs share the model, or nothing
-    leaves the margin (llama.cpp then says it failed to fit and keeps the command line's)."""
-    if len(target.gpus) > 1:
+    """llama.cpp's --fit for a run that gave no -ngl, -ncmoe or -ot (common/fit.cpp), on one GPU.
+    A context not given (`asked.ctx_given` False: the model's own) is cut first where a full
+    offload does not leave the margin: to the context its memory, interpolated linearly between
+    the model's and --fit-ctx's, leaves it (down to a multiple of 256, at least --fit-ctx), and
+    that is all; where even --fit-ctx's does not, to --fit-ctx, and then the layers as
+    llama_fit_choice (none fitting: -ngl 0, every weight in RAM). None: the GPU's memory is
+    unknown, or several GPUs share the model."""
+    free = target.device.memory_available_bytes or target.device.memory_bytes
+    if len(target.gpus) > 1 or free is None:
         return None
-    margin_mib, min_ctx, ctx_given = asked.margin_mib, asked.min_ctx, asked.ctx_given
-    margin = margin_mib * MIB
+    margin = asked.margin_mib * MIB
+    every = spec.n_layers + 1
 
     def memory_at_ctx(ctx: int) -> Callable[[int, int], tuple[MemoryFit, ...]]:
         at = replace(inputs, ctx=ctx)
@@ -232,31 +244,29 @@ def llama_fit(spec: ModelSpec, target: Target, inputs: PredictInputs, asked: Fit
             spec, target.device, target.cpu, replace(at, n_gpu_layers=ngl, n_cpu_moe=ncmoe)
         )
 
+    def fitted(ngl: int, ncmoe: int, ctx: int) -> Fitted:
+        flags = flags_of(ngl, ncmoe, spec.n_layers, replace(inputs, ctx=ctx))
+        return Fitted(
+            n_gpu_layers=ngl,
+            n_cpu_moe=ncmoe,
+            ctx=ctx,
+            flags=flags,
+            margin_mib=asked.margin_mib,
+            device=target.device.id,
+        )
+
     ctx = inputs.ctx
-    free = target.device.memory_available_bytes or target.device.memory_bytes
-    if not ctx_given and free is not None:
-        ctx = max(spec.context_length, inputs.ctx)
-        every = spec.n_layers + 1
-
-        def ok(c: int) -> bool:
-            return memory_at_ctx(c)(every, 0)[0].required_bytes <= free - margin
-
-        if not ok(ctx):
-            low = min(max(min_ctx, inputs.ctx), ctx)
-            # llama.cpp cuts in steps of 256 tokens; none fitting: --fit-ctx, then the layers
-            ctx = max(largest(lambda c: ok(c * 256), -(-low // 256), ctx // 256) * 256, low)
+    if not asked.ctx_given:
+        ctx, low = max(spec.context_length, inputs.ctx), max(asked.min_ctx, inputs.ctx)
+        used_max = memory_at_ctx(ctx)(every, 0)[0].required_bytes
+        if used_max > free - margin and ctx > low:
+            used_min = memory_at_ctx(low)(every, 0)[0].required_bytes
+            if free - margin > used_min:  # the whole model fits by cutting the context: the cut is all
+                cut = low + (ctx - low) * (free - margin - used_min) // max(used_max - used_min, 1)
+                return fitted(every, 0, max(cut - cut % 256, low))
+            ctx = low
     chosen = llama_fit_choice(spec, target, replace(inputs, ctx=ctx), memory_at_ctx(ctx), margin)
-    if chosen is None or (free is not None and memory_at_ctx(ctx)(*chosen)[0].required_bytes > free - margin):
-        return None  # not even the CPU alone leaves the margin: --fit gives up, the command line stands
-    ngl, ncmoe = chosen
-    return Fitted(
-        n_gpu_layers=ngl,
-        n_cpu_moe=ncmoe,
-        ctx=ctx,
-        flags=flags_of(ngl, ncmoe, spec.n_layers, replace(inputs, ctx=ctx)),
-        margin_mib=margin_mib,
-        device=target.device.id,
-    )
+    return fitted(*chosen, ctx) if chosen is not None else None
 
 
 def smallest(ok: Callable[[int], bool], lo: int, hi: int) -> int:

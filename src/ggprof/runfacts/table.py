@@ -276,6 +276,7 @@ FACTS: tuple[RunFact, ...] = (
         default=0,  # llama-bench's: not fitted (llama-server's --fit: FIT_TARGET_MIB)
         flags=("-fitt", "--fit-target"),
         column="fitt",
+        bench=False,  # read from llama-bench's JSON, never passed to it: a replay keeps what it read
     ),
     RunFact(
         name="fit_min_ctx",
@@ -285,6 +286,7 @@ FACTS: tuple[RunFact, ...] = (
         default=0,  # llama-bench's: not fitted (llama-server's --fit: FIT_MIN_CTX)
         flags=("-fitc", "--fit-ctx"),
         column="fitc",
+        bench=False,
     ),
 )
 
