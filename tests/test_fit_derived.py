@@ -129,18 +129,27 @@ def test_a_llama_bench_row_that_fitted_is_judged_on_fits_placement(tmp_path: Pat
     row = json.loads(H200_ROWS.read_text().splitlines()[1])  # tg64, n_cpu_moe 0
     assert (row["n_gen"], row["n_cpu_moe"], row["fit_target"]) == (64, 0, 0)
     (tmp_path / "rows.json").write_text(json.dumps([row | {"fit_target": margin}]))
-    r = in_process("check", str(model), "--llama-bench", str(tmp_path / "rows.json"), "--device", "h200", "--json")
+    # the RAM given: the row's cpu_info may name this host's CPU, whose measured RAM would stand in
+    ram = ("--ram-bandwidth", "100")
+    r = in_process(
+        "check", str(model), "--llama-bench", str(tmp_path / "rows.json"), "--device", "h200", *ram, "--json"
+    )
     answer = json.loads(r.stdout)
     (line,) = _derived(answer)
     # llama-bench fits its test's own context (64 tokens), never cut: as a command line of that -c
-    said = ["check", str(model), "--device", "h200", "--tg", "1000", "--fit-target", str(margin), "-c", "64"]
+    said = ["check", str(model), "--device", "h200", "--tg", "1000", "--fit-target", str(margin), "-c", "64", *ram]
     assert _derived(json.loads(in_process(*said, "--json").stdout)) == [line]
     assert " -c 64, derived" in line
     # judged against that placement's ceiling, the experts in RAM: far below every weight on the GPU's
     (tmp_path / "plain.json").write_text(json.dumps([row]))
-    plain = in_process("check", str(model), "--llama-bench", str(tmp_path / "plain.json"), "--device", "h200", "--json")
+    plain = in_process(
+        "check", str(model), "--llama-bench", str(tmp_path / "plain.json"), "--device", "h200", *ram, "--json"
+    )
     assert answer["rows"][0]["decode_ceiling_tok_s"] < json.loads(plain.stdout)["rows"][0]["decode_ceiling_tok_s"] / 2
-    assert r.exit_code == 0 and answer["verdict"] == "plausible"  # 1,022 tok/s: under the RAM class's top
+    # the recorded row really ran with every weight on the H200: its 1,022 tok/s is more than 11 layers'
+    # experts read from 100 GB/s of RAM allow, so told --fit placed it so, check finds it impossible
+    assert r.exit_code == 4 and answer["verdict"] == "impossible"
+    assert json.loads(plain.stdout)["verdict"] == "plausible"
 
 
 @pytest.mark.parametrize(
