@@ -234,3 +234,20 @@ def test_each_fitted_row_keeps_its_own_numbers(tmp_path: Path, monkeypatch: pyte
         answer = json.loads(in_process(*args).stdout)
         got = [(row["label"], row["measured_pp_tok_s"], row["measured_tg_tok_s"]) for row in answer["rows"]]
         assert got == [("pp512", rows[0]["avg_ts"], None), ("tg64", None, rows[1]["avg_ts"])]
+
+
+def test_a_default_verbosity_log_of_a_fit_run_is_judged_on_fits_placement(tmp_path: Path) -> None:
+    """The recorded H200 run's log at llama.cpp's default verbosity prints no --fit line, only its
+    command line (`llama-completion ... --fit on --fit-target 141349`): check --log judges its
+    speeds on the placement --fit would choose, as `check --fit-target 141349` does (on the h200
+    profile's memory, which is not the run's free memory: the placement's source says so)."""
+    model = write_model(tmp_path / "moe.gguf", RECORDED_MOE)[0]
+    log = H200_LOG.parent / "run1-6-completion-moe-fit-target-default-verbosity.txt"
+    assert "common_params_fit" not in log.read_text() and "--fit on --fit-target 141349" in log.read_text()
+    r = in_process("check", str(model), "--log", str(log), "--device", "h200", "--bandwidth", "100", "--json")
+    (run,) = json.loads(r.stdout)["runs"]
+    decode = next(m for m in run["measurements"] if m["kind"] == "decode")
+    lines = {e for f in decode["findings"] for e in f["evidence"] if e.startswith("placement: ") and "derived" in e}
+    said = ["check", str(model), "--device", "h200", "--tg", "209.86", "--fit-target", "141349"]
+    assert sorted(lines) == _derived(json.loads(in_process(*said, "--ram-bandwidth", "100", "--json").stdout))
+    assert len(lines) == 1 and " -c 4096, derived" in lines.pop()

@@ -115,7 +115,8 @@ _OLLAMA = re.compile(
 _OLLAMA_KV = re.compile(r'([\w.]+)=("(?:[^"\\]|\\.)*"|\S+)')
 _BENCH_SEP = re.compile(r"^\|?\s*:?-{2,}")
 _COMMAND = re.compile(
-    r"(?:^|[\s/\\$>])(?:main|llama-cli|llama-server|server|llama-bench|llama-llava-cli|llamafile)(?:\.exe)? .*-m "
+    r"(?:^|[\s/\\$>])(?:main|llama-cli|llama-completion|llama-server|server|llama-bench|llama-llava-cli|llamafile)"
+    r"(?:\.exe)? .*-m "
 )
 _PY_META = re.compile(r"'([\w.]+)': '([^']*)'")
 _OLLAMA_PS = re.compile(r"\b(\d{1,3})%/(\d{1,3})% CPU/GPU\b|\b100% (CPU|GPU)\b")

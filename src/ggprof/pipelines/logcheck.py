@@ -19,7 +19,7 @@ from typing import Literal
 from ggprof.bench.context import RunContext
 from ggprof.bench.llamabench import BadRows, backend_of_row, rows_from_text
 from ggprof.errors import BadInputError
-from ggprof.llamacpp import physical_batch
+from ggprof.llamacpp import FIT_MIN_CTX, FIT_ON_BY_DEFAULT_BUILD, FIT_TARGET_MIB, physical_batch
 from ggprof.logs.figures import BadFigure
 from ggprof.logs.model import LogModel, model_from_log
 from ggprof.logs.parse import parse_lines
@@ -36,6 +36,7 @@ from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.logfacts import drafting_of, named, placed_in_ram
 from ggprof.pipelines.logplacement import LogPlacement, log_placement
+from ggprof.pipelines.placements import FIT_LEAVES, FitAsked
 from ggprof.units import clean_name
 from ggprof.verdict.backend import NEEDS_LAYERS_ON_CPU
 from ggprof.verdict.finding import RANK, Severity
@@ -288,6 +289,8 @@ def _check_run(
     spec = model.spec
     checker = Checker(spec, device_choice, ext, use_host=False, cpu=cpu) if spec is not None and device_choice else None
     context = _context(run, backend, spec)
+    fit = fit_of_log(run, fitted, context.build_number)
+    said_ctx = dict(run.value("command_facts") or ()).get("n_ctx")
     for s in run.speeds:
         if tiny_prefill(s):
             rc.measurements.append(
@@ -341,6 +344,8 @@ def _check_run(
             label=f"{s.kind} {s.tok_s:,.4g} tok/s (line {s.line})",
             context=context,
             build=build_facts(run, backend, context, s),
+            fit=fit if backend != "cpu" else None,
+            n_ctx=(said_ctx or spec.context_length) if fit and said_ctx is not None else None,  # -c 0: the model's
         )
         judged = checker.check(r)
         known = model.source != "the log" or run.value("n_layers") or run.value("layers_total")
@@ -349,6 +354,28 @@ def _check_run(
             judged = _ruled_out(judged, shown)
         rc.measurements.append(Measurement(index, s, judged))
     return rc
+
+
+def fit_of_log(run: LogRun, fitted: LogPlacement | None, build: int | None) -> FitAsked | None:
+    """Whether llama.cpp's --fit placed a log's run without its lines saying what it chose (a log at
+    the default verbosity): its command line says --fit on, -fitt or -fitc, or its build fits
+    unasked (b7474 on, not llama-bench), and it gives no -ngl, -ncmoe, -ot or -ts and no offload
+    line. None: not, or its own lines said (log_placement reads them)."""
+    if (fitted is not None and fitted.fit) or run.value("layers_offloaded") is not None:
+        return None
+    given = dict(run.value("command_facts") or ())
+    if any(given.get(n) not in (None, 0, ()) for n in FIT_LEAVES) or given.get("fit") == "off":
+        return None
+    target, min_ctx = given.get("fit_target"), given.get("fit_min_ctx")
+    bench = "llama-bench" in str(run.value("command") or "")
+    unasked = build is not None and build >= FIT_ON_BY_DEFAULT_BUILD and not bench
+    if given.get("fit") != "on" and target is None and min_ctx is None and not unasked:
+        return None
+    return FitAsked(
+        margin_mib=FIT_TARGET_MIB if target is None else target,
+        min_ctx=FIT_MIN_CTX if min_ctx is None else min_ctx,
+        ctx_given=given.get("n_ctx") is not None,
+    )
 
 
 def _ruled_out(judged: Judged, shown: str) -> Judged:
