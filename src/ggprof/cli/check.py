@@ -182,7 +182,6 @@ def check(
         # what bench would refuse to run is refused as a claim too: a depth past the model's context
         check_model_context(spec, depth + (n_prompt if pp is not None else 0) + 1, "--depth + prompt + 1")
         build = reported_build.facts(backend)
-        # -c 0 (the model's) or none: where --fit placed the run it may cut the context, and sets it
         # -c 0 is the model's whole context, which --fit leaves (llama.cpp PR #19070: fit_params_min_ctx)
         explicit = fit_asked(fit, fit_target, fit_min_ctx, n_ctx is not None)
         refuse_fit_beside_placement(explicit, n_gpu_layers, placement, rpc.active)

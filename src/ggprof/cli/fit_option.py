@@ -33,24 +33,13 @@ def fit_options(f: Callable[..., Any]) -> Callable[..., Any]:
 def fit_asked(
     fit: str | None, target: int | None, min_ctx: int | None, ctx_given: bool, build: int | None = None
 ) -> Any:
-    """llama.cpp's --fit as the report states it: on where said, where its target or least context
-    is given, or where the build fits unasked (llama-server's and llama-cli's since December 2025);
-    None: off, or not known to be on."""
-    from ggprof.llamacpp import FIT_MIN_CTX, FIT_ON_BY_DEFAULT_BUILD, FIT_TARGET_MIB
-    from ggprof.pipelines.placements import FitAsked
+    """--fit as the options state it (pipelines.placements.fit_asked); off beside --fit-target or
+    --fit-ctx is a usage error."""
+    from ggprof.pipelines.placements import fit_asked as asked
 
-    if fit == "off":
-        if target is not None or min_ctx is not None:
-            raise click.UsageError("--fit off: no --fit-target or --fit-ctx beside it")
-        return None
-    by_default = build is not None and build >= FIT_ON_BY_DEFAULT_BUILD
-    if fit is None and target is None and min_ctx is None and not by_default:
-        return None
-    return FitAsked(
-        margin_mib=FIT_TARGET_MIB if target is None else target,
-        min_ctx=FIT_MIN_CTX if min_ctx is None else min_ctx,
-        ctx_given=ctx_given,
-    )
+    if fit == "off" and (target is not None or min_ctx is not None):
+        raise click.UsageError("--fit off: no --fit-target or --fit-ctx beside it")
+    return asked(fit, target, min_ctx, ctx_given, build)
 
 
 def refuse_fit_beside_placement(

@@ -27,7 +27,7 @@ from ggprof.physics.roofline import PredictInputs, Prediction, drafted, splits_t
 from ggprof.physics.speculative import Drafting
 from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
-from ggprof.pipelines.placements import FIT_LEAVES, NOT_DERIVED, FitAsked, Fitted, llama_fit
+from ggprof.pipelines.placements import FIT_LEAVES, FitAsked, Fitted, derived
 from ggprof.pipelines.predict import kept_roof, roof_note
 from ggprof.pipelines.profile import prediction_for
 from ggprof.pipelines.rpc import SplitSetup, predict_split
@@ -110,8 +110,7 @@ class Checker:
         ] = {}
         self._index: dict[int, int] = {}  # id of each prediction made -> its place in predictions()
         self._roofs: dict[int, StoredRoof | None] = {}  # depth -> the compute roof kept for it here
-        # a report's facts -> whether a GPU is there for --fit to place weights on, and what it chose
-        self._fitted: dict[PredictionKey, tuple[bool, Fitted | None]] = {}
+        self._fitted: dict[PredictionKey, tuple[Fitted | None, str | None]] = {}  # facts -> what --fit chose
 
     def host(self) -> HostReport:
         if self._host is None:
@@ -178,18 +177,16 @@ class Checker:
         key = self.key(r)
         if key not in self._fitted:  # what --fit chose, once for each report of the same facts
             inputs = self.inputs_of(r)
-            target = self.target(r.backend, False, inputs.devices)
-            gpu = target is not None and target.device.is_discrete_gpu  # no GPU: nothing for --fit to place
-            self._fitted[key] = (gpu, llama_fit(self.spec, target, inputs, r.fit) if target and gpu else None)
-        gpu, got = self._fitted[key]
+            self._fitted[key] = derived(self.spec, self.target(r.backend, False, inputs.devices), inputs, r.fit)
+        got, note = self._fitted[key]
         if got is None:
-            return replace(r, placement_note=NOT_DERIVED) if gpu else r
+            return replace(r, placement_note=note)
         return replace(
             r,
             n_gpu_layers=got.n_gpu_layers,
             placement=(*r.placement, *((("n_cpu_moe", got.n_cpu_moe),) if got.n_cpu_moe else ())),
             n_ctx=got.ctx,
-            placement_note=got.note,
+            placement_note=note,
         )
 
     def predicted(self, r: Reported) -> tuple[Target | None, Prediction | None]:

@@ -19,7 +19,7 @@ from typing import Literal
 from ggprof.bench.context import RunContext
 from ggprof.bench.llamabench import BadRows, backend_of_row, rows_from_text
 from ggprof.errors import BadInputError
-from ggprof.llamacpp import FIT_MIN_CTX, FIT_ON_BY_DEFAULT_BUILD, FIT_TARGET_MIB, physical_batch
+from ggprof.llamacpp import physical_batch
 from ggprof.logs.figures import BadFigure
 from ggprof.logs.model import LogModel, model_from_log
 from ggprof.logs.parse import parse_lines
@@ -36,7 +36,7 @@ from ggprof.pipelines.extensions import Extensions
 from ggprof.pipelines.judged import Judged
 from ggprof.pipelines.logfacts import drafting_of, named, placed_in_ram
 from ggprof.pipelines.logplacement import LogPlacement, log_placement
-from ggprof.pipelines.placements import FIT_LEAVES, FitAsked
+from ggprof.pipelines.placements import FIT_LEAVES, FitAsked, fit_asked
 from ggprof.units import clean_name
 from ggprof.verdict.backend import NEEDS_LAYERS_ON_CPU
 from ggprof.verdict.finding import RANK, Severity
@@ -364,18 +364,11 @@ def fit_of_log(run: LogRun, fitted: LogPlacement | None, build: int | None) -> F
     if (fitted is not None and fitted.fit) or run.value("layers_offloaded") is not None:
         return None
     given = dict(run.value("command_facts") or ())
-    if any(given.get(n) not in (None, 0, ()) for n in FIT_LEAVES) or given.get("fit") == "off":
+    if any(given.get(n) not in (None, 0, ()) for n in FIT_LEAVES):
         return None
-    target, min_ctx = given.get("fit_target"), given.get("fit_min_ctx")
-    bench = "llama-bench" in str(run.value("command") or "")
-    unasked = build is not None and build >= FIT_ON_BY_DEFAULT_BUILD and not bench
-    if given.get("fit") != "on" and target is None and min_ctx is None and not unasked:
-        return None
-    return FitAsked(
-        margin_mib=FIT_TARGET_MIB if target is None else target,
-        min_ctx=FIT_MIN_CTX if min_ctx is None else min_ctx,
-        ctx_given=given.get("n_ctx") is not None,
-    )
+    bench = "llama-bench" in str(run.value("command") or "")  # it never fits unasked
+    said, target, min_ctx = given.get("fit"), given.get("fit_target"), given.get("fit_min_ctx")
+    return fit_asked(said, target, min_ctx, given.get("n_ctx") is not None, None if bench else build)
 
 
 def _ruled_out(judged: Judged, shown: str) -> Judged:

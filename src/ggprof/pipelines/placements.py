@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from ggprof.errors import NoBandwidthError
-from ggprof.llamacpp import CACHE_TYPE, FIT_MIN_CTX, FIT_TARGET_MIB
+from ggprof.llamacpp import CACHE_TYPE, FIT_MIN_CTX, FIT_ON_BY_DEFAULT_BUILD, FIT_TARGET_MIB
 from ggprof.machine.target import Target
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.memory import MemoryFit, memory_at
@@ -204,6 +204,23 @@ class FitAsked:
     ctx_given: bool = True
 
 
+def fit_asked(
+    said: str | None, target: int | None, min_ctx: int | None, ctx_given: bool, build: int | None = None
+) -> FitAsked | None:
+    """llama.cpp's --fit as a run states it: on where said (`said`: on, off or None), where its
+    --fit-target or --fit-ctx is given, or where its build fits unasked (llama-server's and
+    llama-cli's since December 2025; not llama-bench's: give no `build` for it). None: off, or
+    not known to be on."""
+    unasked = build is not None and build >= FIT_ON_BY_DEFAULT_BUILD
+    if said == "off" or (said is None and target is None and min_ctx is None and not unasked):
+        return None
+    return FitAsked(
+        margin_mib=FIT_TARGET_MIB if target is None else target,
+        min_ctx=FIT_MIN_CTX if min_ctx is None else min_ctx,
+        ctx_given=ctx_given,
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class Fitted:
     """What llama.cpp's --fit set where a run gave no placement: -ngl, -ncmoe, and the context."""
@@ -267,6 +284,18 @@ def llama_fit(spec: ModelSpec, target: Target, inputs: PredictInputs, asked: Fit
             ctx = low
     chosen = llama_fit_choice(spec, target, replace(inputs, ctx=ctx), memory_at_ctx(ctx), margin)
     return fitted(*chosen, ctx) if chosen is not None else None
+
+
+def derived(
+    spec: ModelSpec, target: Target | None, inputs: PredictInputs, asked: FitAsked
+) -> tuple[Fitted | None, str | None]:
+    """What --fit chose for a run that asked it, and the rule saying how the placement judged was
+    known: derived, or as given where ggprof cannot derive it (several GPUs, a GPU of unknown
+    memory). (None, None) with no GPU: nothing for --fit to place."""
+    if target is None or not target.device.is_discrete_gpu:
+        return None, None
+    got = llama_fit(spec, target, inputs, asked)
+    return got, (got.note if got is not None else NOT_DERIVED)
 
 
 def smallest(ok: Callable[[int], bool], lo: int, hi: int) -> int:

@@ -48,10 +48,9 @@ def predict_on(
         if not target.device.is_discrete_gpu:
             raise BadInputError("--ram-bandwidth and --cpu name the RAM beside a GPU; a CPU alone is --bandwidth BW")
         target = replace(target, cpu=ram)
-    from ggprof.pipelines.placements import NOT_DERIVED, llama_fit  # it predicts with this module's predict_with
+    from ggprof.pipelines.placements import derived  # it predicts with this module's predict_with
 
-    asked = fit is not None and target.device.is_discrete_gpu  # no GPU: nothing for --fit to place
-    fitted = llama_fit(spec, target, inputs, fit) if fit is not None and asked else None
+    fitted, note = derived(spec, target, inputs, fit) if fit is not None else (None, None)
     if fitted is not None:
         inputs = replace(inputs, n_gpu_layers=fitted.n_gpu_layers, n_cpu_moe=fitted.n_cpu_moe, ctx=fitted.ctx)
     partial = splits_to_cpu(inputs, spec.n_layers)
@@ -61,8 +60,8 @@ def predict_on(
             "give --ram-bandwidth BW or --cpu NAME, or run `ggprof host` first"
         )
     made = predict_with(spec, target, inputs, ext)
-    if asked:
-        made = replace(made, rules=(fitted.note if fitted else NOT_DERIVED, *made.rules))
+    if note is not None:
+        made = replace(made, rules=(note, *made.rules))
     return with_host_roof(spec, made, target, ext), target
 
 
