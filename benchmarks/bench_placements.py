@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data" / "placement-results.jsonl"
 sys.path.insert(0, str(ROOT / "tests"))  # the header writer the tests use
 
-from ggufs import F16, GPT_OSS_120B, MXFP4, Q8_0, QWEN36_35B_A3B, Shape, nbytes, write_model  # noqa: E402
+from ggufs import F16, GPT_OSS_120B, MXFP4, Q8_0, QWEN36_27B, QWEN36_35B_A3B, Shape, nbytes, write_model  # noqa: E402
 
 from ggprof.calibration.placements import (  # noqa: E402
     ShareRow,
@@ -63,6 +63,7 @@ WHAT = {
 
 CATEGORIES = ("experts_in_ram", "multi_gpu", "unified_memory", "spill", "partial_offload")
 SLOWED = 3.0
+NKVO = re.compile(r"(^|\s)(-nkvo|--no-kv-offload)(?!\s+0\b)(\s|$)")  # the KV cache kept in RAM
 
 # Published shapes (each model's config.json): layers, width, heads, KV heads, head width,
 # vocabulary, routed experts (0: dense). The expert width and the experts a token uses are solved
@@ -90,6 +91,8 @@ SHAPES: dict[str, tuple[int, int, int, int, int, int, int]] = {
     "phi-4": (40, 5120, 40, 10, 128, 100352, 0),
     "llama-2-70b": (80, 8192, 64, 8, 128, 32000, 0),
     "mistral-small-24b": (40, 5120, 32, 8, 128, 131072, 0),
+    "deepseek-r1-distill-qwen-7b": (28, 3584, 28, 4, 128, 152064, 0),  # Qwen2.5-Math-7B's
+    "llama-2-7b": (32, 4096, 32, 32, 128, 32000, 0),
 }
 QTYPES = ("IQ1_S", "IQ2_XXS", "IQ2_S", "Q2_K", "Q3_K", "IQ4_XS", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16")
 
@@ -151,14 +154,15 @@ def _sized(row: dict[str, Any], model: str) -> Shape | None:
 
 # Shapes written whole in tests/ggufs.py (a shared expert beside the routed ones, which -ncmoe and
 # exps=CPU leave on the GPU): the row's quant and size applied to them
-WRITTEN = {"qwen3.6-35b-a3b": QWEN36_35B_A3B, "qwen3.5-35b-a3b": QWEN36_35B_A3B}
+# (Qwen3.8-27B: llama-bench names it qwen35 27B, Qwen3.5/3.6-27B's hybrid: a quarter of its layers attend)
+WRITTEN = {"qwen3.6-35b-a3b": QWEN36_35B_A3B, "qwen3.5-35b-a3b": QWEN36_35B_A3B, "qwen3.8-27b": QWEN36_27B}
 
 
 def _shape_of(row: dict[str, Any], model: str) -> Shape | None:
     written = next((s for k, s in WRITTEN.items() if k in model), None)
     if written is not None:
         return replace(written, qtype=qtype_of(row["quant"]), name=row["model"])
-    key = next((k for k in SHAPES if k in model.replace("meta-", "")), None)
+    key = max((k for k in SHAPES if k in model.replace("meta-", "")), key=len, default=None)  # the longest
     total = row["model_params_b"]
     if key is None or not total:
         return None
@@ -252,7 +256,7 @@ def check_args(row: dict[str, Any], model: Path, profiles: Any, slowed: float) -
     said_ctx = re.search(r"(^|\s)(-c|--ctx-size)\s+\d", flags) is not None
     if row["ctx"] and (said_ctx or "-fitc" not in fit):  # the context the run allocated (--fit-ctx: --fit's)
         args += ["-c", str(row["ctx"])]
-    if re.search(r"(^|\s)(-nkvo|--no-kv-offload)\b", row["flags"] or ""):
+    if NKVO.search(row["flags"] or ""):
         args += ["-nkvo", "1"]
     for flag in ("-ctk", "-ctv"):  # the KV cache's types, where the command line sets them
         long = {"-ctk": "--cache-type-k", "-ctv": "--cache-type-v"}[flag]
@@ -262,10 +266,22 @@ def check_args(row: dict[str, Any], model: Path, profiles: Any, slowed: float) -
         args += ["-sm", row["split_mode"]]
     if len(gpus) > 1 and row["tensor_split"]:
         args += ["-ts", row["tensor_split"]]
+    spill = spill_of(row)
+    if spill:
+        args += ["--spill", spill]
     build = (row["build"] or "").rsplit("(", 1)[-1].strip(") b").split()[0] if row["build"] else ""
     if build.isdigit():
         args += ["--build", build]
     return args
+
+
+def spill_of(row: dict[str, Any]) -> str | None:
+    """How the row's driver served what was over the GPU's memory, where the row says: Windows'
+    system-memory fallback, or managed memory (GGML_CUDA_ENABLE_UNIFIED_MEMORY=1)."""
+    backend = row["backend"].lower()
+    if "managed" in backend or "GGML_CUDA_ENABLE_UNIFIED_MEMORY=1" in (row["flags"] or ""):
+        return "managed"
+    return "fallback" if "windows" in backend and "cuda" in backend else None
 
 
 def ggprof(args: list[str]) -> dict[str, Any] | None:
@@ -321,8 +337,10 @@ def share_rows(rows: list[dict[str, Any]], folder: Path, profiles: Any) -> dict[
         label = f"row {i}: {row['model'][:28]} on {','.join(row['gpus'] or [])} ({row['source']})"
         machine, tg, pp, prompt = machine_of(row), row["tg_tok_s"], row["pp_tok_s"], row["pp_tokens"]
         spill = "spill" if parts.link_s else "copies"
+        # with -nkvo a token's part in RAM is the CPU's attention over the KV cache, not weights streamed
+        ram_part = tg and ram_of(row, profiles) and not NKVO.search(row["flags"] or "")
         found = (
-            ("ram", "decode", implied_ram_share(parts, 1 / tg) if tg and ram_of(row, profiles) else None),
+            ("ram", "decode", implied_ram_share(parts, 1 / tg) if ram_part else None),
             ("spill", "decode", implied_link_share(parts, 1 / tg) if tg else None),
             (spill, "prompt", implied_link_share(parts, prompt / pp, prompt=True) if pp and prompt else None),
         )

@@ -94,6 +94,13 @@ if TYPE_CHECKING:
     help="The bandwidth of the RAM that held the weights not on the GPU (-ngl, -ncmoe, -ot): 90 (GB/s). "
     "Without it: this host's measured RAM, else the RAM's class (a wide band, never impossible below its top).",
 )
+@click.option(
+    "--spill",
+    type=click.Choice(["fallback", "managed"]),
+    help="How the GPU's driver served what was over its memory: fallback (Windows' CUDA system-memory "
+    "fallback: the cache llama.cpp allocates last is read from RAM) or managed (GGML_CUDA_ENABLE_UNIFIED_MEMORY=1: "
+    "pages migrate each token). Without it: either.",
+)
 @cpu_option(
     "The CPU beside the GPU ('Ryzen 9 7950X', 'EPYC 9654'): where the RAM is not given, its platform's "
     "channels and rates bound the RAM's bandwidth (llama-bench's cpu_info is read without it)."
@@ -121,6 +128,7 @@ def check(
     llama_bench: str | None,
     log_path: str | None,
     ram_bandwidth: Figure | None,
+    spill: str | None,
     cpu_name: str | None,
     as_json: bool,
 ) -> int:
@@ -148,7 +156,7 @@ def check(
             )
         if cpu_name is not None:
             raise click.UsageError("--cpu names the RAM of --tg, --pp or --llama-bench; a log's is --device PROFILE")
-        return _check_log(log_path, model, choice, backend, as_json)
+        return _check_log(log_path, model, choice, backend, as_json, spill)
     from ggprof.bench.llamabench import read_rows
     from ggprof.pipelines.check import Checker, Reported, judge_chunks, reported_from_row
     from ggprof.report.predict import predict_dict
@@ -205,7 +213,7 @@ def check(
     from ggprof.machine.platforms import given_ram
 
     # the bandwidth given is the RAM; a CPU named is kept apart (this host's, its measured RAM)
-    checker = Checker(spec, choice, extensions(), cpu=given_ram(ram_bandwidth), cpu_name=cpu_name)
+    checker = Checker(spec, choice, extensions(), cpu=given_ram(ram_bandwidth), cpu_name=cpu_name, spill=spill)
     if rpc.active:  # RPC rows are judged against this split (this host, or --device, is the main host)
         from ggprof.pipelines.rpc import split_setup
 
@@ -249,7 +257,9 @@ def _drafting(spec: Any, given: dict[str, Any]) -> Any:
     )
 
 
-def _check_log(path: str, model: str | None, choice: DeviceChoice, backend: str | None, as_json: bool) -> int:
+def _check_log(
+    path: str, model: str | None, choice: DeviceChoice, backend: str | None, as_json: bool, spill: str | None
+) -> int:
     import json
     import sys
 
@@ -260,7 +270,7 @@ def _check_log(path: str, model: str | None, choice: DeviceChoice, backend: str 
 
     log = read_log(path)
     spec = load_model_arg(model) if model else None  # the real header replaces the log's estimate
-    checked = check_log(log, extensions(), choice, spec, backend)
+    checked = check_log(log, extensions(), choice, spec, backend, spill)
     if as_json:
         sys.stdout.write(json.dumps(log_dict(checked), indent=2, allow_nan=False) + "\n")
     else:

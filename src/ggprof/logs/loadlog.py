@@ -246,6 +246,8 @@ class LoadLog(ParserState):
         if t.startswith("load_backend") and (m := _LOAD_BACKEND.match(t)):
             have = r.value("backends_loaded") or ()
             r.set("backends_loaded", (*have, m[1].lower())[:16], line)
+            if t.lower().endswith(".dll"):  # Windows: a GPU's allocation over its memory falls back to RAM
+                r.setdefault("windows", True, line)
             return True
         if ("ngl" in t or "gpu-layers" in t or "gpu_layers" in t) and (m := _NGL.search(t)):
             r.set("n_gpu_layers_requested", int(m[1]), line)

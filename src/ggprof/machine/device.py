@@ -227,6 +227,8 @@ class Device:
     # the main host, where given (--device-profile RPC[host:port]=PROFILE@LINK)
     network: Link | None = None
     bandwidth_low: Figure | None = None  # where only its class is known: the class's slowest bandwidth
+    # how its driver serves an allocation over its memory (physics.placement: SPILLS), where told
+    spill: str | None = None
 
     @property
     def matrix_units_faster(self) -> bool:

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ggprof.figures import Figure
 from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.model.spec import OUTPUT_LAYER_TENSORS, ModelSpec, offloaded_layers
+
+if TYPE_CHECKING:
+    from ggprof.physics.memory import MemoryFit
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,6 +173,34 @@ def spilled(place: Placement, kv_gpu_bytes: int, device: Device) -> Spill | None
         return None
     over = min(over, place.gpu_weight_bytes)
     return Spill(weight_bytes=over, decode_bytes=int(place.gpu_decode_bytes * over / place.gpu_weight_bytes))
+
+
+# How a GPU's driver serves an allocation beyond its memory, where the user says (check --spill):
+# Windows' CUDA system-memory fallback places the allocations that no longer fit in RAM, which the
+# GPU reads over its link (NVIDIA, "System Memory Fallback for Stable Diffusion", driver 536.40);
+# GGML_CUDA_ENABLE_UNIFIED_MEMORY=1 allocates managed memory, whose pages migrate on demand, so a
+# token's weights beyond the memory move in and out each pass (llama.cpp PR #8035). Unsaid: either.
+SPILLS = {
+    "fallback": "Windows' CUDA system-memory fallback: what no longer fits is placed in RAM",
+    "managed": "managed memory (GGML_CUDA_ENABLE_UNIFIED_MEMORY=1): pages migrate on demand",
+}
+
+
+def cache_over(pool: MemoryFit) -> bool:
+    """Whether the cache alone (KV at the context and recurrent state) can hold all of a GPU pool
+    that is over its memory: llama.cpp allocates the weights first, and Windows' system-memory
+    fallback places what no longer fits in RAM, so the weights stay and the cache is read over the link."""
+    return pool.total_bytes is not None and pool.required_bytes - pool.total_bytes <= pool.kv_bytes
+
+
+def cache_spill_rule(pool: MemoryFit, kv_bytes: int, depth: int, device: Device) -> str:
+    link = device.link.describe() if device.link else "unknown"
+    over = (pool.required_bytes - (pool.total_bytes or 0)) / 1e9
+    return (
+        f"spilled cache: the weights fit {device.id}'s memory, the KV cache and buffers at the context do not "
+        f"({over:.3g} GB over); the cache a token reads ({kv_bytes / 1e9:.3g} GB at depth {depth:,}, a recurrent "
+        f"state read and written) goes over the host link ({link}) at most, none of it at best"
+    )
 
 
 def link_bytes_a_batch(

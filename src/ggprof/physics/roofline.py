@@ -33,6 +33,8 @@ from ggprof.physics.placement import (
     LINK_BAND,
     Placement,
     blended_band,
+    cache_over,
+    cache_spill_rule,
     link_band_of,
     link_bytes_a_batch,
     placement,
@@ -150,6 +152,8 @@ class Prediction:
     step: VerifyStep | None = None  # speculative decoding: the verify step (ggprof.physics.speculative)
     devices: DeviceSplit | None = None  # several GPUs of one machine (ggprof.physics.devices)
     spill_bytes: int = 0  # weights beyond a GPU's memory, read from host RAM over its link (physics.placement)
+    # the weights fit, the cache does not (Windows' fallback): the cache a token reads over the link
+    cache_spill_bytes: int | None = None
     parts: TokenParts | None = None  # a token's and a prompt's time by memory (one GPU, the fits' input)
 
     @property
@@ -305,15 +309,23 @@ def predict(
     memory = memory_pools(spec, device, cpu, place, inputs)
     full = has_gpu and not is_partial_offload(inputs.n_gpu_layers, spec.n_layers)
     spill = spilled(place, kv_gpu, device) if full else None
-    # beyond the GPU with its buffers: the whole weights allocation goes over the link (spill_band)
-    over = full and device.link is not None and (spill is not None or memory[0].verdict == "does_not_fit")
+    # beyond the GPU with its buffers: the whole weights allocation goes over the link (spill_band);
+    # or, where the cache can hold all that is over, the cache: a token's KV and state over the link
+    # (Windows' fallback: "tight" too, the desktop holding some of the GPU's memory)
+    tight = memory[0].verdict == "does_not_fit" or (memory[0].verdict == "tight" and device.spill == "fallback")
+    over = full and device.link is not None and (spill is not None or tight)
+    cache = over and spill is None and device.spill == "fallback" and cache_over(memory[0])
     bw = device.bandwidth_bytes_per_s or 1.0
-    link_s = place.gpu_decode_bytes / device.link.value if over and device.link else 0.0
-    # what the GPU reads itself: everything, or with its weights over the link its KV alone
-    gpu_s = kv_gpu / bw if over else seconds - in_ram_s
+    link_bytes = kv_gpu if cache else place.gpu_decode_bytes
+    link_s = link_bytes / device.link.value if over and device.link else 0.0
+    # what the GPU reads itself: everything; with its weights over the link its KV alone; with its
+    # cache over the link its weights alone
+    gpu_s = (seconds - in_ram_s - kv_gpu / bw) if cache else kv_gpu / bw if over else seconds - in_ram_s
     if spill is not None and device.link is not None:
         seconds += spill.decode_bytes / device.link.value - spill.decode_bytes / bw
         rules.append(spill.rule(device))
+    if cache and device.link is not None:
+        rules.append(cache_spill_rule(memory[0], kv_gpu, inputs.depth, device))
     if over and band is not None:
         band = link_band_of(band, spill_band, seconds, gpu_s + in_ram_s, link_s, "spill")
     table = tuple(_depth_row(spec, device, cpu, place, inputs, d) for d in depth_points(spec))
@@ -332,16 +344,17 @@ def predict(
             f"a prompt's batches on the GPU: {crossing / 1e9:.3g} GB of weights in RAM cross the link{least} "
             f"({device.link.describe()}) for each batch of {inputs.n_ubatch} tokens"  # type: ignore[union-attr]
         )
-    copied = link_bytes_a_batch(spec, place, place.gpu_weight_bytes if over else 0, inputs) if link else 0
+    over_link = link_bytes if cache else place.gpu_weight_bytes if over else 0  # a batch reads it again
+    copied = link_bytes_a_batch(spec, place, over_link, inputs) if link else 0
     gpu_prompt_band = prefill_band
     if prefill_band is not None and prefill_s and copied:
         what = (
-            "a prompt's batches reading the spilled weights"
+            f"a prompt's batches reading the spilled {'cache' if cache else 'weights'}"
             if over
             else "a prompt's batches copying the weights in RAM"
         )
-        over_link = spill_band if over else copies_band
-        prefill_band = link_band_of(prefill_band, over_link, prefill_s, compute_s, copied * batches / link, what)
+        share = spill_band if over else copies_band
+        prefill_band = link_band_of(prefill_band, share, prefill_s, compute_s, copied * batches / link, what)
     parts = TokenParts(
         gpu_s=gpu_s,
         ram_s=in_ram_s,
@@ -374,6 +387,7 @@ def predict(
         rules=(*spec.decode_rules(), *rules, *_kv_in_ram(inputs, has_gpu, kv_cpu)),
         active_params=spec.active_params,
         spill_bytes=spill.weight_bytes if spill is not None else 0,
+        cache_spill_bytes=kv_gpu if cache else None,
         parts=parts if has_gpu else None,
     )
 

@@ -94,12 +94,14 @@ class Checker:
         use_host: bool = True,
         cpu: Device | None = None,
         cpu_name: str | None = None,
+        spill: str | None = None,
     ) -> None:
         """`use_host`: whether this host may stand in for the device (not for a pasted log's
         machine); `cpu`: the CPU and RAM holding layers not offloaded, where known otherwise;
-        `cpu_name`: the CPU the report names (its platform bounds an unstated RAM)."""
+        `cpu_name`: the CPU the report names (its platform bounds an unstated RAM); `spill`: how
+        the GPU's driver served what was over its memory (physics.placement.SPILLS), where told."""
         self.spec, self.choice, self.ext = spec, choice, ext
-        self.use_host, self.cpu, self.cpu_name = use_host, cpu, cpu_name
+        self.use_host, self.cpu, self.cpu_name, self.spill = use_host, cpu, cpu_name, spill
         self._host: HostReport | None = None
         self.split: SplitSetup | None = None  # the machines RPC rows ran on (--rpc, --rpc-device)
         self.tensor_split: tuple[float, ...] = ()
@@ -118,6 +120,12 @@ class Checker:
         return self._host
 
     def target(self, backend: str | None, partial: bool, devices: tuple[str, ...] = ()) -> Target | None:
+        target = self._target(backend, partial, devices)
+        if target is None or self.spill is None or not target.device.is_discrete_gpu:
+            return target
+        return replace(target, device=replace(target.device, spill=self.spill))
+
+    def _target(self, backend: str | None, partial: bool, devices: tuple[str, ...]) -> Target | None:
         host = self.host() if self.use_host and (self.choice.needs_host or partial) else None
         try:
             target = resolve_target(

@@ -95,15 +95,18 @@ def check_log(
     choice: DeviceChoice,
     spec: ModelSpec | None = None,
     backend: str | None = None,
+    spill: str | None = None,
 ) -> LogCheck:
-    """Every speed of `log` judged; its lines are streamed through the parser once, never kept."""
+    """Every speed of `log` judged; its lines are streamed through the parser once, never kept;
+    `spill`: how the GPU's driver served what was over its memory (a log that loaded a Windows DLL:
+    its system-memory fallback)."""
     try:
         parsed = _bench_json(log.lines, log.name)
         if not isinstance(parsed, ParsedLog):
             parsed = parse_lines(parsed)
     except BadFigure as e:
         raise BadInputError(f"{log.name}: {e}") from None
-    runs = [_check_run(i, r, log.name, ext, choice, spec, backend) for i, r in enumerate(parsed.runs)]
+    runs = [_check_run(i, r, log.name, ext, choice, spec, backend, spill) for i, r in enumerate(parsed.runs)]
     return LogCheck(log=log, parsed=parsed, runs=runs, comparison=_compare(runs))
 
 
@@ -198,6 +201,7 @@ def _check_run(
     choice: DeviceChoice,
     given: ModelSpec | None,
     backend_override: str | None,
+    spill: str | None = None,
 ) -> RunCheck:
     backend, backend_line = backend_of(run)
     if backend_override:
@@ -287,7 +291,12 @@ def _check_run(
     if not run.speeds:
         rc.missing.append("any speed (no timing, rate or llama-bench line)")
     spec = model.spec
-    checker = Checker(spec, device_choice, ext, use_host=False, cpu=cpu) if spec is not None and device_choice else None
+    spill = spill or ("fallback" if run.value("windows") else None)
+    checker = (
+        Checker(spec, device_choice, ext, use_host=False, cpu=cpu, spill=spill)
+        if spec is not None and device_choice
+        else None
+    )
     context = _context(run, backend, spec)
     fit = fit_of_log(run, fitted, context.build_number)
     said_ctx = dict(run.value("command_facts") or ()).get("n_ctx")

@@ -28,7 +28,7 @@ def fit_findings(b: Backend, case: JudgeCase) -> list[Finding]:
     required = fmt_bytes(gpu.required_bytes, binary=False)
     # the weights over the GPU, or the weights fitting and the KV and buffers (an estimate) not: the
     # prediction reads the allocation over the link, and so does the finding
-    if p.spill_bytes or (not p.devices and p.parts is not None and p.parts.link_s > 0):
+    if p.spill_bytes or p.cache_spill_bytes is not None or (not p.devices and p.parts and p.parts.link_s > 0):
         return [explained_by_spill(b, case, p, required, total)]
     return [
         Finding(
@@ -59,12 +59,19 @@ def explained_by_spill(b: Backend, case: JudgeCase, p: Prediction, required: str
     explains its number (the weights over its memory read from RAM over the link: the band judged
     on), and others may; what the run's log or command line says tells them apart."""
     spill = fmt_bytes(p.spill_bytes, binary=False)
-    what = (
-        f"{spill} of weights read over the host link a token"
-        if p.spill_bytes
-        else "the weights fit without the KV cache and compute buffers (an estimate), so the allocation pages "
-        "over the host link"
-    )
+    if p.spill_bytes:
+        what = f"{spill} of weights read over the host link a token"
+    elif p.cache_spill_bytes is not None:
+        cache = fmt_bytes(p.cache_spill_bytes, binary=False)
+        what = (
+            "the weights fit without the KV cache and compute buffers (an estimate): with Windows' system-memory "
+            f"fallback the cache is placed in RAM and a token reads its {cache} over the host link at most"
+        )
+    else:
+        what = (
+            "the weights fit without the KV cache and compute buffers (an estimate), so the allocation pages "
+            "over the host link"
+        )
     moe = "experts in RAM (-ngl 99 -ncmoe N, the experts of the first N layers in RAM at the CPU's bandwidth)"
     return Finding(
         severity="plausible",
