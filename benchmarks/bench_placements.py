@@ -30,6 +30,7 @@ import contextlib
 import io
 import itertools
 import json
+import math
 import os
 import re
 import sys
@@ -50,6 +51,7 @@ from ggprof.calibration.placements import (  # noqa: E402
     fit_share,
     implied_link_share,
     implied_ram_share,
+    implied_trip_s,
 )
 from ggprof.calibration.placements import held_out as held_out_fit  # noqa: E402
 from ggprof.machine.profiles import ProfileDB  # noqa: E402
@@ -59,6 +61,7 @@ WHAT = {
     "ram": "the RAM's share on a token's part in it",
     "spill": "the host link's share on spilled weights",
     "copies": "the host link's share on a prompt's copies of weights in RAM",
+    "trip": "a layer's round trip to the CPU with its cache in RAM (-nkvo), seconds",
 }
 
 CATEGORIES = ("experts_in_ram", "multi_gpu", "unified_memory", "spill", "partial_offload")
@@ -328,8 +331,10 @@ def answers(
 def share_rows(rows: list[dict[str, Any]], folder: Path, profiles: Any) -> dict[str, list[ShareRow]]:
     """Each row's shares where it states what they need: the RAM's (a decode with its RAM stated),
     the spill's (a spilled decode or prompt), the copies' (a prompt with weights in RAM): its time
-    less the other parts at their bands' midpoints, over the part's time at full rate."""
-    out: dict[str, list[ShareRow]] = {"ram": [], "spill": [], "copies": []}
+    less the other parts at their bands' midpoints, over the part's time at full rate; and -nkvo's
+    round trip (a decode with its cache in RAM), its cache read at the RAM share's midpoint."""
+    out: dict[str, list[ShareRow]] = {"ram": [], "spill": [], "copies": [], "trip": []}
+    nkvo: list[tuple[str, str, TokenParts, float]] = []
     for i, (row, answer) in enumerate(zip(rows, answers(rows, folder, profiles, 1.0), strict=True)):
         parts = _parts(answer)
         if parts is None:
@@ -338,15 +343,27 @@ def share_rows(rows: list[dict[str, Any]], folder: Path, profiles: Any) -> dict[
         machine, tg, pp, prompt = machine_of(row), row["tg_tok_s"], row["pp_tok_s"], row["pp_tokens"]
         spill = "spill" if parts.link_s else "copies"
         # with -nkvo a token's part in RAM is the CPU's attention over the KV cache, not weights streamed
-        ram_part = tg and ram_of(row, profiles) and not NKVO.search(row["flags"] or "")
+        kv_in_ram = NKVO.search(row["flags"] or "") is not None
         found = (
-            ("ram", "decode", implied_ram_share(parts, 1 / tg) if ram_part else None),
+            (
+                "ram",
+                "decode",
+                implied_ram_share(parts, 1 / tg) if tg and ram_of(row, profiles) and not kv_in_ram else None,
+            ),
             ("spill", "decode", implied_link_share(parts, 1 / tg) if tg else None),
             (spill, "prompt", implied_link_share(parts, prompt / pp, prompt=True) if pp and prompt else None),
         )
         out_rows = [(k, ShareRow(machine=machine, label=f"{label}, {what}", share=v)) for k, what, v in found if v]
         for k, r in out_rows:
             out[k].append(r)
+        if kv_in_ram and tg:
+            nkvo.append((machine, f"{label}, decode", parts, 1 / tg))
+    ram = fit_share(out["ram"], WHAT["ram"])
+    ram_mid = math.sqrt(ram.low * ram.high) if ram else 1.0
+    for machine, label, parts, seconds in nkvo:
+        trip = implied_trip_s(parts, seconds, ram_mid)
+        if trip:
+            out["trip"].append(ShareRow(machine=machine, label=label, share=trip))
     return out
 
 
@@ -369,6 +386,7 @@ def fit_placements(rows: list[dict[str, Any]], folder: Path, profiles: Any) -> P
         ram=fit_share(found["ram"], WHAT["ram"]),
         spill=fit_share(found["spill"], WHAT["spill"]),
         copies=fit_share(found["copies"], WHAT["copies"]),
+        trip=fit_share(found["trip"], WHAT["trip"]),
         inputs=tuple(f"{k} {r.share:.4f} {r.label}" for k, used in found.items() for r in used),
     )
 
@@ -388,8 +406,8 @@ def judge(rows: list[dict[str, Any]], folder: Path, profiles: Any, held_out: boo
         fits = calibration.placement_fits()
         moe = calibration.moe_layer_fit()
         if held_out:
-            ram, spill, copies = (held_out_fit(found[k], machine, WHAT[k]) for k in ("ram", "spill", "copies"))
-            fits = replace(fits, ram=ram, spill=spill, copies=copies)
+            ram, spill, copies, trip = (held_out_fit(found[k], machine, WHAT[k]) for k in WHAT)
+            fits = replace(fits, ram=ram, spill=spill, copies=copies, trip=trip)
             devices = {str(profile_of(g, profiles)) for i in mine for g in rows[i]["gpus"] or []}
             moe = bench_moe.fit_without(moe_found, ",".join(sorted(devices)))
         with calibration.using_placements(fits), calibration.using_moe(moe):
@@ -409,11 +427,15 @@ def shares_text(fits: PlacementFits, found: dict[str, list[ShareRow]]) -> str:
         if fit is None:
             lines.append(f"  {name}: too few machines ({len({r.machine for r in used})})")
             continue
+
+        def value(v: float, name: str = name) -> str:
+            return f"{v * 1e6:.0f} us" if name == "trip" else f"{v:.1%}"  # the trip is a time, not a share
+
         lines.append(
-            f"  {name} ({fit.what}): {fit.share:.1%} ({fit.low:.1%}-{fit.high:.1%}), {fit.rows} rows on "
+            f"  {name} ({fit.what}): {value(fit.share)} ({value(fit.low)}-{value(fit.high)}), {fit.rows} rows on "
             f"{fit.machines} machines, median held-out error {fit.held_out_error:.0%}"
         )
-        lines += [f"    {r.share:6.1%}  {r.label.split(' (')[0]}{r.label.rsplit(')', 1)[-1]}" for r in used]
+        lines += [f"    {value(r.share):>7}  {r.label.split(' (')[0]}{r.label.rsplit(')', 1)[-1]}" for r in used]
         lines += [f"    left out: {x.split(' (')[0]}{x.rsplit(')', 1)[-1]}" for x in fit.left_out]
     return "\n".join(lines)
 

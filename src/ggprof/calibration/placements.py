@@ -74,6 +74,22 @@ def implied_link_share(parts: TokenParts, measured_s: float, prompt: bool = Fals
     return parts.link_s / rest if told(parts.link_s, gpu) and rest > 0 else None
 
 
+def implied_trip_s(parts: TokenParts, measured_s: float, ram_share: float) -> float | None:
+    """The time of one -nkvo round trip a decode's time implies: what is left once the GPU's part is
+    taken at its band's midpoint and the cache in RAM at `ram_share` (the RAM share's midpoint), over
+    the layers that make one (None: no -nkvo, or trips too small beside the rest to tell (MIN_PART),
+    or a cache in RAM not small beside them: at a depth the CPU's attention over the cache, whose
+    share no fit holds, would pass for round trips)."""
+    if not parts.trips or parts.link_s > 0 or parts.gpu_band is None or ram_share <= 0:
+        return None
+    gpu = parts.gpu_s / midpoint(parts.gpu_band.low, parts.gpu_band.high)
+    cache = parts.ram_s / ram_share
+    rest = measured_s - gpu - cache
+    if not told(rest, gpu + cache) or cache > MIN_PART * rest:
+        return None
+    return rest / parts.trips
+
+
 def _centre(rows: list[ShareRow]) -> float:
     by: dict[str, list[float]] = defaultdict(list)
     for r in rows:

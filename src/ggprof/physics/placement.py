@@ -18,6 +18,7 @@ from ggprof.model.spec import OUTPUT_LAYER_TENSORS, ModelSpec, offloaded_layers
 
 if TYPE_CHECKING:
     from ggprof.physics.memory import MemoryFit
+    from ggprof.physics.shares import ShareFit
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,6 +135,24 @@ def link_band_of(
         source=f"{what}: {link_s / (gpu_s + link_s):.0%} of the time at full rate over the host link, at "
         f"{link.low:.0%}-{link.high:.0%} of its rate ({link.source}); the rest at the GPU's band ({gpu.source})",
         judged=gpu.judged and link.judged,
+    )
+
+
+def trips_band(band: EfficiencyBand, full_s: float, layers: int, trip: ShareFit | None) -> EfficiencyBand:
+    """`band` (shares of a token's time at full rate, `full_s`) with -nkvo's round trips added: each
+    of `layers` layers whose cache is in RAM sends its activations to the CPU, whose attention (or
+    recurrent update) runs there, and takes the result back, a fixed time `trip` fits on public rows
+    (none where no fit is committed: the ceiling and its band read only the bytes). A share s
+    becomes 1 / (1/s + layers x t / full_s), the slow end at t's high end, the fast end at its low."""
+    if trip is None or layers <= 0 or full_s <= 0:
+        return band
+    return replace(
+        band,
+        low=1 / (1 / band.low + layers * trip.high / full_s),
+        high=1 / (1 / band.high + layers * trip.low / full_s),
+        source=f"{band.source}; plus {layers} layers' round trips to the CPU with their cache in RAM (-nkvo) at "
+        f"{trip.low * 1e6:.0f}-{trip.high * 1e6:.0f} us each ({trip.what}: fitted on {trip.rows} public rows of "
+        f"{trip.machines} machines)",
     )
 
 

@@ -39,8 +39,9 @@ from ggprof.physics.placement import (
     link_bytes_a_batch,
     placement,
     spilled,
+    trips_band,
 )
-from ggprof.physics.shares import TokenParts
+from ggprof.physics.shares import ShareFit, TokenParts
 from ggprof.physics.speculative import Drafting, VerifyStep, expected_speculative, verify_step
 
 if TYPE_CHECKING:
@@ -286,11 +287,13 @@ def predict(
     spill_band: EfficiencyBand = LINK_BAND,
     copies_band: EfficiencyBand = LINK_BAND,
     moe: MoeLayerFit | None = None,
+    trip: ShareFit | None = None,
 ) -> Prediction:
     """Ceilings and fit for `spec` on `device` (with `cpu` holding layers not offloaded, its part
     of a token at `cpu_band`'s share of its bandwidth where given; spilled weights over the host
     link at `spill_band`'s share of its rate, a prompt's copies of weights in RAM at `copies_band`'s;
-    each MoE layer the GPU runs at `moe`'s fixed time on top)."""
+    each MoE layer the GPU runs at `moe`'s fixed time on top; with -nkvo each layer with a cache
+    at `trip`'s round trip to the CPU)."""
     if spec.decode_bytes_per_token <= 0:
         raise BadInputError(f"{spec.path.name}: the model has no weight tensors: a token reads nothing to predict from")
     device = with_prompt_kernels(device, spec)
@@ -298,7 +301,7 @@ def predict(
     place = placement(spec, inputs.n_gpu_layers, has_gpu, inputs.n_cpu_moe, inputs.tensor_buft_overrides)
     ck, cv = inputs.cache_type_k, inputs.cache_type_v
     kv_gpu, kv_cpu = kv_split(spec, inputs, place, inputs.depth, state_passes=2)
-    seconds, rules = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu)
+    seconds, rules = _decode_seconds(device, cpu, place, kv_gpu, kv_cpu, inputs.no_kv_offload)
     in_ram_s = (place.cpu_decode_bytes + kv_cpu) / cpu.bandwidth.value if has_gpu and cpu and cpu.bandwidth else 0
     if band is not None and device.backend != "cpu":  # a GPU's MoE layers: their kernels' fixed time
         on_gpu = set(place.gpu_layers) if has_gpu else None
@@ -306,6 +309,9 @@ def predict(
     gpu_band = band
     if band is not None and cpu_band is not None and in_ram_s > 0:
         band = blended_band(band, cpu_band, seconds - in_ram_s, in_ram_s)
+    trips = cache_layers(spec, ck, cv) if inputs.no_kv_offload and has_gpu else 0
+    if band is not None and trips:
+        band = trips_band(band, seconds, trips, trip)
     memory = memory_pools(spec, device, cpu, place, inputs)
     full = has_gpu and not is_partial_offload(inputs.n_gpu_layers, spec.n_layers)
     spill = spilled(place, kv_gpu, device) if full else None
@@ -361,6 +367,7 @@ def predict(
         link_s=link_s,
         prompt_link_s=copied * batches / link if link else 0.0,
         prompt_compute_s=compute_s,
+        trips=trips,
         gpu_band=gpu_band,
         prompt_band=gpu_prompt_band,
     )
@@ -407,18 +414,26 @@ def depth_points(spec: ModelSpec) -> list[int]:
     return sorted({d for d in DEPTH_TABLE if d < top} | {top})
 
 
+def cache_layers(spec: ModelSpec, cache_type_k: str, cache_type_v: str) -> int:
+    """The layers that keep a cache (a KV cache or a recurrent state): with -nkvo each runs its
+    attention, or its recurrent update, on the CPU."""
+    kv = spec.kv_layer_bytes_at(1, cache_type_k, cache_type_v)
+    return sum(1 for b, r in zip(kv, spec.state_layer_bytes(), strict=True) if b or r)
+
+
 def _kv_in_ram(inputs: PredictInputs, has_gpu: bool, kv_cpu: int) -> tuple[str, ...]:
     if not (inputs.no_kv_offload and has_gpu):
         return ()
     return (
         f"KV in RAM (-nkvo): the KV cache ({kv_cpu / 1e9:.3g} GB at depth {inputs.depth:,}) is read at the "
-        "CPU's bandwidth",
+        "CPU's bandwidth, and each layer with a cache makes a round trip to the CPU (its band)",
     )
 
 
 def _decode_seconds(
-    device: Device, cpu: Device | None, place: Placement, kv_gpu: int, kv_cpu: int
+    device: Device, cpu: Device | None, place: Placement, kv_gpu: int, kv_cpu: int, kv_in_ram: bool = False
 ) -> tuple[float, list[str]]:
+    """A token's time at full rate, and its rules; `kv_in_ram`: -nkvo put the cache there (its own rule)."""
     bw = device.bandwidth_bytes_per_s or 0.0
     if not device.is_discrete_gpu:
         return (place.cpu_decode_bytes + kv_cpu) / bw, []
@@ -444,7 +459,8 @@ def _decode_seconds(
                 f"experts in RAM (-ncmoe): {place.experts_in_ram_decode_bytes / 1e9:.3g} GB of routed experts a "
                 f"token read at the CPU's bandwidth, the rest on {device.id}; decode time is the sum of both parts"
             )
-        elif not place.overridden_in_ram_decode_bytes and (place.cpu_decode_bytes > 1 << 20 or kv_cpu):
+        layers_in_ram = place.cpu_decode_bytes > 1 << 20 or (kv_cpu and not kv_in_ram)
+        if not place.experts_in_ram_decode_bytes and not place.overridden_in_ram_decode_bytes and layers_in_ram:
             rules.append(
                 f"offload: {len(place.gpu_layers)} layers on {device.id}, the rest read at the CPU's "
                 "bandwidth; decode time is the sum of both parts"

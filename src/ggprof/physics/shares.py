@@ -2,7 +2,8 @@
 the RAM's share for the part of a token read from the CPU's memory (experts in RAM, layers not
 offloaded); the host link's share for spilled weights the GPU reads over it (a driver's fallback
 to system memory, managed memory), and for the copies a prompt's batches make of weights kept in
-RAM (ggml's offload of a batch to the GPU). `benchmarks/calibrate.py --write` fits them on
+RAM (ggml's offload of a batch to the GPU); and the time of a layer's round trip to the CPU where
+-nkvo keeps its cache in RAM. `benchmarks/calibrate.py --write` fits them on
 benchmarks/data/placement-results.jsonl and writes src/ggprof/calibration/placement-fits.json;
 each band is as wide as the errors of the rows of machines the fit left out (docs/calibration.md)."""
 
@@ -27,6 +28,7 @@ class TokenParts:
     link_s: float = 0.0  # spill: every weight of the GPU's spilled allocation over its link
     prompt_link_s: float = 0.0  # a prompt's batches: the weights in RAM (or spilled) copied to the GPU
     prompt_compute_s: float = 0.0  # the prompt's compute floor (FLOPs at the peak)
+    trips: int = 0  # -nkvo: layers whose cache is in RAM, each a round trip to the CPU a token
     gpu_band: EfficiencyBand | None = None
     prompt_band: EfficiencyBand | None = None  # the GPU's share of its compute peak on a prompt
 
@@ -79,6 +81,8 @@ class PlacementFits:
     ram: ShareFit | None = None
     spill: ShareFit | None = None
     copies: ShareFit | None = None
+    # -nkvo: the time (s, in `share`) of a layer's round trip to the CPU with its cache in RAM
+    trip: ShareFit | None = None
     inputs: tuple[str, ...] = field(default=())  # the rows each fit used, by source
 
     def to_json(self) -> str:
@@ -94,6 +98,7 @@ class PlacementFits:
             "ram": fit(self.ram),
             "spill": fit(self.spill),
             "copies": fit(self.copies),
+            "trip": fit(self.trip),
             "inputs": list(self.inputs),
         }
         return json.dumps(body, indent=1, sort_keys=True) + "\n"
@@ -110,5 +115,6 @@ class PlacementFits:
             ram=fit(d.get("ram")),
             spill=fit(d.get("spill")),
             copies=fit(d.get("copies")),
+            trip=fit(d.get("trip")),
             inputs=tuple(d["inputs"]),
         )

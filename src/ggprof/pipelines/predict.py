@@ -150,7 +150,9 @@ def predict_with(spec: ModelSpec, target: Target, inputs: PredictInputs, ext: Ex
     cpu_band = ram_band(cpu_band, cpu) if cpu_band is not None and cpu is not None else cpu_band
     fits = placement_fits()
     spill, copies = (f.band() if f is not None else LINK_BAND for f in (fits.spill, fits.copies))
-    p = predict(spec, target.device, inputs, band, cpu, prefill_band, cpu_band, spill, copies, moe_layer_fit())
+    p = predict(
+        spec, target.device, inputs, band, cpu, prefill_band, cpu_band, spill, copies, moe_layer_fit(), fits.trip
+    )
     return replace(p, warnings=tuple(warnings)) if warnings else p
 
 

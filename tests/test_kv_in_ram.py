@@ -1,0 +1,112 @@
+"""-nkvo: the KV cache (and a recurrent state) kept in RAM. Each layer with a cache runs its
+attention on the CPU, a round trip of its activations a token, whose time is fitted on public
+rows (benchmarks/data/placement-results.jsonl); the cache itself is read at the RAM's bandwidth.
+Judged on the public rows on headers of their models' shapes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import gguf
+import pytest
+from ggufs import LLAMA_3_1_8B_F16, write_model
+from support import RunCli
+
+ROOT = Path(__file__).resolve().parents[1]
+ROWS = [json.loads(x) for x in (ROOT / "benchmarks/data/placement-results.jsonl").read_text().splitlines() if x]
+Q = gguf.GGMLQuantizationType
+
+
+@pytest.fixture(autouse=True)
+def no_host_ram(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GGPROF_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def the_row(model: str, gpu: str, **facts: Any) -> dict[str, Any]:
+    found = [
+        r for r in ROWS if r["model"].startswith(model) and r["gpus"] == [gpu] and "-nkvo 1" in r["flags"]
+        if all(r[k] == v for k, v in facts.items())
+    ]  # fmt: skip
+    assert len(found) == 1, found
+    return dict(found[0])
+
+
+def verdict(run_cli: RunCli, *args: str) -> dict[str, Any]:
+    r = run_cli("check", *args, "--json")
+    assert r.stderr == "", r.stderr
+    d: dict[str, Any] = json.loads(r.stdout)
+    return d
+
+
+def test_a_layers_round_trip_explains_a_short_context(tmp_path: Path, run_cli: RunCli) -> None:
+    """LLaMA 7B Q4_0 on an RTX 3090 Ti (llama.cpp PR #4812, which added -nkvo): 127.43 tok/s with
+    the KV cache on the GPU, 59.99 with it in RAM, at a depth the KV barely counts. The bytes alone
+    allow about the first; the 32 layers' round trips to the CPU explain the second, and a third of
+    it is slower than they allow."""
+    from ggprof.calibration import committed_placement_fits
+
+    r = the_row("llama-2-7b", "RTX 3090 Ti")
+    shape = replace(LLAMA_3_1_8B_F16, n_kv_heads=32, n_ff=11008, vocab=32000, qtype=Q.Q4_0, file_type=2)
+    model = write_model(tmp_path / "llama-7b-q4_0.gguf", shape)[0]
+    assert model.stat().st_size / 2**30 == pytest.approx(r["model_size_gib"], rel=0.01)
+    args = (str(model), "--device", "rtx-3090-ti", "--backend", "cuda", "-ngl", "99", "-nkvo", "1")
+    d = verdict(run_cli, *args, "--tg", str(r["tg_tok_s"]))
+    assert d["verdict"] == "plausible", d["findings"]
+    p = d["predictions"][0]
+    assert p["token_parts"]["trips"] == 32
+    trip = committed_placement_fits().trip
+    assert trip is not None and trip.machines >= 2
+    # the band's slow end: the GPU's part at its band's low end, plus 32 trips at the fit's high end
+    gpu_low_s = p["token_parts"]["gpu_s"] / p["token_parts"]["gpu_band"][0]
+    assert 1 / p["expected_tok_s_low"] == pytest.approx(gpu_low_s + 32 * trip.high, rel=1e-3)
+    assert f"plus 32 layers' round trips to the CPU with their cache in RAM (-nkvo) at {trip.low * 1e6:.0f}" in (
+        next(f for f in d["findings"] if f["code"] == "DECODE_PLAUSIBLE")["expected"]
+    )
+    slowed = verdict(run_cli, *args, "--tg", f"{r['tg_tok_s'] / 3:.4g}")
+    assert slowed["verdict"] == "suspicious"
+    # without -nkvo the same 59.99 is slow for the GPU: the trips are -nkvo's alone
+    resident = verdict(run_cli, *args[:-2], "--tg", str(r["tg_tok_s"]))
+    assert resident["verdict"] == "suspicious"
+    assert resident["predictions"][0]["token_parts"]["trips"] == 0
+
+
+def test_the_cache_in_ram_at_depth(tmp_path: Path, run_cli: RunCli) -> None:
+    """A Qwen2 7B Q4_K_S on a GTX 1660 Ti with its f16 KV cache in RAM (about 50 GB/s measured):
+    15.87 tok/s at depth 8192, 52.37 at depth 0 on the GPU alone. The 470 MB of KV a token reads
+    from RAM and the 28 layers' trips explain it (a machine the trip's fit never saw)."""
+    r = the_row("DeepSeek-R1-Distill-Qwen-7B", "GTX 1660 Ti", depth=8192, tg_tok_s=15.87)
+    # Qwen2.5-Math-7B's shape: 28 layers of 3584, 28 heads of 128, 4 KV heads, FFN 18944, 152064 tokens
+    shape = replace(
+        LLAMA_3_1_8B_F16, n_layers=28, n_embd=3584, n_heads=28, n_kv_heads=4, n_ff=18944, vocab=152064,
+        qtype=Q.Q4_K, file_type=None,
+    )  # fmt: skip
+    model = write_model(tmp_path / "qwen2-7b.gguf", shape)[0]
+    args = (str(model), "--device", "gtx-1660-ti", "--backend", "cuda", "-ngl", "99", "-nkvo", "1", "-fa", "on")
+    args += ("--depth", "8192", "--ram-bandwidth", str(r["ram_bandwidth_gbs"]))
+    d = verdict(run_cli, *args, "--tg", str(r["tg_tok_s"]))
+    found = {f["code"]: f for f in d["findings"]}
+    assert "DECODE_PLAUSIBLE" in found, d["findings"]
+    kv = 28 * 2 * 4 * 128 * 2 * 8192  # K and V, 4 heads of 128, f16, 28 layers
+    assert f"in RAM (the KV cache (-nkvo)) {kv / 1e6:.0f} MB a token at 50.0 GB/s" in " ".join(
+        found["DECODE_PLAUSIBLE"]["evidence"]
+    )
+    slowed = verdict(run_cli, *args, "--tg", f"{r['tg_tok_s'] / 3:.4g}")
+    assert "DECODE_BELOW_BAND" in {f["code"] for f in slowed["findings"]}
+
+
+def test_a_depth_row_does_not_tell_the_trip() -> None:
+    """The trip is told only where the cache in RAM is small beside it: at a depth the CPU's
+    attention over the cache, whose share no fit holds, would pass for round trips."""
+    from ggprof.calibration.placements import implied_trip_s
+    from ggprof.machine.device import EfficiencyBand
+    from ggprof.physics.shares import TokenParts
+
+    band = EfficiencyBand(low=0.5, high=0.5, source="")
+    short = TokenParts(gpu_s=0.004, ram_s=0.0, trips=32, gpu_band=band)
+    assert implied_trip_s(short, 1 / 60, 0.5) == pytest.approx((1 / 60 - 0.008) / 32)
+    deep = TokenParts(gpu_s=0.0144, ram_s=0.0094, trips=28, gpu_band=band)  # 470 MB at 50 GB/s
+    assert implied_trip_s(deep, 1 / 15.87, 0.5) is None
+    assert implied_trip_s(replace(short, trips=0), 1 / 60, 0.5) is None
