@@ -62,8 +62,9 @@ def test_a_layers_round_trip_explains_a_short_context(tmp_path: Path, run_cli: R
     # the band's slow end: the GPU's part at its band's low end, plus 32 trips at the fit's high end
     gpu_low_s = p["token_parts"]["gpu_s"] / p["token_parts"]["gpu_band"][0]
     assert 1 / p["expected_tok_s_low"] == pytest.approx(gpu_low_s + 32 * trip.high, rel=1e-3)
-    assert f"plus 32 layers' round trips to the CPU with their cache in RAM (-nkvo) at {trip.low * 1e6:.0f}" in (
-        next(f for f in d["findings"] if f["code"] == "DECODE_PLAUSIBLE")["expected"]
+    assert (
+        f"plus 32 layers' round trips to the CPU with their cache in RAM (-nkvo) at {trip.low * 1e6:.0f}"
+        in (next(f for f in d["findings"] if f["code"] == "DECODE_PLAUSIBLE")["expected"])
     )
     slowed = verdict(run_cli, *args, "--tg", f"{r['tg_tok_s'] / 3:.4g}")
     assert slowed["verdict"] == "suspicious"
@@ -84,8 +85,8 @@ def test_the_cache_in_ram_at_depth(tmp_path: Path, run_cli: RunCli) -> None:
         qtype=Q.Q4_K, file_type=None,
     )  # fmt: skip
     model = write_model(tmp_path / "qwen2-7b.gguf", shape)[0]
-    args = (str(model), "--device", "gtx-1660-ti", "--backend", "cuda", "-ngl", "99", "-nkvo", "1", "-fa", "on")
-    args += ("--depth", "8192", "--ram-bandwidth", str(r["ram_bandwidth_gbs"]))
+    args = (str(model), "--device", "gtx-1660-ti", "--backend", "cuda", "-ngl", "99", "-nkvo", "1", "-fa", "on",
+            "--depth", "8192", "--ram-bandwidth", str(r["ram_bandwidth_gbs"]))  # fmt: skip
     d = verdict(run_cli, *args, "--tg", str(r["tg_tok_s"]))
     found = {f["code"]: f for f in d["findings"]}
     assert "DECODE_PLAUSIBLE" in found, d["findings"]
