@@ -332,9 +332,10 @@ def share_rows(rows: list[dict[str, Any]], folder: Path, profiles: Any) -> dict[
     """Each row's shares where it states what they need: the RAM's (a decode with its RAM stated),
     the spill's (a spilled decode or prompt), the copies' (a prompt with weights in RAM): its time
     less the other parts at their bands' midpoints, over the part's time at full rate; and -nkvo's
-    round trip (a decode with its cache in RAM), its cache read at the RAM share's midpoint."""
+    round trip (a decode with its cache in RAM beside the same run's with it on the GPU), its cache
+    read at the RAM share's midpoint."""
     out: dict[str, list[ShareRow]] = {"ram": [], "spill": [], "copies": [], "trip": []}
-    nkvo: list[tuple[str, str, TokenParts, float]] = []
+    nkvo: list[tuple[str, str, TokenParts, float, float]] = []
     for i, (row, answer) in enumerate(zip(rows, answers(rows, folder, profiles, 1.0), strict=True)):
         parts = _parts(answer)
         if parts is None:
@@ -356,12 +357,12 @@ def share_rows(rows: list[dict[str, Any]], folder: Path, profiles: Any) -> dict[
         out_rows = [(k, ShareRow(machine=machine, label=f"{label}, {what}", share=v)) for k, what, v in found if v]
         for k, r in out_rows:
             out[k].append(r)
-        if kv_in_ram and tg:
-            nkvo.append((machine, f"{label}, decode", parts, 1 / tg))
+        if kv_in_ram and tg and row["baseline_tg_tok_s"]:  # the same run with its cache on the GPU
+            nkvo.append((machine, f"{label}, decode", parts, 1 / tg, 1 / row["baseline_tg_tok_s"]))
     ram = fit_share(out["ram"], WHAT["ram"])
     ram_mid = math.sqrt(ram.low * ram.high) if ram else 1.0
-    for machine, label, parts, seconds in nkvo:
-        trip = implied_trip_s(parts, seconds, ram_mid)
+    for machine, label, parts, seconds, resident in nkvo:
+        trip = implied_trip_s(parts, seconds, resident, ram_mid)
         if trip:
             out["trip"].append(ShareRow(machine=machine, label=label, share=trip))
     return out
@@ -386,8 +387,8 @@ def fit_placements(rows: list[dict[str, Any]], folder: Path, profiles: Any) -> P
         ram=fit_share(found["ram"], WHAT["ram"]),
         spill=fit_share(found["spill"], WHAT["spill"]),
         copies=fit_share(found["copies"], WHAT["copies"]),
-        trip=fit_share(found["trip"], WHAT["trip"]),
-        inputs=tuple(f"{k} {r.share:.4f} {r.label}" for k, used in found.items() for r in used),
+        trip=fit_share(found["trip"], WHAT["trip"], as_time=True),
+        inputs=tuple(f"{k} {r.share:.6g} {r.label}" for k, used in found.items() for r in used),
     )
 
 
@@ -406,7 +407,7 @@ def judge(rows: list[dict[str, Any]], folder: Path, profiles: Any, held_out: boo
         fits = calibration.placement_fits()
         moe = calibration.moe_layer_fit()
         if held_out:
-            ram, spill, copies, trip = (held_out_fit(found[k], machine, WHAT[k]) for k in WHAT)
+            ram, spill, copies, trip = (held_out_fit(found[k], machine, WHAT[k], as_time=k == "trip") for k in WHAT)
             fits = replace(fits, ram=ram, spill=spill, copies=copies, trip=trip)
             devices = {str(profile_of(g, profiles)) for i in mine for g in rows[i]["gpus"] or []}
             moe = bench_moe.fit_without(moe_found, ",".join(sorted(devices)))

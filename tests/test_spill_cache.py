@@ -7,6 +7,7 @@ Qwen3.8-27B of 8.39 GiB at contexts of 72K-640K) on a header of the model's shap
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -60,29 +61,48 @@ def check(run_cli: RunCli, model: Path, tg: float, *extra: str, ctx: int = 13107
     return d
 
 
+def held_out_spill() -> Any:
+    """The committed spill share refitted without the RTX 3080's rows (its machine left out)."""
+    from ggprof import calibration
+    from ggprof.calibration.placements import ShareRow, fit_share
+
+    rows = []
+    for line in calibration.committed_placement_fits().inputs:
+        kind, share, label = line.split(" ", 2)
+        machine = re.search(r"^row \d+: (.+?) \(", label)
+        if kind == "spill" and machine and "RTX 3080" not in machine[1]:
+            rows.append(ShareRow(machine=machine[1].split(" on ")[-1], label=label, share=float(share)))
+    held = fit_share(rows, "the spill share without the RTX 3080")
+    assert held is not None
+    return calibration.using_placements(replace(calibration.committed_placement_fits(), spill=held))
+
+
 def test_a_spilled_cache_is_read_over_the_link(qwen27b: Path, run_cli: RunCli) -> None:
     """At 128K the row decodes at 19.9 tok/s (45.0 resident at 64K). With --spill fallback the
     weights stay on the GPU and a token's cache crosses the link: the recurrent state, read and
-    written, at depth 0. The honest row is plausible, a third of it is not."""
+    written, at depth 0. The honest row is plausible at the share the other machines' spills fit
+    (which span 7%-48% of the link, so a third of it passes too: docs/calibration.md)."""
     r = the_row(ctx=131072, depth=None)
     assert r["tg_tok_s"] == 19.9
     assert qwen27b.stat().st_size < 10 * 2**30  # the weights fit the card: only the cache can spill
-    d = check(run_cli, qwen27b, r["tg_tok_s"], "--spill", "fallback")
+    with held_out_spill():
+        d = check(run_cli, qwen27b, r["tg_tok_s"], "--spill", "fallback")
     assert d["verdict"] == "plausible", d["findings"]
     p = d["predictions"][0]
+    assert p["spill"] == "fallback" and p["cache_spill_bytes"] == 2 * STATE_BYTES
     assert p["token_parts"]["link_s"] * PCIE4_X16 == pytest.approx(2 * STATE_BYTES, rel=1e-3)
     assert any(rule.startswith("spilled cache: the weights fit rtx-3080's memory") for rule in p["rules"])
     found = next(f for f in d["findings"] if f["code"] == "WEIGHTS_BEYOND_VRAM")
     assert "with Windows' system-memory fallback the cache is placed in RAM" in found["title"]
-    slowed = check(run_cli, qwen27b, r["tg_tok_s"] / 3, "--spill", "fallback")
-    assert slowed["verdict"] == "suspicious"
+    assert found["causes"][0].startswith("spill: the KV cache beyond the GPU's memory read from RAM")
 
 
 def test_the_cache_read_grows_with_depth(qwen27b: Path, run_cli: RunCli) -> None:
     """After a prompt of 19,599 tokens the same server decodes at 11.1 tok/s: the KV of the 16
     attending layers (q4_0: 4 KV heads of 256, 18 bytes a block of 32) crosses the link beside the state."""
     r = the_row(depth=19599)
-    d = check(run_cli, qwen27b, r["tg_tok_s"], "--spill", "fallback", "--depth", str(r["depth"]))
+    with held_out_spill():
+        d = check(run_cli, qwen27b, r["tg_tok_s"], "--spill", "fallback", "--depth", str(r["depth"]))
     assert d["verdict"] == "plausible", d["findings"]
     kv = 16 * 2 * 4 * 256 // 32 * 18 * r["depth"]
     assert d["predictions"][0]["token_parts"]["link_s"] * PCIE4_X16 == pytest.approx(kv + 2 * STATE_BYTES, rel=1e-3)
@@ -101,10 +121,25 @@ def test_unsaid_spill_keeps_either_mechanism(qwen27b: Path, run_cli: RunCli) -> 
 
 
 def test_a_context_that_fits_spills_nothing(qwen27b: Path, run_cli: RunCli) -> None:
-    """At 32K the cache fits beside the weights: nothing crosses, and 19.9 tok/s is slow for it."""
-    d = check(run_cli, qwen27b, 19.9, "--spill", "fallback", ctx=32768)
-    assert d["predictions"][0]["token_parts"]["link_s"] == 0
-    assert d["verdict"] == "suspicious"
+    """At 64K the source's run was "last fully resident", 45.0 tok/s: the pool fits (tight, but
+    within the card's memory), nothing crosses and no spill is judged, and a third of it is slow,
+    fallback or not."""
+    quote = the_row(ctx=73728)["source_quote"]
+    assert "64K | **45.0** | 412 MiB | last fully resident" in quote
+    resident = check(run_cli, qwen27b, 45.0, "--spill", "fallback", ctx=65536)
+    assert "WEIGHTS_BEYOND_VRAM" not in {f["code"] for f in resident["findings"]}
+    p = resident["predictions"][0]
+    assert p["token_parts"]["link_s"] == 0 and p["cache_spill_bytes"] is None
+    assert check(run_cli, qwen27b, 15.0, "--spill", "fallback", ctx=65536)["verdict"] == "suspicious"
+
+
+def test_only_cuda_spills(qwen27b: Path, run_cli: RunCli) -> None:
+    """Windows' system-memory fallback and managed memory are CUDA's driver's: a Vulkan run of the
+    same placement keeps no spill mechanism, and its cache is judged as before (the allocation)."""
+    args = ("--device", "rtx-3080", "--backend", "vulkan", "-ngl", "99", "-fa", "on", "-ctk", "q4_0", "-ctv", "q4_0")
+    r = run_cli("check", str(qwen27b), *args, "-c", "131072", "--tg", "19.9", "--spill", "fallback", "--json")
+    p = json.loads(r.stdout)["predictions"][0]
+    assert p["spill"] is None and p["cache_spill_bytes"] is None
 
 
 def test_a_windows_log_says_fallback() -> None:
@@ -114,6 +149,6 @@ def test_a_windows_log_says_fallback() -> None:
 
     (run, *_) = parse_lines(read_log(str(LOGS / "llamacpp-22748-cuda-laptop-server.txt")).lines).runs
     assert run.value("windows") is True
-    linux = next(p for p in sorted(LOGS.glob("*.txt")) if ".dll" not in p.read_text(errors="replace"))
-    (other, *_) = parse_lines(read_log(str(linux)).lines).runs
+    # a Linux CUDA log (two devices, its backends built in)
+    (other, *_) = parse_lines(read_log(str(LOGS / "llamacpp-12346-two-cuda-devices.txt")).lines).runs
     assert other.value("windows") is None

@@ -74,18 +74,18 @@ def implied_link_share(parts: TokenParts, measured_s: float, prompt: bool = Fals
     return parts.link_s / rest if told(parts.link_s, gpu) and rest > 0 else None
 
 
-def implied_trip_s(parts: TokenParts, measured_s: float, ram_share: float) -> float | None:
-    """The time of one -nkvo round trip a decode's time implies: what is left once the GPU's part is
-    taken at its band's midpoint and the cache in RAM at `ram_share` (the RAM share's midpoint), over
-    the layers that make one (None: no -nkvo, or trips too small beside the rest to tell (MIN_PART),
-    or a cache in RAM not small beside them: at a depth the CPU's attention over the cache, whose
-    share no fit holds, would pass for round trips)."""
-    if not parts.trips or parts.link_s > 0 or parts.gpu_band is None or ram_share <= 0:
+def implied_trip_s(parts: TokenParts, measured_s: float, resident_s: float, ram_share: float) -> float | None:
+    """The time of one -nkvo round trip a decode's time implies beside the same run's with its cache
+    on the GPU (`resident_s`, the source's pair: the GPU's own time, no band needed): the difference,
+    less the cache in RAM at `ram_share` (the RAM share's midpoint), over the layers that make one
+    (None: no -nkvo, a pair whose difference is within its noise, or a cache in RAM not small beside
+    the trips (MIN_PART): at a depth the CPU's attention over the cache, whose share no fit holds,
+    would pass for round trips)."""
+    if not parts.trips or parts.link_s > 0 or ram_share <= 0:
         return None
-    gpu = parts.gpu_s / midpoint(parts.gpu_band.low, parts.gpu_band.high)
     cache = parts.ram_s / ram_share
-    rest = measured_s - gpu - cache
-    if not told(rest, gpu + cache) or cache > MIN_PART * rest:
+    rest = measured_s - resident_s - cache
+    if rest <= 0 or cache > MIN_PART * rest:
         return None
     return rest / parts.trips
 
@@ -97,13 +97,16 @@ def _centre(rows: list[ShareRow]) -> float:
     return math.exp(statistics.fmean(statistics.fmean(v) for v in by.values()))
 
 
-def fit_share(rows: list[ShareRow], what: str) -> ShareFit | None:
-    """The share and its leave-one-machine-out band (None: rows of fewer than MIN_MACHINES machines)."""
+def fit_share(rows: list[ShareRow], what: str, *, as_time: bool = False) -> ShareFit | None:
+    """The share and its leave-one-machine-out band (None: rows of fewer than MIN_MACHINES machines);
+    `as_time`: the rows hold a time (s), not a share, none left out: a round trip's time differs by
+    an order of magnitude between builds and systems (a 2026 Linux build's tens of microseconds, a
+    2024 or a Windows one's hundreds), and the band must span them."""
     middle = statistics.median(r.share for r in rows) if rows else 0.0
     left_out, kept = [], []
     for r in rows:
         off = r.share / middle
-        if off > OUTLIER_FACTOR or off < 1 / OUTLIER_FACTOR:
+        if not as_time and (off > OUTLIER_FACTOR or off < 1 / OUTLIER_FACTOR):
             left_out.append(f"{r.label}: share {r.share:.1%}, {max(off, 1 / off):.1f}x off the rows' median")
         else:
             kept.append(r)
@@ -127,6 +130,6 @@ def fit_share(rows: list[ShareRow], what: str) -> ShareFit | None:
     )
 
 
-def held_out(rows: list[ShareRow], machine: str, what: str) -> ShareFit | None:
+def held_out(rows: list[ShareRow], machine: str, what: str, *, as_time: bool = False) -> ShareFit | None:
     """The fit made without `machine`'s rows: what a verdict on that machine is judged by."""
-    return fit_share([r for r in rows if r.machine != machine], what)
+    return fit_share([r for r in rows if r.machine != machine], what, as_time=as_time)

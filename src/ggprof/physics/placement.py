@@ -214,7 +214,7 @@ def cache_over(pool: MemoryFit) -> bool:
 
 def cache_spill_rule(pool: MemoryFit, kv_bytes: int, depth: int, device: Device) -> str:
     link = device.link.describe() if device.link else "unknown"
-    over = (pool.required_bytes - (pool.total_bytes or 0)) / 1e9
+    over = max(pool.required_bytes - (pool.total_bytes or 0), 0) / 1e9
     return (
         f"spilled cache: the weights fit {device.id}'s memory, the KV cache and buffers at the context do not "
         f"({over:.3g} GB over); the cache a token reads ({kv_bytes / 1e9:.3g} GB at depth {depth:,}, a recurrent "

@@ -309,18 +309,19 @@ def predict(
     gpu_band = band
     if band is not None and cpu_band is not None and in_ram_s > 0:
         band = blended_band(band, cpu_band, seconds - in_ram_s, in_ram_s)
-    trips = cache_layers(spec, ck, cv) if inputs.no_kv_offload and has_gpu else 0
+    trips = cache_layers(spec, ck, cv, place.gpu_layers) if inputs.no_kv_offload and has_gpu else 0
     if band is not None and trips:
         band = trips_band(band, seconds, trips, trip)
     memory = memory_pools(spec, device, cpu, place, inputs)
     full = has_gpu and not is_partial_offload(inputs.n_gpu_layers, spec.n_layers)
     spill = spilled(place, kv_gpu, device) if full else None
     # beyond the GPU with its buffers: the whole weights allocation goes over the link (spill_band);
-    # or, where the cache can hold all that is over, the cache: a token's KV and state over the link
-    # (Windows' fallback: "tight" too, the desktop holding some of the GPU's memory)
-    tight = memory[0].verdict == "does_not_fit" or (memory[0].verdict == "tight" and device.spill == "fallback")
-    over = full and device.link is not None and (spill is not None or tight)
-    cache = over and spill is None and device.spill == "fallback" and cache_over(memory[0])
+    # or, with Windows' fallback where the weights fit and the cache can hold all that is over,
+    # the cache: a token's KV and state over the link, however deep (the weights stay in VRAM)
+    fallback = device.spill == "fallback" and place.gpu_weight_bytes <= (device.memory_bytes or 0)
+    spill = None if fallback and spill is not None and cache_over(memory[0]) else spill
+    over = full and device.link is not None and (spill is not None or memory[0].verdict == "does_not_fit")
+    cache = over and spill is None and fallback and cache_over(memory[0])
     bw = device.bandwidth_bytes_per_s or 1.0
     link_bytes = kv_gpu if cache else place.gpu_decode_bytes
     link_s = link_bytes / device.link.value if over and device.link else 0.0
@@ -414,11 +415,16 @@ def depth_points(spec: ModelSpec) -> list[int]:
     return sorted({d for d in DEPTH_TABLE if d < top} | {top})
 
 
-def cache_layers(spec: ModelSpec, cache_type_k: str, cache_type_v: str) -> int:
-    """The layers that keep a cache (a KV cache or a recurrent state): with -nkvo each runs its
-    attention, or its recurrent update, on the CPU."""
+def cache_layers(spec: ModelSpec, cache_type_k: str, cache_type_v: str, offloaded: tuple[int, ...]) -> int:
+    """The offloaded layers that keep a cache (a KV cache or a recurrent state): with -nkvo each
+    runs its attention, or its recurrent update, on the CPU (llama.cpp's llama_memory_hybrid and
+    llama_memory_recurrent keep their state where offload_kqv says, src/llama-model.cpp); a layer
+    not offloaded runs there anyway."""
     kv = spec.kv_layer_bytes_at(1, cache_type_k, cache_type_v)
-    return sum(1 for b, r in zip(kv, spec.state_layer_bytes(), strict=True) if b or r)
+    on_gpu = set(offloaded)
+    return sum(
+        1 for il, (b, r) in enumerate(zip(kv, spec.state_layer_bytes(), strict=True)) if (b or r) and il in on_gpu
+    )
 
 
 def _kv_in_ram(inputs: PredictInputs, has_gpu: bool, kv_cpu: int) -> tuple[str, ...]:

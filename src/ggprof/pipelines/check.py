@@ -121,9 +121,13 @@ class Checker:
 
     def target(self, backend: str | None, partial: bool, devices: tuple[str, ...] = ()) -> Target | None:
         target = self._target(backend, partial, devices)
-        if target is None or self.spill is None or not target.device.is_discrete_gpu:
+        if target is None or self.spill is None:
             return target
-        return replace(target, device=replace(target.device, spill=self.spill))
+
+        def told(d: Device) -> Device:  # CUDA's driver spills; another backend's device keeps none
+            return replace(d, spill=self.spill) if d.is_discrete_gpu and d.backend == "cuda" else d
+
+        return replace(target, device=told(target.device), gpus=tuple((n, told(d)) for n, d in target.gpus))
 
     def _target(self, backend: str | None, partial: bool, devices: tuple[str, ...]) -> Target | None:
         host = self.host() if self.use_host and (self.choice.needs_host or partial) else None

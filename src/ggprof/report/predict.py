@@ -75,6 +75,8 @@ def predict_dict(spec: ModelSpec, p: Prediction, device_note: str) -> dict[str, 
         "max_ctx_fits": p.max_ctx_fits,
         "batch_max": p.batch_max,
         "spill_bytes": p.spill_bytes,
+        "cache_spill_bytes": p.cache_spill_bytes,
+        "spill": p.device.spill,
         "token_parts": p.parts.as_dict() if p.parts is not None else None,
         "offload": {
             "gpu_layers": len(p.placement.gpu_layers),

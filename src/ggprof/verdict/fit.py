@@ -81,8 +81,12 @@ def explained_by_spill(b: Backend, case: JudgeCase, p: Prediction, required: str
         observed=f"{required} needed",
         evidence=(f"spill ceiling {tps(p.decode_ceiling_tok_s)} (the decode judged against it)",),
         causes=(
-            f"spill: {spill if p.spill_bytes else 'the allocation'} beyond the GPU's memory read from RAM over the "
-            "host link (Windows' CUDA system-memory fallback, GGML_CUDA_ENABLE_UNIFIED_MEMORY=1) explains the number",
+            "spill: the KV cache beyond the GPU's memory read from RAM over the host link (Windows' CUDA "
+            "system-memory fallback) explains the number"
+            if p.cache_spill_bytes is not None
+            else f"spill: {spill if p.spill_bytes else 'the allocation'} beyond the GPU's memory read from RAM over "
+            "the host link (Windows' CUDA system-memory fallback, GGML_CUDA_ENABLE_UNIFIED_MEMORY=1) explains the "
+            "number",
             *((moe,) if case.model.n_experts else ()),
             "fewer layers offloaded (-ngl N): the rest read at the CPU's bandwidth",
         ),
