@@ -59,7 +59,7 @@ from ggprof.physics.shares import PlacementFits, TokenParts  # noqa: E402
 
 WHAT = {
     "ram": "the RAM's share on a token's part in it",
-    "spill": "the host link's share on spilled weights",
+    "spill": "the host link's share on spilled bytes (weights, or a cache)",
     "copies": "the host link's share on a prompt's copies of weights in RAM",
     "trip": "a layer's round trip to the CPU with its cache in RAM (-nkvo), seconds",
 }

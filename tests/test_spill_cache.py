@@ -152,3 +152,20 @@ def test_a_windows_log_says_fallback() -> None:
     # a Linux CUDA log (two devices, its backends built in)
     (other, *_) = parse_lines(read_log(str(LOGS / "llamacpp-12346-two-cuda-devices.txt")).lines).runs
     assert other.value("windows") is None
+
+
+def test_predict_a_spilled_cache(qwen27b: Path, run_cli: RunCli) -> None:
+    """`predict --spill fallback` at a context whose cache does not fit beside the weights: the
+    weights stay on the GPU (the ceiling is theirs and the KV's), the band reads the cache over the
+    link, and the memory fit still says the pool does not fit."""
+    args = ("--device", "rtx-3080", "-ngl", "99", "-ctk", "q4_0", "-ctv", "q4_0", "--ctx", "131072")
+    d = json.loads(run_cli("predict", str(qwen27b), *args, "--spill", "fallback", "--json").stdout)
+    p = d
+    assert p["spill"] == "fallback" and p["cache_spill_bytes"] == 2 * STATE_BYTES  # depth 0: the state
+    assert p["spill_bytes"] == 0
+    assert p["fit"] == "does_not_fit"
+    unsaid = json.loads(run_cli("predict", str(qwen27b), *args, "--json").stdout)
+    q = unsaid
+    assert q["cache_spill_bytes"] is None
+    # either mechanism unsaid: the band's slow end reads every weight over the link, far slower
+    assert q["expected_tok_s_low"] < p["expected_tok_s_low"] / 5

@@ -26,6 +26,7 @@ from ggprof.cli.options import (
     remote_options,
     rpc_options,
 )
+from ggprof.cli.spill_option import spill_option
 from ggprof.llamacpp import CACHE_TYPE, N_PROMPT
 from ggprof.pipelines.runs import check_model_context
 from ggprof.units import clean_name
@@ -94,13 +95,7 @@ if TYPE_CHECKING:
     help="The bandwidth of the RAM that held the weights not on the GPU (-ngl, -ncmoe, -ot): 90 (GB/s). "
     "Without it: this host's measured RAM, else the RAM's class (a wide band, never impossible below its top).",
 )
-@click.option(
-    "--spill",
-    type=click.Choice(["fallback", "managed"]),
-    help="How the GPU's driver served what was over its memory: fallback (Windows' CUDA system-memory "
-    "fallback: the cache llama.cpp allocates last is read from RAM) or managed (GGML_CUDA_ENABLE_UNIFIED_MEMORY=1: "
-    "pages migrate each token). Without it: either.",
-)
+@spill_option
 @cpu_option(
     "The CPU beside the GPU ('Ryzen 9 7950X', 'EPYC 9654'): where the RAM is not given, its platform's "
     "channels and rates bound the RAM's bandwidth (llama-bench's cpu_info is read without it)."

@@ -33,6 +33,7 @@ from ggprof.cli.options import (
     remote_options,
     rpc_options,
 )
+from ggprof.cli.spill_option import spill_option
 from ggprof.llamacpp import N_CTX, N_GEN, N_PROMPT
 from ggprof.units import warn
 
@@ -111,6 +112,7 @@ def plugins(as_json: bool) -> None:
     "The CPU beside the GPU ('Ryzen 9 9950X', 'EPYC 9654'): without --ram-bandwidth, its platform's channels "
     "and rates bound the RAM (a band from its slowest to its fastest)."
 )
+@spill_option
 @rpc_options
 @click.option("--plot", type=click.Path(dir_okay=False), help="Draw the roofline (.png or .svg).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -132,6 +134,7 @@ def predict(
     fit_min_ctx: int | None,
     ram_bandwidth: Figure | None,
     cpu_name: str | None,
+    spill: str | None,
     plot: str | None,
     as_json: bool,
 ) -> None:
@@ -159,7 +162,7 @@ def predict(
     ram = given_ram(ram_bandwidth, cpu_name)
     asked = fit_asked(fit, fit_target, fit_min_ctx, ctx is not None)
     refuse_fit_beside_placement(asked, n_gpu_layers, placement, rpc.active)
-    result, target = predict_on(spec, inputs, choice, extensions(), rpc, ram=ram, fit=asked)
+    result, target = predict_on(spec, inputs, choice, extensions(), rpc, ram=ram, fit=asked, spill=spill)
     for w in result.warnings:
         warn(w)
     show(as_json, predict_dict, predict_text, spec, result, target.description)

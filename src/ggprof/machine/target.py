@@ -249,6 +249,19 @@ def parse_tflops(text: str) -> Figure:
 MAX_TFLOPS = 100_000.0  # 100 PFLOP/s: nothing a GGUF runs on comes close
 
 
+def with_spill(target: Target, spill: str | None) -> Target:
+    """The target with how its CUDA GPUs' driver serves an allocation over their memory (`spill`:
+    physics.placement.SPILLS), each GPU of a split too; another backend's device keeps none, as no
+    other driver spills so."""
+    if spill is None:
+        return target
+
+    def told(d: Device) -> Device:
+        return replace(d, spill=spill) if d.is_discrete_gpu and d.backend == "cuda" else d
+
+    return replace(target, device=told(target.device), gpus=tuple((n, told(d)) for n, d in target.gpus))
+
+
 def with_memories(
     target: Target, ram_bytes: int | None, gpu_bytes: int | None, ram_bandwidth: Figure | None = None
 ) -> Target:

@@ -196,20 +196,14 @@ def spilled(place: Placement, kv_gpu_bytes: int, device: Device) -> Spill | None
 
 # How a GPU's driver serves an allocation beyond its memory, where the user says (check --spill):
 # Windows' CUDA system-memory fallback places the allocations that no longer fit in RAM, which the
-# GPU reads over its link (NVIDIA, "System Memory Fallback for Stable Diffusion", driver 536.40);
+# GPU reads over its link (driver 536.40 and later; "CUDA - Sysmem Fallback Policy" turns it off from
+# 546.01: https://nvidia.custhelp.com/app/answers/detail/a_id/5490);
 # GGML_CUDA_ENABLE_UNIFIED_MEMORY=1 allocates managed memory, whose pages migrate on demand, so a
 # token's weights beyond the memory move in and out each pass (llama.cpp PR #8035). Unsaid: either.
 SPILLS = {
     "fallback": "Windows' CUDA system-memory fallback: what no longer fits is placed in RAM",
     "managed": "managed memory (GGML_CUDA_ENABLE_UNIFIED_MEMORY=1): pages migrate on demand",
 }
-
-
-def cache_over(pool: MemoryFit) -> bool:
-    """Whether the cache alone (KV at the context and recurrent state) can hold all of a GPU pool
-    that is over its memory: llama.cpp allocates the weights first, and Windows' system-memory
-    fallback places what no longer fits in RAM, so the weights stay and the cache is read over the link."""
-    return pool.total_bytes is not None and pool.required_bytes - pool.total_bytes <= pool.kv_bytes
 
 
 def cache_spill_rule(pool: MemoryFit, kv_bytes: int, depth: int, device: Device) -> str:

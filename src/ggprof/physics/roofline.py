@@ -33,7 +33,6 @@ from ggprof.physics.placement import (
     LINK_BAND,
     Placement,
     blended_band,
-    cache_over,
     cache_spill_rule,
     link_band_of,
     link_bytes_a_batch,
@@ -316,12 +315,12 @@ def predict(
     full = has_gpu and not is_partial_offload(inputs.n_gpu_layers, spec.n_layers)
     spill = spilled(place, kv_gpu, device) if full else None
     # beyond the GPU with its buffers: the whole weights allocation goes over the link (spill_band);
-    # or, with Windows' fallback where the weights fit and the cache can hold all that is over,
-    # the cache: a token's KV and state over the link, however deep (the weights stay in VRAM)
+    # or, with Windows' fallback where the weights fit, what llama.cpp allocates after them (the
+    # cache, the buffers): a token's KV and state over the link, however deep (the weights stay)
     fallback = device.spill == "fallback" and place.gpu_weight_bytes <= (device.memory_bytes or 0)
-    spill = None if fallback and spill is not None and cache_over(memory[0]) else spill
+    spill = None if fallback else spill
     over = full and device.link is not None and (spill is not None or memory[0].verdict == "does_not_fit")
-    cache = over and spill is None and fallback and cache_over(memory[0])
+    cache = over and fallback
     bw = device.bandwidth_bytes_per_s or 1.0
     link_bytes = kv_gpu if cache else place.gpu_decode_bytes
     link_s = link_bytes / device.link.value if over and device.link else 0.0

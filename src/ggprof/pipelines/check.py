@@ -20,7 +20,7 @@ from ggprof.llamacpp import CACHE_TYPE, N_PROMPT
 from ggprof.machine.device import BuildFacts, Device, with_build
 from ggprof.machine.host import HostReport, describe_host
 from ggprof.machine.platforms import platform_ram
-from ggprof.machine.target import DeviceChoice, Target, resolve_target
+from ggprof.machine.target import DeviceChoice, Target, resolve_target, with_spill
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.placement import ram_class
 from ggprof.physics.roofline import PredictInputs, Prediction, drafted, splits_to_cpu
@@ -121,13 +121,7 @@ class Checker:
 
     def target(self, backend: str | None, partial: bool, devices: tuple[str, ...] = ()) -> Target | None:
         target = self._target(backend, partial, devices)
-        if target is None or self.spill is None:
-            return target
-
-        def told(d: Device) -> Device:  # CUDA's driver spills; another backend's device keeps none
-            return replace(d, spill=self.spill) if d.is_discrete_gpu and d.backend == "cuda" else d
-
-        return replace(target, device=told(target.device), gpus=tuple((n, told(d)) for n, d in target.gpus))
+        return with_spill(target, self.spill) if target is not None else None
 
     def _target(self, backend: str | None, partial: bool, devices: tuple[str, ...]) -> Target | None:
         host = self.host() if self.use_host and (self.choice.needs_host or partial) else None

@@ -12,7 +12,7 @@ from ggprof.errors import BadInputError, NoBandwidthError
 from ggprof.machine.device import Device, EfficiencyBand
 from ggprof.machine.host import describe_host
 from ggprof.machine.load import BUSY_SHARE
-from ggprof.machine.target import DeviceChoice, Target, resolve_target
+from ggprof.machine.target import DeviceChoice, Target, resolve_target, with_spill
 from ggprof.model.spec import ModelSpec
 from ggprof.physics.placement import LINK_BAND, class_band
 from ggprof.physics.roofline import PredictInputs, Prediction, predict, splits_to_cpu
@@ -33,17 +33,19 @@ def predict_on(
     rpc: RpcChoice | None = None,
     ram: Device | None = None,
     fit: FitAsked | None = None,
+    spill: str | None = None,
 ) -> tuple[Prediction, Target]:
     """Resolve the device (this host's facts gathered once, only when needed) and predict; with
     `rpc`, over the split: the chosen device is the main host's, the rest are remote. `ram`: the
     RAM beside a GPU as the user gave it (--ram-bandwidth, or --cpu's platform), not this host's;
-    `fit`: no placement was given and llama.cpp's --fit chose it (derived, and named so)."""
+    `fit`: no placement was given and llama.cpp's --fit chose it (derived, and named so); `spill`:
+    how the GPU's driver serves what is over its memory (physics.placement.SPILLS)."""
     if rpc is not None and rpc.active:
         return _predict_split(spec, inputs, choice, ext, rpc)
     partial = splits_to_cpu(inputs, spec.n_layers) or fit is not None  # --fit may keep weights in RAM
     needs_host = choice.needs_host or (partial and ram is None)
     host = describe_host(ext.backends.values(), ext.profiles, measure=False) if needs_host else None
-    target = resolve_target(choice, profiles=ext.profiles, host=host, devices=inputs.devices)
+    target = with_spill(resolve_target(choice, profiles=ext.profiles, host=host, devices=inputs.devices), spill)
     if ram is not None:
         if not target.device.is_discrete_gpu:
             raise BadInputError("--ram-bandwidth and --cpu name the RAM beside a GPU; a CPU alone is --bandwidth BW")
