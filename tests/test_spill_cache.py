@@ -149,6 +149,7 @@ def test_a_windows_log_says_fallback() -> None:
 
     (run, *_) = parse_lines(read_log(str(LOGS / "llamacpp-22748-cuda-laptop-server.txt")).lines).runs
     assert run.value("windows") is True
+    assert run.facts["windows"].line == 6  # load_backend: loaded CUDA backend from C:\Apps\llamacpp\ggml-cuda.dll
     # a Linux CUDA log (two devices, its backends built in)
     (other, *_) = parse_lines(read_log(str(LOGS / "llamacpp-12346-two-cuda-devices.txt")).lines).runs
     assert other.value("windows") is None

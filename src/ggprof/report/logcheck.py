@@ -47,6 +47,7 @@ FACT_KEYS = (
     ("sycl_f16", "GGML_SYCL_F16"),
     ("sycl_reorder", "SYCL reorder optimizations"),
     ("build", "build"),
+    ("windows", "Windows (a backend DLL: CUDA's spill is its system-memory fallback)"),
     ("command", "command"),
 )
 # ... and in JSON, the rest of a context's settings as the run-fact table names them
