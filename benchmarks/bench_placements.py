@@ -3,14 +3,16 @@
 partial offload) judged by `ggprof check` on their placement, as published and slowed to a third.
 
 Each row becomes one `ggprof check MODEL --tg X --pp Y --prompt N --depth D --device GPU[,GPU...]
---backend B` call with its placement's flags (-ngl, -ncmoe, -sm, -ts) and its RAM's bandwidth
+--backend B` call with its placement's flags (-ngl, -ncmoe, -sm, -ts, -nkvo), how its driver
+spilled where the row says (`--spill`: Windows' fallback, managed memory) and its RAM's bandwidth
 where the row states the RAM (`--ram-bandwidth`; else none: the RAM's class), run in this process
 through ggprof's own CLI on a header of the model's published shape (tests/ggufs.py's writer; the
 data section a hole); a prompt whose length the row does not state is not judged. This host's
 measured bandwidth is never read (an empty cache).
 
 The fitted parts of these verdicts (ggprof.calibration.placements: the RAM's share on a token's
-part in it, the link's on spilled weights and on a prompt's copies of weights in RAM) are fitted
+part in it, the link's on spilled bytes and on a prompt's copies of weights in RAM, -nkvo's round
+trip a layer from rows paired with the same run's cache on the GPU) are fitted
 on the rows that state what each needs and left out by machine: each machine's rows are judged by
 shares fitted on the other machines' rows (`calibrate.py --write` keeps the fit on them all); a
 MoE layer's fixed time (bench_moe.py) is fitted without the machine's GPUs.
