@@ -44,9 +44,10 @@ def held_out_trip(gpu: str) -> Any:
     rows = []
     for line in committed_placement_fits().inputs:
         kind, share, label = line.split(" ", 2)
-        machine = re.search(r" on (.+?) \(", label)
+        machine = re.search(r" on (.+?) \(https?:", label)  # the GPUs before the source
         if kind == "trip" and machine and machine[1] != gpu:
             rows.append(ShareRow(machine=machine[1], label=label, share=float(share)))
+    assert len({r.machine for r in rows}) == 2  # the other two machines' pairs
     held = fit_share(rows, "the round trip without " + gpu, as_time=True)
     assert held is not None
     return held

@@ -69,9 +69,10 @@ def held_out_spill() -> Any:
     rows = []
     for line in calibration.committed_placement_fits().inputs:
         kind, share, label = line.split(" ", 2)
-        machine = re.search(r"^row \d+: (.+?) \(", label)
-        if kind == "spill" and machine and "RTX 3080" not in machine[1]:
-            rows.append(ShareRow(machine=machine[1].split(" on ")[-1], label=label, share=float(share)))
+        gpu = re.search(r" on (.+?) \(https?:", label)  # the GPUs before the source
+        if kind == "spill" and gpu and gpu[1] != "RTX 3080":
+            rows.append(ShareRow(machine=gpu[1], label=label, share=float(share)))
+    assert {r.machine for r in rows} == {"RTX 5070", "RTX 5090", "RTX 4090"}  # the other three machines
     held = fit_share(rows, "the spill share without the RTX 3080")
     assert held is not None
     return calibration.using_placements(replace(calibration.committed_placement_fits(), spill=held))
