@@ -224,15 +224,19 @@ def backend_of(row: dict[str, Any]) -> str:
     return next((x for x in ("cuda", "rocm", "vulkan", "metal", "sycl") if x in b), "cuda")
 
 
-def check_args(row: dict[str, Any], model: Path, profiles: Any, slowed: float) -> list[str] | None:
-    """`ggprof check`'s arguments for the row (None: no GPU named, or no speed)."""
+def check_args(
+    row: dict[str, Any], model: Path, profiles: Any, slowed: float, slow_prompt: bool = False
+) -> list[str] | None:
+    """`ggprof check`'s arguments for the row (None: no GPU named, or no speed); a prompt its source
+    says a cause beside the placement slowed (`pp_slowed_by`) only with `slow_prompt`."""
     gpus = [profile_of(g, profiles) for g in row["gpus"] or []]
     if not gpus or None in gpus or not (row["tg_tok_s"] or (row["pp_tok_s"] and row["pp_tokens"])):
         return None
     args = ["check", str(model), "--device", ",".join(str(g) for g in gpus), "--backend", backend_of(row), "--json"]
     if row["tg_tok_s"]:
         args += ["--tg", f"{row['tg_tok_s'] / slowed:.4g}"]
-    if row["pp_tok_s"] and row["pp_tokens"]:  # a prompt of unstated length is not judged (unjudged())
+    prompt = row["pp_tok_s"] and row["pp_tokens"] and (slow_prompt or not row["pp_slowed_by"])
+    if prompt:  # a prompt of unstated length is not judged (unjudged())
         args += ["--pp", f"{row['pp_tok_s'] / slowed:.4g}", "--prompt", str(row["pp_tokens"])]
     args += ["--depth", str(row["depth"] or 0)]
     ncmoe = row["n_cpu_moe"]
@@ -282,8 +286,12 @@ def check_args(row: dict[str, Any], model: Path, profiles: Any, slowed: float) -
 
 def spill_of(row: dict[str, Any]) -> str | None:
     """How the row's driver served what was over the GPU's memory, where the row says: Windows'
-    system-memory fallback, or managed memory (GGML_CUDA_ENABLE_UNIFIED_MEMORY=1)."""
+    system-memory fallback, or managed memory (GGML_CUDA_ENABLE_UNIFIED_MEMORY=1). Managed memory a
+    patched build advises to stay in RAM is read in place, as the fallback reads what it places
+    there (physics.placement.SPILL_CROSSINGS): judged as the fallback, whose weights go over whole."""
     backend = row["backend"].lower()
+    if "read in place" in backend:
+        return "fallback"
     if "managed" in backend or "GGML_CUDA_ENABLE_UNIFIED_MEMORY=1" in (row["flags"] or ""):
         return "managed"
     return "fallback" if "windows" in backend and "cuda" in backend else None
@@ -310,17 +318,22 @@ def machine_of(row: dict[str, Any]) -> str:
 
 
 def answers(
-    rows: list[dict[str, Any]], folder: Path, profiles: Any, slowed: float, index: list[int] | None = None
+    rows: list[dict[str, Any]],
+    folder: Path,
+    profiles: Any,
+    slowed: float,
+    index: list[int] | None = None,
+    slow_prompt: bool = False,
 ) -> list[dict[str, Any] | None]:
     """`ggprof check --json`'s answer for each row (None: the row is not judged); `index`: each
-    row's place in the dataset (its header's file name)."""
+    row's place in the dataset (its header's file name); `slow_prompt`: check_args'."""
     out = []
     for i, row in zip(index or range(len(rows)), rows, strict=True):
         shape = shape_of(row)
         model = folder / f"row{i}.gguf"
         if shape is not None and not model.exists():
             write_model(model, shape)
-        args = check_args(row, model, profiles, slowed) if shape else None
+        args = check_args(row, model, profiles, slowed, slow_prompt) if shape else None
         ram = ram_of(row, profiles)
         if args and ram:
             args += ["--ram-bandwidth", ram]
@@ -336,7 +349,7 @@ def share_rows(rows: list[dict[str, Any]], folder: Path, profiles: Any) -> dict[
     less the other parts at their bands' midpoints, over the part's time at full rate; and -nkvo's
     round trip (a decode with its cache in RAM beside the same run's with it on the GPU), its cache
     read at the RAM share's midpoint."""
-    out: dict[str, list[ShareRow]] = {"ram": [], "spill": [], "copies": [], "trip": []}
+    out: dict[str, list[ShareRow]] = {k: [] for k in WHAT}
     nkvo: list[tuple[str, str, TokenParts, float, float]] = []
     for i, (row, answer) in enumerate(zip(rows, answers(rows, folder, profiles, 1.0), strict=True)):
         parts = _parts(answer)
@@ -386,17 +399,18 @@ def fit_placements(rows: list[dict[str, Any]], folder: Path, profiles: Any) -> P
     found = share_rows(rows, folder, profiles)
     return PlacementFits(
         dataset=str(DATA.relative_to(ROOT)),
-        ram=fit_share(found["ram"], WHAT["ram"]),
-        spill=fit_share(found["spill"], WHAT["spill"]),
-        copies=fit_share(found["copies"], WHAT["copies"]),
-        trip=fit_share(found["trip"], WHAT["trip"], as_time=True),
+        **{k: fit_share(found[k], WHAT[k], as_time=k == "trip") for k in WHAT},
         inputs=tuple(f"{k} {r.share:.6g} {r.label}" for k, used in found.items() for r in used),
     )
 
 
-def judge(rows: list[dict[str, Any]], folder: Path, profiles: Any, held_out: bool) -> list[tuple[str, str, str]]:
-    """(category, honest verdict, slowed verdict) per row; "" where the row is not judged. With
-    `held_out`, each machine's rows are judged by the shares fitted without that machine."""
+def judge(
+    rows: list[dict[str, Any]], folder: Path, profiles: Any, held_out: bool
+) -> tuple[list[tuple[str, str, str]], dict[int, bool]]:
+    """(category, honest verdict, slowed verdict) per row, "" where the row is not judged; and for
+    each prompt its source says a cause beside the placement slowed (`pp_slowed_by`, judged apart
+    from its row), whether a prefill finding flagged it. With `held_out`, each machine's rows are
+    judged by the shares fitted without that machine."""
     import bench_moe
 
     from ggprof import calibration
@@ -404,13 +418,14 @@ def judge(rows: list[dict[str, Any]], folder: Path, profiles: Any, held_out: boo
     found = share_rows(rows, folder, profiles) if held_out else {}
     moe_found = bench_moe.layer_rows(bench_moe.load_rows(), folder) if held_out else []
     verdicts: list[tuple[str, str]] = [("", "")] * len(rows)
+    slow_prompts: dict[int, bool] = {}
     for machine in sorted({machine_of(r) for r in rows}):
         mine = [i for i, r in enumerate(rows) if machine_of(r) == machine]
         fits = calibration.placement_fits()
         moe = calibration.moe_layer_fit()
         if held_out:
-            ram, spill, copies, trip = (held_out_fit(found[k], machine, WHAT[k], as_time=k == "trip") for k in WHAT)
-            fits = replace(fits, ram=ram, spill=spill, copies=copies, trip=trip)
+            held = {k: held_out_fit(found[k], machine, WHAT[k], as_time=k == "trip") for k in WHAT}
+            fits = replace(fits, **held)  # type: ignore[arg-type]
             devices = {str(profile_of(g, profiles)) for i in mine for g in rows[i]["gpus"] or []}
             moe = bench_moe.fit_without(moe_found, ",".join(sorted(devices)))
         with calibration.using_placements(fits), calibration.using_moe(moe):
@@ -420,7 +435,14 @@ def judge(rows: list[dict[str, Any]], folder: Path, profiles: Any, held_out: boo
                     before = verdicts[i]
                     v = answer["verdict"] if answer else ""
                     verdicts[i] = (v, before[1]) if slowed == 1.0 else (before[0], v)
-    return [(row["category"], h, s) for row, (h, s) in zip(rows, verdicts, strict=True)]
+            slow = [i for i in mine if rows[i]["pp_slowed_by"] and rows[i]["pp_tok_s"]]
+            got = answers([rows[i] for i in slow], folder, profiles, 1.0, slow, slow_prompt=True)
+            for i, answer in zip(slow, got, strict=True):
+                findings = answer["findings"] if answer else []
+                slow_prompts[i] = any(
+                    f["code"].startswith("PREFILL") and f["severity"] in ("suspicious", "impossible") for f in findings
+                )
+    return [(row["category"], h, s) for row, (h, s) in zip(rows, verdicts, strict=True)], slow_prompts
 
 
 def shares_text(fits: PlacementFits, found: dict[str, list[ShareRow]]) -> str:
@@ -487,17 +509,34 @@ def main() -> int:
         os.environ["GGPROF_CACHE_DIR"] = str(Path(tmp) / "cache")  # this host's measurements never read
         found = share_rows(rows, Path(tmp), profiles)
         fits = fit_placements(rows, Path(tmp), profiles)
-        judged = judge(rows, Path(tmp), profiles, held_out=not args.in_sample)
+        judged, slow_prompts = judge(rows, Path(tmp), profiles, held_out=not args.in_sample)
     how = (
         "committed shares"
         if args.in_sample
         else "leave one machine out: each machine judged by shares fitted without it"
     )
-    text = f"{shares_text(fits, found)}\n\n{how}\n{table(judged, rows, args.rows)}\n{unjudged(rows)}"
+    text = (
+        f"{shares_text(fits, found)}\n\n{how}\n{table(judged, rows, args.rows)}\n{unjudged(rows)}\n"
+        f"{slow_prompts_text(slow_prompts, rows)}"
+    )
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
     return 0
+
+
+def slow_prompts_text(slow_prompts: dict[int, bool], rows: list[dict[str, Any]]) -> str:
+    """The prompts a cause beside the placement slowed, as their sources say: judged apart from
+    their rows (whose decodes the table judges), each a slowed run ggprof should flag."""
+    if not slow_prompts:
+        return ""
+    flagged = sorted(i for i, hit in slow_prompts.items() if hit)
+    missed = sorted(i for i, hit in slow_prompts.items() if not hit)
+    why = {rows[i]["pp_slowed_by"].split(":")[0] for i in slow_prompts}
+    return (
+        f"prompts their sources say a cause beside the placement slowed ({'; '.join(sorted(why))}), judged apart: "
+        f"flagged {len(flagged)} of {len(slow_prompts)} (rows {flagged}; missed {missed})"
+    )
 
 
 def load_rows() -> list[dict[str, Any]]:

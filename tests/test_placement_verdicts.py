@@ -106,10 +106,11 @@ def test_several_gpus_70b_f16_on_six_3090s(tmp_path: Path, run_cli: RunCli) -> N
 
 
 def test_spill_is_judged_over_the_link(gpt_oss: Path, run_cli: RunCli) -> None:
-    """gpt-oss-120b with -ngl 99 on an RTX 5090 (managed memory): 63 GB on a 32 GiB card. The
-    ceiling reads only the excess over PCIe 5.0 x16; the band, every weight of the GPU's allocation
-    over it at the spill's fitted share (managed memory pages the allocation in and out, Windows'
-    fallback moves it whole): plausible, never impossible."""
+    """gpt-oss-120b with -ngl 99 on an RTX 5090 (managed memory a patched build keeps in RAM): 63 GB
+    on a 32 GiB card. The ceiling reads only the excess over PCIe 5.0 x16; the band, every weight of
+    the GPU's allocation over it at the spill's fitted share: read in place once at its fast end,
+    and, the mechanism unsaid, migrated out and back in (twice) at its slow end: plausible, never
+    impossible. Said (`--spill fallback`, read in place), both ends cross once."""
     from ggprof.calibration import committed_placement_fits
 
     r = row("spill", "gpt-oss-120b", "RTX 5090")
@@ -123,11 +124,16 @@ def test_spill_is_judged_over_the_link(gpt_oss: Path, run_cli: RunCli) -> None:
     assert p["decode_ceiling_tok_s"] == pytest.approx(1 / (on_gpu / 1792e9 + in_ram / 63e9), rel=1e-3)
     fit = committed_placement_fits().spill
     assert fit is not None
-    # at depth 0 the GPU reads no KV: every byte a token reads crosses the link at the fit's share
-    weights = p["token_parts"]["link_s"] * 63e9
-    assert weights == pytest.approx(p["decode_bytes_per_token"], rel=1e-3)
-    assert p["expected_tok_s_low"] == pytest.approx(fit.low * 63e9 / weights, rel=1e-3)
+    # at depth 0 the GPU reads no KV: every byte a token reads crosses the link at the fit's share,
+    # twice at the band's slow end (migrated pages go out and come back), once at its fast end
+    weights = p["decode_bytes_per_token"]
+    assert p["token_parts"]["link_s"] * 63e9 == pytest.approx(2 * weights, rel=1e-3)
+    assert p["expected_tok_s_low"] == pytest.approx(fit.low * 63e9 / (2 * weights), rel=1e-3)
     assert p["expected_tok_s_high"] == pytest.approx(fit.high * 63e9 / weights, rel=1e-3)
+    said = json.loads(run_cli("check", *args, "--tg", str(r["tg_tok_s"]), "--spill", "fallback", "--json").stdout)
+    q = said["predictions"][0]
+    assert q["token_parts"]["link_s"] * 63e9 == pytest.approx(weights, rel=1e-3)
+    assert q["expected_tok_s_low"] == pytest.approx(fit.low * 63e9 / weights, rel=1e-3)
 
 
 def test_an_unknown_placement_names_the_one_that_explains_it(gpt_oss: Path, run_cli: RunCli) -> None:
@@ -146,28 +152,71 @@ def test_an_unknown_placement_names_the_one_that_explains_it(gpt_oss: Path, run_
     assert "the load log's buffer sizes" in found["next_step"] and "command line" in found["next_step"]
 
 
-def test_weights_that_fit_without_their_buffers_are_judged_as_spill(tmp_path: Path, run_cli: RunCli) -> None:
-    """Llama 3 70B Q2_K (23.71 GiB, llama.cpp PR #8035) on an RTX 4090 (24 GiB) with -ngl 81 and
-    GGML_CUDA_ENABLE_UNIFIED_MEMORY=1: 0.15 tok/s. The weights fit, the KV cache and the compute
-    buffers do not: the allocation pages over the link. Judged as spill (plausible), not as a model
-    that cannot load."""
+@pytest.fixture(scope="module")
+def llama2_70b_q2k(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Llama 2 70B's shape (vocabulary 32000) as llama-quant.cpp's Q2_K - Medium mixes it (the
+    output layer Q6_K, attn_v and ffn_down Q3_K on the layers use_more_bits picks), its feed-forward
+    width set so that the file is the 23.71 GiB llama.cpp PR #8035's llama-bench printed."""
     from dataclasses import replace
 
     import gguf
 
-    r = row("spill", "Llama 3 70B", "RTX 4090")
-    # Llama 3 70B's shape (vocabulary 128256) as llama-quant.cpp's Q2_K - Medium mixes it (the output
-    # layer Q6_K, attn_v and ffn_down Q3_K on the layers use_more_bits picks), its feed-forward width
-    # set so that the file is 23.71 GiB as the row's llama-bench printed
     q = gguf.GGMLQuantizationType
     shape = replace(
-        LLAMA_70B_F16, vocab=128256, qtype=q.Q2_K, head_qtype=q.Q6_K, more_bits_qtype=q.Q3_K, file_type=None, n_ff=29952
+        LLAMA_70B_F16, vocab=32000, qtype=q.Q2_K, head_qtype=q.Q6_K, more_bits_qtype=q.Q3_K, file_type=None, n_ff=31232
     )
-    model = write_model(tmp_path / "llama-3-70b-q2_k.gguf", shape)[0]
-    assert model.stat().st_size / 2**30 == pytest.approx(r["model_size_gib"], rel=0.01)
-    args = (str(model), "--device", "rtx-4090", "--backend", "cuda", "-ngl", "81", "--tg", str(r["tg_tok_s"]))
+    model = write_model(tmp_path_factory.mktemp("llama2") / "llama-2-70b-q2_k.gguf", shape)[0]
+    assert model.stat().st_size / 2**30 == pytest.approx(23.71, rel=0.01)
+    return model
+
+
+def test_weights_that_fit_without_their_buffers_are_judged_as_spill(llama2_70b_q2k: Path, run_cli: RunCli) -> None:
+    """Llama 2 70B Q2_K (23.71 GiB, llama.cpp PR #8035) on an RTX 4090 (24 GiB) with -ngl 81 and
+    GGML_CUDA_ENABLE_UNIFIED_MEMORY=1: 0.15 tok/s. The weights fit, the KV cache and the compute
+    buffers do not: the allocation pages over the link. Judged as spill (plausible), not as a model
+    that cannot load."""
+    r = row("spill", "llama 70B (68.98B, Llama-2-70B class)", "RTX 4090")
+    assert r["model_params_b"] == 68.98  # llama-bench's count: Llama 2 70B's (Llama 3 70B has 70.55 B)
+    assert r["model_size_gib"] == 23.71
+    args = (str(llama2_70b_q2k), "--device", "rtx-4090", "--backend", "cuda", "-ngl", "81", "--tg", str(r["tg_tok_s"]))
     d = json.loads(run_cli("check", *args, "--json").stdout)
     assert d["verdict"] == "plausible"
     found = next(f for f in d["findings"] if f["code"] == "WEIGHTS_BEYOND_VRAM")
     assert "the weights fit without the KV cache and compute buffers (an estimate)" in found["title"]
     assert "MODEL_DOES_NOT_FIT" not in [f["code"] for f in d["findings"]]
+
+
+def test_managed_pages_cross_the_link_twice(llama2_70b_q2k: Path, run_cli: RunCli) -> None:
+    """Stock managed memory over a full GPU evicts a page to RAM to fault the next one in, and a
+    token's weights cycle through it: each byte of the allocation crosses the link twice a token.
+    The 4090's 0.15 tok/s, judged with `--spill managed` by the spill share fitted without the 4090
+    (the other three machines read their spills in place, once), is plausible, and a third of it is
+    flagged: counted once, its pages would imply half the others' share. (With Windows' fallback the
+    same weights, which fit the card, would stay in VRAM: only their cache would cross.)"""
+    import re
+    from dataclasses import replace
+
+    from ggprof import calibration
+    from ggprof.calibration.placements import ShareRow, fit_share
+
+    r = row("spill", "llama 70B (68.98B, Llama-2-70B class)", "RTX 4090")
+    assert "GGML_CUDA_ENABLE_UNIFIED_MEMORY=1" in r["flags"]
+    others = []
+    for line in calibration.committed_placement_fits().inputs:
+        kind, share, label = line.split(" ", 2)
+        gpu = re.search(r" on (.+?) \(https?:", label)  # the GPUs before the source
+        if kind == "spill" and gpu and gpu[1] != "RTX 4090":
+            others.append(ShareRow(machine=gpu[1], label=label, share=float(share)))
+    assert {x.machine for x in others} == {"RTX 5070", "RTX 5090", "RTX 3080"}
+    held = fit_share(others, "the spill share without the RTX 4090")
+    assert held is not None
+    args = (str(llama2_70b_q2k), "--device", "rtx-4090", "--backend", "cuda", "-ngl", "81", "--spill", "managed")
+    with calibration.using_placements(replace(calibration.committed_placement_fits(), spill=held)):
+        honest = json.loads(run_cli("check", *args, "--tg", str(r["tg_tok_s"]), "--json").stdout)
+        slowed = json.loads(run_cli("check", *args, "--tg", f"{r['tg_tok_s'] / 3:.4g}", "--json").stdout)
+    assert (honest["verdict"], slowed["verdict"]) == ("plausible", "suspicious"), honest["findings"]
+    p = honest["predictions"][0]
+    link = 16e9 * 16 * 128 / 130 / 8  # the profile's PCIe 4.0 x16, one direction
+    assert p["token_parts"]["link_s"] * link == pytest.approx(2 * p["decode_bytes_per_token"], rel=1e-3)
+    # at depth 0 the GPU reads no KV of its own: the band is the link's, the pages crossing twice
+    assert p["expected_tok_s_low"] == pytest.approx(held.low * link / (2 * p["decode_bytes_per_token"]), rel=1e-3)

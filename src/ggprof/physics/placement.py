@@ -118,20 +118,27 @@ def blended_band(gpu: EfficiencyBand, cpu: EfficiencyBand, gpu_s: float, cpu_s: 
 
 
 def link_band_of(
-    gpu: EfficiencyBand, link: EfficiencyBand, ceiling_s: float, gpu_s: float, link_s: float, what: str
+    gpu: EfficiencyBand,
+    link: EfficiencyBand,
+    ceiling_s: float,
+    gpu_s: float,
+    link_s: float,
+    what: str,
+    fast_link_s: float | None = None,
 ) -> EfficiencyBand:
     """The band, as a share of a ceiling of `ceiling_s`, of work whose GPU part takes `gpu_s` at
     full rate (at the GPU's band) and whose copies over the host link take `link_s` at its full
     rate (at the link's share): a spilled token, every weight of the GPU's allocation over the link
-    (Windows' fallback moves the whole allocation, managed memory pages it in and out each token);
-    a prompt's batches, the weights in RAM copied to the GPU."""
+    (Windows' fallback keeps the whole allocation in RAM, managed memory pages it out and in each
+    token: SPILL_CROSSINGS); a prompt's batches, the weights in RAM copied to the GPU. The fast
+    end's link time is `fast_link_s` where it differs (a spill whose mechanism is unsaid)."""
 
-    def share(g: float, c: float) -> float:
+    def share(g: float, c: float, link_s: float) -> float:
         return ceiling_s / (gpu_s / g + link_s / c) if g > 0 and c > 0 else 0.0
 
     return EfficiencyBand(
-        low=share(gpu.low, link.low),
-        high=share(gpu.high, link.high),
+        low=share(gpu.low, link.low, link_s),
+        high=share(gpu.high, link.high, link_s if fast_link_s is None else fast_link_s),
         source=f"{what}: {link_s / (gpu_s + link_s):.0%} of the time at full rate over the host link, at "
         f"{link.low:.0%}-{link.high:.0%} of its rate ({link.source}); the rest at the GPU's band ({gpu.source})",
         judged=gpu.judged and link.judged,
@@ -204,15 +211,42 @@ SPILLS = {
     "fallback": "Windows' CUDA system-memory fallback: what no longer fits is placed in RAM",
     "managed": "managed memory (GGML_CUDA_ENABLE_UNIFIED_MEMORY=1): pages migrate on demand",
 }
+# How many times a spilled byte crosses the link in a pass, by how the GPU reads it: in place, once
+# (the fallback keeps the allocation in RAM and the GPU reads it over the link); migrated, twice
+# (stock managed memory, cudaMallocManaged with no advice in ggml-cuda.cu: the memory full, the
+# driver evicts a page to RAM to fault the next one in, and a token's weights cycle through it, so
+# every page of the allocation goes out and comes back each pass). Unsaid: either, the band's slow
+# end migrating, its fast end in place. Managed memory a build advises to prefer the CPU
+# (cudaMemAdviseSetPreferredLocation: "if the data is already in its preferred location and the
+# faulting processor can establish a mapping without requiring the data to be migrated, then data
+# migration will be avoided", the CUDA Runtime API's cudaMemAdvise) is read in place.
+SPILL_CROSSINGS = {"fallback": 1, "managed": 2}
+
+
+def spill_crossings(spill: str | None) -> tuple[int, int]:
+    """How many times a spilled byte crosses the link a pass at the band's slow end and at its fast
+    end: the mechanism's (SPILL_CROSSINGS), or, unsaid, the most and once."""
+    said = SPILL_CROSSINGS.get(spill or "")
+    return (said, said) if said else (max(SPILL_CROSSINGS.values()), 1)
+
+
+def spill_what(spill: str | None) -> str:
+    """What a spilled token's band reads over the link, by how its driver serves the spill."""
+    if spill == "managed":
+        return "spill (managed memory: each page out to RAM and back in, twice over the link)"
+    if spill == "fallback":
+        return "spill (Windows' fallback: read in place over the link)"
+    return "spill (read in place, or migrated out and back in: twice over the link at the slow end)"
 
 
 def cache_spill_rule(pool: MemoryFit, kv_bytes: int, depth: int, device: Device) -> str:
     link = device.link.describe() if device.link else "unknown"
-    over = max(pool.required_bytes - (pool.total_bytes or 0), 0) / 1e9
+    free = pool.available_bytes if pool.available_bytes is not None else pool.total_bytes
+    over = max(pool.required_bytes - (free or 0), 0) / 1e9
     return (
-        f"spilled cache: the weights fit {device.id}'s memory, the KV cache and buffers at the context do not "
-        f"({over:.3g} GB over); the cache a token reads ({kv_bytes / 1e9:.3g} GB at depth {depth:,}, a recurrent "
-        f"state read and written) goes over the host link ({link}) at most, none of it at best"
+        f"spilled cache: the weights fit {device.id}'s memory, the KV cache and buffers at the context do not fit "
+        f"what is free ({over:.3g} GB over); the cache a token reads ({kv_bytes / 1e9:.3g} GB at depth {depth:,}, "
+        f"a recurrent state read and written) goes over the host link ({link}) at most, none of it at best"
     )
 
 

@@ -25,7 +25,9 @@ class TokenParts:
 
     gpu_s: float
     ram_s: float = 0.0
-    link_s: float = 0.0  # spill: every weight of the GPU's spilled allocation over its link
+    # spill: every weight of the GPU's spilled allocation over its link, as often as it crosses it
+    # (physics.placement.SPILL_CROSSINGS: migrated pages twice; unsaid, the most); so a prompt's
+    link_s: float = 0.0
     prompt_link_s: float = 0.0  # a prompt's batches: the weights in RAM (or spilled) copied to the GPU
     prompt_compute_s: float = 0.0  # the prompt's compute floor (FLOPs at the peak)
     trips: int = 0  # -nkvo: layers whose cache is in RAM, each a round trip to the CPU a token

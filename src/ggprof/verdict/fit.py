@@ -22,9 +22,13 @@ def fit_findings(b: Backend, case: JudgeCase) -> list[Finding]:
         full = offloaded is not None and layers is not None and offloaded > layers
     else:
         full = not is_partial_offload(p.inputs.n_gpu_layers, case.model.n_layers)
-    if not full or gpu.verdict != "does_not_fit":
+    # with Windows' fallback a pool over the memory free ("tight") spills its cache too
+    tight = gpu.verdict == "tight" and p.cache_spill_bytes is not None and gpu.available_bytes is not None
+    if not full or not (gpu.verdict == "does_not_fit" or tight):
         return []
     total = fmt_bytes(gpu.total_bytes or 0, binary=False)
+    if tight:
+        total = f"{fmt_bytes(gpu.available_bytes or 0, binary=False)} free of {total}"
     required = fmt_bytes(gpu.required_bytes, binary=False)
     # the weights over the GPU, or the weights fitting and the KV and buffers (an estimate) not: the
     # prediction reads the allocation over the link, and so does the finding
