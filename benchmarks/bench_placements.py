@@ -286,12 +286,11 @@ def check_args(
 
 def spill_of(row: dict[str, Any]) -> str | None:
     """How the row's driver served what was over the GPU's memory, where the row says: Windows'
-    system-memory fallback, or managed memory (GGML_CUDA_ENABLE_UNIFIED_MEMORY=1). Managed memory a
-    patched build advises to stay in RAM is read in place, as the fallback reads what it places
-    there (physics.placement.SPILL_CROSSINGS): judged as the fallback, whose weights go over whole."""
+    system-memory fallback, managed memory (GGML_CUDA_ENABLE_UNIFIED_MEMORY=1), or managed memory a
+    patched build advises to stay in RAM ("mapped", its backend says "read in place")."""
     backend = row["backend"].lower()
     if "read in place" in backend:
-        return "fallback"
+        return "mapped"
     if "managed" in backend or "GGML_CUDA_ENABLE_UNIFIED_MEMORY=1" in (row["flags"] or ""):
         return "managed"
     return "fallback" if "windows" in backend and "cuda" in backend else None
@@ -370,6 +369,8 @@ def share_rows(rows: list[dict[str, Any]], folder: Path, profiles: Any) -> dict[
             (spill, "prompt", implied_link_share(parts, prompt / pp, prompt=True) if pp and prompt else None),
         )
         out_rows = [(k, ShareRow(machine=machine, label=f"{label}, {what}", share=v)) for k, what, v in found if v]
+        # a spill whose mechanism the row does not state is read at its slow end: no share of it
+        out_rows = [(k, r) for k, r in out_rows if k != "spill" or spill_of(row)]
         for k, r in out_rows:
             out[k].append(r)
         if kv_in_ram and tg and row["baseline_tg_tok_s"]:  # the same run with its cache on the GPU

@@ -143,7 +143,13 @@ def test_a_pool_over_the_free_memory_may_spill_its_cache(qwen27b: Path, run_cli:
         assert d["verdict"] == "plausible", d["findings"]
         assert d["predictions"][0]["cache_spill_bytes"] == 2 * STATE_BYTES
     found = next(f for f in tight["findings"] if f["code"] == "WEIGHTS_BEYOND_VRAM")
-    assert " free of " in found["title"] and "the cache is placed in RAM" in found["title"]
+    assert " free of " in found["title"] and "the cache may be placed in RAM" in found["title"]
+    spilled = next(f for f in over["findings"] if f["code"] == "WEIGHTS_BEYOND_VRAM")
+    assert "the cache is placed in RAM" in spilled["title"]
+    # a third of the resident speed at 64K: a spill explains it there (the finding says what tells it)
+    with held_out_spill():
+        third = check(run_cli, qwen27b, 15.0, "--spill", "fallback", ctx=65536)
+    assert third["verdict"] == "plausible" and "WEIGHTS_BEYOND_VRAM" in {f["code"] for f in third["findings"]}
     unsaid = check(run_cli, qwen27b, 45.0, ctx=65536)
     p = unsaid["predictions"][0]
     assert p["token_parts"]["link_s"] == 0 and p["cache_spill_bytes"] is None
@@ -162,11 +168,17 @@ def test_a_context_that_fits_spills_nothing(qwen27b: Path, run_cli: RunCli) -> N
 
 def test_only_cuda_spills(qwen27b: Path, run_cli: RunCli) -> None:
     """Windows' system-memory fallback and managed memory are CUDA's driver's: a Vulkan run of the
-    same placement keeps no spill mechanism, and its cache is judged as before (the allocation)."""
-    args = ("--device", "rtx-3080", "--backend", "vulkan", "-ngl", "99", "-fa", "on", "-ctk", "q4_0", "-ctv", "q4_0")
-    r = run_cli("check", str(qwen27b), *args, "-c", "131072", "--tg", "19.9", "--spill", "fallback", "--json")
+    same placement keeps no spill mechanism, and its cache is judged as before (the allocation),
+    read in place once: no Vulkan driver migrates pages, so even the band's slow end crosses once
+    where an unsaid CUDA spill's crosses twice."""
+    args = ("--device", "rtx-3080", "-ngl", "99", "-fa", "on", "-ctk", "q4_0", "-ctv", "q4_0", "-c", "131072")
+    r = run_cli("check", str(qwen27b), *args, "--backend", "vulkan", "--tg", "19.9", "--spill", "fallback", "--json")
     p = json.loads(r.stdout)["predictions"][0]
     assert p["spill"] is None and p["cache_spill_bytes"] is None
+    weights = p["decode_bytes_per_token"]  # every weight on the GPU, none in RAM: the allocation a token reads
+    assert p["token_parts"]["link_s"] * PCIE4_X16 == pytest.approx(weights, rel=1e-3)
+    cuda = json.loads(run_cli("check", str(qwen27b), *args, "--backend", "cuda", "--tg", "19.9", "--json").stdout)
+    assert cuda["predictions"][0]["token_parts"]["link_s"] * PCIE4_X16 == pytest.approx(2 * weights, rel=1e-3)
 
 
 def test_a_windows_log_says_fallback() -> None:

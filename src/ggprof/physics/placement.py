@@ -202,41 +202,72 @@ def spilled(place: Placement, kv_gpu_bytes: int, device: Device) -> Spill | None
 
 
 # How a GPU's driver serves an allocation beyond its memory, where the user says (check --spill):
-# Windows' CUDA system-memory fallback places the allocations that no longer fit in RAM, which the
-# GPU reads over its link (driver 536.40 and later; "CUDA - Sysmem Fallback Policy" turns it off from
-# 546.01: https://nvidia.custhelp.com/app/answers/detail/a_id/5490);
-# GGML_CUDA_ENABLE_UNIFIED_MEMORY=1 allocates managed memory, whose pages migrate on demand, so a
-# token's weights beyond the memory move in and out each pass (llama.cpp PR #8035). Unsaid: either.
+# fallback, Windows' CUDA system-memory fallback, places the allocations that no longer fit the
+# memory then free in RAM, read in place over the link (driver 536.40 and later; "CUDA - Sysmem
+# Fallback Policy" turns it off from 546.01: https://nvidia.custhelp.com/app/answers/detail/a_id/5490);
+# managed, GGML_CUDA_ENABLE_UNIFIED_MEMORY=1, allocates managed memory (cudaMallocManaged with no
+# advice, ggml-cuda.cu) whose pages migrate on demand: the memory full, the driver evicts a page to
+# RAM to fault the next one in, and a token's weights cycle through it (llama.cpp PR #8035); mapped,
+# managed memory a build advises to stay in RAM (cudaMemAdviseSetPreferredLocation, the CPU: docs/
+# physics.md quotes the CUDA Runtime API), every page mapped and read in place, those that would fit
+# too. Unsaid: fallback or managed on CUDA; another backend's driver migrates nothing.
 SPILLS = {
     "fallback": "Windows' CUDA system-memory fallback: what no longer fits is placed in RAM",
     "managed": "managed memory (GGML_CUDA_ENABLE_UNIFIED_MEMORY=1): pages migrate on demand",
+    "mapped": "managed memory advised to stay in RAM (a patched build): every weight read in place",
 }
-# How many times a spilled byte crosses the link in a pass, by how the GPU reads it: in place, once
-# (the fallback keeps the allocation in RAM and the GPU reads it over the link); migrated, twice
-# (stock managed memory, cudaMallocManaged with no advice in ggml-cuda.cu: the memory full, the
-# driver evicts a page to RAM to fault the next one in, and a token's weights cycle through it, so
-# every page of the allocation goes out and comes back each pass). Unsaid: either, the band's slow
-# end migrating, its fast end in place. Managed memory a build advises to prefer the CPU
-# (cudaMemAdviseSetPreferredLocation: "if the data is already in its preferred location and the
-# faulting processor can establish a mapping without requiring the data to be migrated, then data
-# migration will be avoided", the CUDA Runtime API's cudaMemAdvise) is read in place.
-SPILL_CROSSINGS = {"fallback": 1, "managed": 2}
+# How many times a spilled byte crosses the link a pass, at the band's slow end and at its fast end:
+# read in place, once; migrated, a page goes out for each that comes in, twice in bytes, and between
+# once and twice in time (the two copies go opposite ways on a full-duplex link).
+SPILL_CROSSINGS = {"fallback": (1, 1), "managed": (2, 1), "mapped": (1, 1)}
 
 
-def spill_crossings(spill: str | None) -> tuple[int, int]:
-    """How many times a spilled byte crosses the link a pass at the band's slow end and at its fast
-    end: the mechanism's (SPILL_CROSSINGS), or, unsaid, the most and once."""
-    said = SPILL_CROSSINGS.get(spill or "")
-    return (said, said) if said else (max(SPILL_CROSSINGS.values()), 1)
+def spill_crossings(spill: str | None, backend: str) -> tuple[int, int]:
+    """(slow end, fast end): the mechanism's crossings (SPILL_CROSSINGS); unsaid, CUDA's migrating
+    at the slow end, another backend's in place."""
+    return SPILL_CROSSINGS.get(spill or "") or SPILL_CROSSINGS["managed" if backend == "cuda" else "fallback"]
 
 
 def spill_what(spill: str | None) -> str:
     """What a spilled token's band reads over the link, by how its driver serves the spill."""
     if spill == "managed":
-        return "spill (managed memory: each page out to RAM and back in, twice over the link)"
-    if spill == "fallback":
-        return "spill (Windows' fallback: read in place over the link)"
-    return "spill (read in place, or migrated out and back in: twice over the link at the slow end)"
+        return "spill (managed memory: a page out to RAM for each that comes in, up to twice over the link)"
+    if spill in ("fallback", "mapped"):
+        return f"spill ({'Windows fallback' if spill == 'fallback' else 'mapped managed memory'}: read in place)"
+    return "spill (read in place, or migrated: up to twice over the link)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkSpill:
+    """What a full offload beyond its GPU's memory reads over the host link: the weights over the
+    card (`spill`, the ceiling's excess), and at the band, `link_bytes` a token (every weight of the
+    allocation; with the fallback where the weights fit, the cache a token reads: `cache`) times
+    `crossings` (slow end, fast end)."""
+
+    over: bool
+    spill: Spill | None
+    cache: bool
+    link_bytes: int
+    crossings: tuple[int, int]
+
+
+def link_spill(place: Placement, kv_gpu_bytes: int, pool: MemoryFit, device: Device, full: bool) -> LinkSpill:
+    """A full offload's spill: beyond the GPU with its buffers, the whole weights allocation goes
+    over the link; with Windows' fallback where the weights fit, what is allocated after them
+    beyond the memory then free, "tight" too (the cache: its KV and state, however deep)."""
+    spill = spilled(place, kv_gpu_bytes, device) if full else None
+    fallback = device.spill == "fallback" and place.gpu_weight_bytes <= (device.memory_bytes or 0)
+    spill = None if fallback else spill
+    beyond = pool.verdict == "does_not_fit" or (fallback and pool.verdict == "tight") or device.spill == "mapped"
+    over = full and device.link is not None and (spill is not None or beyond)
+    cache = over and fallback
+    return LinkSpill(
+        over=over,
+        spill=spill,
+        cache=cache,
+        link_bytes=(kv_gpu_bytes if cache else place.gpu_decode_bytes) if over else 0,
+        crossings=spill_crossings(device.spill, device.backend),
+    )
 
 
 def cache_spill_rule(pool: MemoryFit, kv_bytes: int, depth: int, device: Device) -> str:

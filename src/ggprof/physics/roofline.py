@@ -36,10 +36,9 @@ from ggprof.physics.placement import (
     cache_spill_rule,
     link_band_of,
     link_bytes_a_batch,
+    link_spill,
     placement,
-    spill_crossings,
     spill_what,
-    spilled,
     trips_band,
 )
 from ggprof.physics.shares import ShareFit, TokenParts
@@ -315,17 +314,10 @@ def predict(
         band = trips_band(band, seconds, trips, trip)
     memory = memory_pools(spec, device, cpu, place, inputs)
     full = has_gpu and not is_partial_offload(inputs.n_gpu_layers, spec.n_layers)
-    spill = spilled(place, kv_gpu, device) if full else None
-    # beyond the GPU with its buffers: the whole weights allocation over the link; or, with Windows' fallback
-    # where the weights fit, what is allocated after them beyond the memory free (the cache: its KV and state)
-    fallback = device.spill == "fallback" and place.gpu_weight_bytes <= (device.memory_bytes or 0)
-    spill = None if fallback else spill
-    beyond = memory[0].verdict == "does_not_fit" or (fallback and memory[0].verdict == "tight")
-    over = full and device.link is not None and (spill is not None or beyond)
-    cache = over and fallback
+    spilling = link_spill(place, kv_gpu, memory[0], device, full)
+    spill, cache, over, link_bytes = spilling.spill, spilling.cache, spilling.over, spilling.link_bytes
+    crossings, fast_crossings = spilling.crossings
     bw = device.bandwidth_bytes_per_s or 1.0
-    link_bytes = kv_gpu if cache else place.gpu_decode_bytes
-    crossings, fast = spill_crossings(device.spill)  # migrated pages go out and back in, in place once
     link_s = crossings * link_bytes / device.link.value if over and device.link else 0.0
     # what the GPU reads itself: everything; with its weights over the link its KV alone; with its
     # cache over the link its weights alone
@@ -336,9 +328,8 @@ def predict(
     if cache and device.link is not None:
         rules.append(cache_spill_rule(memory[0], kv_gpu, inputs.depth, device))
     if over and band is not None:
-        band = link_band_of(
-            band, spill_band, seconds, gpu_s + in_ram_s, link_s, spill_what(device.spill), link_s * fast / crossings
-        )
+        fast_s = link_s * fast_crossings / crossings
+        band = link_band_of(band, spill_band, seconds, gpu_s + in_ram_s, link_s, spill_what(device.spill), fast_s)
     table = tuple(_depth_row(spec, device, cpu, place, inputs, d) for d in depth_points(spec))
     peak = device.peak_flops.value if device.peak_flops else None
     flops = prefill_flops(spec, inputs.prompt, inputs.depth, n_batch=inputs.n_batch)
@@ -355,8 +346,8 @@ def predict(
             f"a prompt's batches on the GPU: {crossing / 1e9:.3g} GB of weights in RAM cross the link{least} "
             f"({device.link.describe()}) for each batch of {inputs.n_ubatch} tokens"  # type: ignore[union-attr]
         )
-    over_link = link_bytes if cache else place.gpu_weight_bytes if over else 0  # each batch reads it again
-    copied, fast_copied = (link_bytes_a_batch(spec, place, n * over_link, inputs) for n in (crossings, fast))
+    over_link_bytes = link_bytes if cache else place.gpu_weight_bytes if over else 0  # each batch reads it again
+    copied, fast_copied = (link_bytes_a_batch(spec, place, n * over_link_bytes, inputs) for n in spilling.crossings)
     gpu_prompt_band = prefill_band
     if prefill_band is not None and prefill_s and copied and link:
         spilled_what = f"reading the spilled {'cache' if cache else 'weights'}"

@@ -25,8 +25,8 @@ class TokenParts:
 
     gpu_s: float
     ram_s: float = 0.0
-    # spill: every weight of the GPU's spilled allocation over its link, as often as it crosses it
-    # (physics.placement.SPILL_CROSSINGS: migrated pages twice; unsaid, the most); so a prompt's
+    # spill: every weight of the GPU's spilled allocation over its link, as often as it crosses it at
+    # the band's slow end (physics.placement.SPILL_CROSSINGS: a migrated page twice, out and in)
     link_s: float = 0.0
     prompt_link_s: float = 0.0  # a prompt's batches: the weights in RAM (or spilled) copied to the GPU
     prompt_compute_s: float = 0.0  # the prompt's compute floor (FLOPs at the peak)

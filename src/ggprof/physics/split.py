@@ -230,6 +230,7 @@ def predict_devices(
         int_dot_ops=None,
         memory_bytes=sum(d.memory_bytes or 0 for _, d in gpus) or None,
         memory_available_bytes=None,
+        spill=None,  # each GPU's own memory decides a spill, not their sum
     )
     one = replace(inputs, n_gpu_layers=None, n_cpu_moe=0, tensor_buft_overrides=(), no_kv_offload=False)
     base = predict(spec, device, one, band=None)

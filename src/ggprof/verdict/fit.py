@@ -22,8 +22,8 @@ def fit_findings(b: Backend, case: JudgeCase) -> list[Finding]:
         full = offloaded is not None and layers is not None and offloaded > layers
     else:
         full = not is_partial_offload(p.inputs.n_gpu_layers, case.model.n_layers)
-    # with Windows' fallback a pool over the memory free ("tight") spills its cache too
-    tight = gpu.verdict == "tight" and p.cache_spill_bytes is not None and gpu.available_bytes is not None
+    # with Windows' fallback a pool over the memory free ("tight") may spill its cache too
+    tight = gpu.verdict == "tight" and p.cache_spill_bytes is not None
     if not full or not (gpu.verdict == "does_not_fit" or tight):
         return []
     total = fmt_bytes(gpu.total_bytes or 0, binary=False)
@@ -67,9 +67,15 @@ def explained_by_spill(b: Backend, case: JudgeCase, p: Prediction, required: str
         what = f"{spill} of weights read over the host link a token"
     elif p.cache_spill_bytes is not None:
         cache = fmt_bytes(p.cache_spill_bytes, binary=False)
+        tight = p.memory[0].verdict == "tight"
+        pool = (
+            "the pool fits the card, not the memory free"
+            if tight
+            else "the weights fit without the KV cache and compute buffers"
+        )
         what = (
-            "the weights fit without the KV cache and compute buffers (an estimate): with Windows' system-memory "
-            f"fallback the cache is placed in RAM and a token reads its {cache} over the host link at most"
+            f"{pool} (an estimate): with Windows' system-memory fallback the cache {'may be' if tight else 'is'} "
+            f"placed in RAM and a token reads its {cache} over the host link at most"
         )
     else:
         what = (
