@@ -349,3 +349,24 @@ for p, n in [(p, 0) for p in values("-p") if p] + [(0, n) for n in values("-n") 
                avg_ns=ns, stddev_ns=0, samples_ns=[ns] * reps, samples_ts=[tok_s] * reps)
     print(json.dumps(row), flush=True)
 """
+
+
+def spill_fit_without(gpu: str, others: set[str]) -> Any:
+    """The committed spill share refitted without one machine's rows (`gpu`, named as each row's
+    label names its GPUs before its source), the way the bench judges that machine; `others`: the
+    machines left, asserted."""
+    import re
+
+    from ggprof import calibration
+    from ggprof.calibration.placements import ShareRow, fit_share
+
+    rows = []
+    for line in calibration.committed_placement_fits().inputs:
+        kind, share, label = line.split(" ", 2)
+        found = re.search(r" on (.+?) \(https?:", label)  # the GPUs before the source
+        if kind == "spill" and found and found[1] != gpu:
+            rows.append(ShareRow(machine=found[1], label=label, share=float(share)))
+    assert {r.machine for r in rows} == others
+    held = fit_share(rows, f"the spill share without the {gpu}")
+    assert held is not None
+    return held

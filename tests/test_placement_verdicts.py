@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from ggufs import GPT_OSS_120B, LLAMA_70B_F16, write_model
-from support import RunCli
+from support import RunCli, spill_fit_without
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = [json.loads(x) for x in (ROOT / "benchmarks/data/placement-results.jsonl").read_text().splitlines() if x]
@@ -198,24 +198,14 @@ def test_managed_pages_cross_the_link_twice(
     flagged. Counted once, its pages imply 12% of the link against the others' 18%-48%, and the
     honest run is flagged too. (With Windows' fallback the same weights, which fit the card, would
     stay in VRAM: only their cache would cross.)"""
-    import re
     from dataclasses import replace
 
     from ggprof import calibration
-    from ggprof.calibration.placements import ShareRow, fit_share
     from ggprof.physics.placement import SPILL_CROSSINGS
 
     r = row("spill", "llama 70B (68.98B, Llama-2-70B class)", "RTX 4090")
     assert "GGML_CUDA_ENABLE_UNIFIED_MEMORY=1" in r["flags"]
-    others = []
-    for line in calibration.committed_placement_fits().inputs:
-        kind, share, label = line.split(" ", 2)
-        gpu = re.search(r" on (.+?) \(https?:", label)  # the GPUs before the source
-        if kind == "spill" and gpu and gpu[1] != "RTX 4090":
-            others.append(ShareRow(machine=gpu[1], label=label, share=float(share)))
-    assert {x.machine for x in others} == {"RTX 5070", "RTX 5090", "RTX 3080"}
-    held = fit_share(others, "the spill share without the RTX 4090")
-    assert held is not None
+    held = spill_fit_without("RTX 4090", {"RTX 5070", "RTX 5090", "RTX 3080"})
     args = (str(llama2_70b_q2k), "--device", "rtx-4090", "--backend", "cuda", "-ngl", "81", "--spill", "managed")
     with calibration.using_placements(replace(calibration.committed_placement_fits(), spill=held)):
         honest = json.loads(run_cli("check", *args, "--tg", str(r["tg_tok_s"]), "--json").stdout)

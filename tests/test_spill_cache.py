@@ -7,7 +7,6 @@ Qwen3.8-27B of 8.39 GiB at contexts of 72K-640K) on a header of the model's shap
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import gguf
 import pytest
 from ggufs import QWEN36_27B, write_model
-from support import RunCli
+from support import RunCli, spill_fit_without
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = [json.loads(x) for x in (ROOT / "benchmarks/data/placement-results.jsonl").read_text().splitlines() if x]
@@ -64,17 +63,8 @@ def check(run_cli: RunCli, model: Path, tg: float, *extra: str, ctx: int = 13107
 def held_out_spill() -> Any:
     """The committed spill share refitted without the RTX 3080's rows (its machine left out)."""
     from ggprof import calibration
-    from ggprof.calibration.placements import ShareRow, fit_share
 
-    rows = []
-    for line in calibration.committed_placement_fits().inputs:
-        kind, share, label = line.split(" ", 2)
-        gpu = re.search(r" on (.+?) \(https?:", label)  # the GPUs before the source
-        if kind == "spill" and gpu and gpu[1] != "RTX 3080":
-            rows.append(ShareRow(machine=gpu[1], label=label, share=float(share)))
-    assert {r.machine for r in rows} == {"RTX 5070", "RTX 5090", "RTX 4090"}  # the other three machines
-    held = fit_share(rows, "the spill share without the RTX 3080")
-    assert held is not None
+    held = spill_fit_without("RTX 3080", {"RTX 5070", "RTX 5090", "RTX 4090"})  # the other three machines
     return calibration.using_placements(replace(calibration.committed_placement_fits(), spill=held))
 
 
