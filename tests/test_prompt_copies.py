@@ -42,6 +42,20 @@ def test_a_batch_copies_only_the_experts_its_tokens_use(moe: Path) -> None:
     assert link_bytes_a_batch(spec, place, 0, PredictInputs(prompt=16, n_ubatch=16), least=True) == 0
 
 
+def test_a_small_batch_still_reads_the_spilled_weights(moe: Path) -> None:
+    """A batch under 32 tokens copies no weight in RAM to the GPU (the CPU computes them), but a
+    GPU whose own weights spilled still reads them over the link: the expected reads every spilled
+    byte, the ceiling none (a few tokens of a mixture use a few experts)."""
+    spec = load_model(moe)
+    place = placement(spec, None, has_gpu=True, n_cpu_moe=4)
+    spilled = 10_000_000
+    small = PredictInputs(prompt=16, n_ubatch=512)
+    assert link_bytes_a_batch(spec, place, spilled, small) == spilled  # the experts in RAM: the CPU's
+    assert link_bytes_a_batch(spec, place, spilled, small, least=True) == 0
+    assert link_bytes_a_batch(spec, place, 0, small) == 0
+    assert link_bytes_a_batch(spec, place, spilled, PredictInputs(prompt=0, n_ubatch=512)) == 0  # no prompt
+
+
 def test_a_tied_embedding_is_not_copied_while_the_output_is_on_the_gpu(tmp_path: Path) -> None:
     """A tied token_embd: llama.cpp looks it up in RAM and gives the output layer its own copy on
     the GPU, so a fully offloaded prompt copies nothing and -ngl 4 (the output and layers 1-3)

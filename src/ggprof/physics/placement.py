@@ -290,10 +290,12 @@ def link_bytes_a_batch(
     `spilled_bytes` of the GPU's own. Of a routed expert tensor ggml-backend copies only the
     experts the batch's tokens use (ggml_backend_sched_compute_splits): `least`, the k of n every
     token of the batch may share (the ceiling); else as many as B tokens routed evenly reach,
-    1 - (1 - k/n)^B of them (the expected)."""
+    1 - (1 - k/n)^B of them (the expected). A batch under 32 tokens copies nothing (the CPU
+    computes what is in RAM), but the GPU still reads its own spilled weights over the link: the
+    expected reads them all, the ceiling none (of a mixture's, a few tokens use a few experts)."""
     ubatch = min(getattr(inputs, "prompt", 0), getattr(inputs, "n_ubatch", 0))
     if ubatch < MIN_OFFLOAD_BATCH:
-        return 0
+        return spilled_bytes if ubatch > 0 and not least else 0
     # what stays in RAM: the input embedding (a lookup, GET_ROWS, is never offloaded; a tied one's RAM
     # copy too) and an output layer left there, which a prompt runs for its last token alone
     # (inp_out_ids: a batch of 1, under the offload's 32)
