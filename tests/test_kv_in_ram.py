@@ -128,6 +128,29 @@ def test_the_cache_in_ram_at_depth(tmp_path: Path, run_cli: RunCli) -> None:
     assert decode_finding(slowed)["code"] == "DECODE_BELOW_BAND"
 
 
+def test_a_gtx_16xx_prompt_names_its_emulated_kernels(tmp_path: Path, run_cli: RunCli) -> None:
+    """The same GTX 1660 Ti's prompt at depth 8192, 108.53 tok/s: its source says the stock build
+    runs a GTX 16xx's prompts through tensor-core kernels the card lacks (pp_slowed_by: about 4x
+    faster with the plain ones). Flagged, with that cause first; an RTX 2080 (tensor cores) as slow
+    is flagged without it."""
+    r = the_row("DeepSeek-R1-Distill-Qwen-7B", "GTX 1660 Ti", depth=8192, tg_tok_s=15.87)
+    assert "emulation" in r["pp_slowed_by"]
+    shape = replace(
+        LLAMA_3_1_8B_F16, n_layers=28, n_embd=3584, n_heads=28, n_kv_heads=4, n_ff=18944, vocab=152064,
+        qtype=Q.Q4_K, file_type=None,
+    )  # fmt: skip
+    model = write_model(tmp_path / "qwen2-7b.gguf", shape)[0]
+    args = ("-ngl", "99", "-fa", "on", "--depth", "8192", "--pp", str(r["pp_tok_s"]), "--prompt", str(r["pp_tokens"]))
+    d = verdict(run_cli, str(model), "--device", "gtx-1660-ti", "--backend", "cuda", *args)
+    found = next(f for f in d["findings"] if f["code"] == "PREFILL_BELOW_BAND")
+    assert found["causes"][0].startswith("tensor-core kernels emulated: llama.cpp picks its MMA kernels")
+    assert not any("fast matrix kernels" in c for c in found["causes"])  # the card has none to leave unused
+    rtx = verdict(run_cli, str(model), "--device", "rtx-2080", "--backend", "cuda", *args)
+    other = next(f for f in rtx["findings"] if f["code"] == "PREFILL_BELOW_BAND")
+    assert not any(c.startswith("tensor-core kernels emulated") for c in other["causes"])
+    assert any("fast matrix kernels" in c for c in other["causes"])
+
+
 def test_a_depth_row_does_not_tell_the_trip() -> None:
     """The trip is told by a pair, the same run with its cache on the GPU and in RAM, and only where
     the cache in RAM is small beside it: at a depth the CPU's attention over the cache, whose share

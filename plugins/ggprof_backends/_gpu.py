@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
 
 # a slow prompt's cause to check where the run's physical batch is not known
 UBATCH_TO_CHECK = "a tiny physical batch (-ub) or batch (-b): the weights are read again every few tokens"
+# ... and where the device's own cause (device_prefill_causes) does not replace it
+MATRIX_KERNELS_TO_CHECK = "a build without the GPU's fast matrix kernels (tensor/matrix cores unused, an old llama.cpp)"
 
 GPU_CAUSES = Causes(
     impossible=(
@@ -85,7 +87,7 @@ class GPUBackend(Backend):
     causes = GPU_CAUSES
     prefill_causes: tuple[str, ...] = (
         "layers not offloaded (-ngl lower than the layer count): the CPU did part of the prompt",
-        "a build without the GPU's fast matrix kernels (tensor/matrix cores unused, an old llama.cpp)",
+        MATRIX_KERNELS_TO_CHECK,
         UBATCH_TO_CHECK,
         "a debug build, or power and thermal limits",
     )
@@ -115,7 +117,18 @@ class GPUBackend(Backend):
 
     def diagnose_prefill(self, case: JudgeCase) -> Diagnosis:
         """Partial offload and what the build's facts point to (build_causes); where neither
-        names a cause, the causes to check that the build does not rule out."""
+        names a cause, the causes to check that the build does not rule out; first, what the
+        device itself points to (device_prefill_causes)."""
+        own = self.device_prefill_causes(case.prediction.device) if case.prediction is not None else ()
+        found = self._diagnose_prefill(case)
+        rest = tuple(c for c in found.causes if c != MATRIX_KERNELS_TO_CHECK)
+        return Diagnosis(causes=(*own, *rest), checks=found.checks) if own else found
+
+    def device_prefill_causes(self, device: Device) -> tuple[str, ...]:
+        """A slow prompt's causes in what the device is: a backend's own."""
+        return ()
+
+    def _diagnose_prefill(self, case: JudgeCase) -> Diagnosis:
         causes, checks = _offload(case.context, "at the CPU's FLOP/s") if case.context else ([], [])
         known = case.prediction.device.build if case.prediction is not None else None
         build = known or BuildFacts()

@@ -14,6 +14,7 @@ from ggprof import Backend, Detection, EfficiencyBand, Figure, hookimpl, physica
 
 if TYPE_CHECKING:  # annotations only: importing the plugin stays cheap
     from ggprof import Device, HostContext, ProfileDB
+from ggprof_backends._diagnosis import EMULATED_MMA_ARCHITECTURES, EMULATED_MMA_PREFILL_GAIN, MATRIX_UNITS_OVER_VECTOR
 from ggprof_backends._gpu import GPUBackend, gpu_device
 
 NVIDIA_SMI_QUERY = [
@@ -27,6 +28,21 @@ _NVML_CLOCK_MEM = 2
 class CUDABackend(GPUBackend):
     name = "cuda"
     band = EfficiencyBand(low=0.6, high=0.9, source="assumption: llama.cpp CUDA decode reaches 60-90% of HBM/GDDR peak")
+
+    def device_prefill_causes(self, device: Device) -> tuple[str, ...]:
+        """A GPU of a tensor-core architecture without tensor cores (a GTX 16xx): llama.cpp picks its
+        MMA kernels by compute capability and runs them emulated (_diagnosis.EMULATED_MMA_*)."""
+        peak, vector = device.peak_flops, device.vector_flops
+        if device.architecture not in EMULATED_MMA_ARCHITECTURES or peak is None or vector is None:
+            return ()
+        if peak.value > MATRIX_UNITS_OVER_VECTOR * vector.value:
+            return ()
+        low, high = EMULATED_MMA_PREFILL_GAIN
+        return (
+            f"tensor-core kernels emulated: llama.cpp picks its MMA kernels by compute capability, and this "
+            f"{device.architecture} GPU has no tensor cores (a GTX 16xx reports 7.5 like an RTX 20xx); a build "
+            f"that picks the plain kernels read a GTX 1660 Ti's prompts {low:g}x-{high:g}x faster",
+        )
 
     def detect(self, host: HostContext) -> Detection:
         devices = detect_nvml(host.profiles)
