@@ -272,8 +272,8 @@ def link_spill(place: Placement, kv_gpu_bytes: int, pool: MemoryFit, device: Dev
 
 def cache_spill_rule(pool: MemoryFit, kv_bytes: int, depth: int, device: Device) -> str:
     link = device.link.describe() if device.link else "unknown"
-    free = pool.available_bytes if pool.available_bytes is not None else pool.total_bytes
-    over = max(pool.required_bytes - (free or 0), 0) / 1e9
+    free_bytes = pool.available_bytes if pool.available_bytes is not None else pool.total_bytes
+    over = max(pool.required_bytes - (free_bytes or 0), 0) / 1e9
     return (
         f"spilled cache: the weights fit {device.id}'s memory, the KV cache and buffers at the context do not fit "
         f"what is free ({over:.3g} GB over); the cache a token reads ({kv_bytes / 1e9:.3g} GB at depth {depth:,}, "

@@ -347,20 +347,22 @@ def predict(
             f"({device.link.describe()}) for each batch of {inputs.n_ubatch} tokens"  # type: ignore[union-attr]
         )
     over_link_bytes = link_bytes if cache else place.gpu_weight_bytes if over else 0  # each batch reads it again
-    copied, fast_copied = (link_bytes_a_batch(spec, place, n * over_link_bytes, inputs) for n in spilling.crossings)
+    # a prompt's time over the link at the band's slow end and at its fast end
+    copy_s, fast_copy_s = (
+        link_bytes_a_batch(spec, place, n * over_link_bytes, inputs) * batches / link if link else 0.0
+        for n in spilling.crossings
+    )
     gpu_prompt_band = prefill_band
-    if prefill_band is not None and prefill_s and copied and link:
+    if prefill_band is not None and prefill_s and copy_s:
         spilled_what = f"reading the spilled {'cache' if cache else 'weights'}"
         what = f"a prompt's batches {spilled_what if over else 'copying the weights in RAM'}"
         share = spill_band if over else copies_band
-        prefill_band = link_band_of(
-            prefill_band, share, prefill_s, compute_s, copied * batches / link, what, fast_copied * batches / link
-        )
+        prefill_band = link_band_of(prefill_band, share, prefill_s, compute_s, copy_s, what, fast_copy_s)
     parts = TokenParts(
         gpu_s=gpu_s,
         ram_s=in_ram_s,
         link_s=link_s,
-        prompt_link_s=copied * batches / link if link else 0.0,
+        prompt_link_s=copy_s,
         prompt_compute_s=compute_s,
         trips=trips,
         gpu_band=gpu_band,
