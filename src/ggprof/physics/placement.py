@@ -228,13 +228,12 @@ def spill_crossings(spill: str | None, backend: str) -> tuple[int, int]:
     return SPILL_CROSSINGS.get(spill or "") or SPILL_CROSSINGS["managed" if backend == "cuda" else "fallback"]
 
 
-def spill_what(spill: str | None) -> str:
-    """What a spilled token's band reads over the link, by how its driver serves the spill."""
-    if spill == "managed":
-        return "spill (managed memory: a page out to RAM for each that comes in, up to twice over the link)"
-    if spill in ("fallback", "mapped"):
-        return f"spill ({'Windows fallback' if spill == 'fallback' else 'mapped managed memory'}: read in place)"
-    return "spill (read in place, or migrated: up to twice over the link)"
+def spill_what(spill: str | None, backend: str) -> str:
+    """What a spilled token's band reads over the link: how the driver serves the spill (SPILLS) and
+    how often a byte crosses (SPILL_CROSSINGS)."""
+    slow, fast = spill_crossings(spill, backend)
+    how = SPILLS.get(spill or "", "how the driver spills unsaid")
+    return f"spill ({how}: {'once' if slow == fast == 1 else f'{fast} to {slow} times'} over the link)"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -328,8 +328,8 @@ def predict(
     if cache and device.link is not None:
         rules.append(cache_spill_rule(memory[0], kv_gpu, inputs.depth, device))
     if over and band is not None:
-        fast_s = link_s * fast_crossings / crossings
-        band = link_band_of(band, spill_band, seconds, gpu_s + in_ram_s, link_s, spill_what(device.spill), fast_s)
+        what, fast_link_s = spill_what(device.spill, device.backend), link_s * fast_crossings / crossings
+        band = link_band_of(band, spill_band, seconds, gpu_s + in_ram_s, link_s, what, fast_link_s)
     table = tuple(_depth_row(spec, device, cpu, place, inputs, d) for d in depth_points(spec))
     peak = device.peak_flops.value if device.peak_flops else None
     flops = prefill_flops(spec, inputs.prompt, inputs.depth, n_batch=inputs.n_batch)

@@ -291,7 +291,7 @@ def _check_run(
     if not run.speeds:
         rc.missing.append("any speed (no timing, rate or llama-bench line)")
     spec = model.spec
-    spill = spill or ("fallback" if run.value("windows") and backend == "cuda" else None)  # CUDA's driver's
+    spill = spill or ("fallback" if run.value("windows") else None)  # a CUDA GPU's alone (with_spill)
     checker = (
         Checker(spec, device_choice, ext, use_host=False, cpu=cpu, spill=spill)
         if spec is not None and device_choice

@@ -33,7 +33,7 @@ def fit_findings(b: Backend, case: JudgeCase) -> list[Finding]:
     # the weights over the GPU, or the weights fitting and the KV and buffers (an estimate) not: the
     # prediction reads the allocation over the link, and so does the finding
     if p.spill_bytes or p.cache_spill_bytes is not None or (not p.devices and p.parts and p.parts.link_s > 0):
-        return [explained_by_spill(b, case, p, required, total)]
+        return [explained_by_spill(b, case, p, required, total, tight)]
     return [
         Finding(
             severity="impossible",
@@ -58,7 +58,9 @@ def fit_findings(b: Backend, case: JudgeCase) -> list[Finding]:
     ]
 
 
-def explained_by_spill(b: Backend, case: JudgeCase, p: Prediction, required: str, total: str) -> Finding:
+def explained_by_spill(
+    b: Backend, case: JudgeCase, p: Prediction, required: str, total: str, tight: bool = False
+) -> Finding:
     """A full offload larger than the GPU: no load on Linux, but a placement the machine allows
     explains its number (the weights over its memory read from RAM over the link: the band judged
     on), and others may; what the run's log or command line says tells them apart."""
@@ -67,7 +69,6 @@ def explained_by_spill(b: Backend, case: JudgeCase, p: Prediction, required: str
         what = f"{spill} of weights read over the host link a token"
     elif p.cache_spill_bytes is not None:
         cache = fmt_bytes(p.cache_spill_bytes, binary=False)
-        tight = p.memory[0].verdict == "tight"
         pool = (
             "the pool fits the card, not the memory free"
             if tight
